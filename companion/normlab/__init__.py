@@ -1,0 +1,45 @@
+"""normlab: the companion package to the book on normalisation in neural networks.
+
+Submodules (imported on first use, so ``import normlab`` stays light):
+
+- ``normlab.layers``: normalisers and corrected layers (Part I and Part II).
+- ``normlab.symbolic``: SymPy derivations of the affine divergence.
+- ``normlab.divergence``: numerical measurement of effective activation updates.
+- ``normlab.data``: real datasets and offline stand-ins.
+- ``normlab.models``: MLPs and Transformer backbones taking a ``norm_layer``.
+- ``normlab.training``: the one training loop, with callbacks and checkpoints.
+- ``normlab.callbacks``: the callback protocol of the training loop.
+- ``normlab.experiments``: declared experiment grids and their runner.
+- ``normlab.gates``: AutoNorm gate telemetry and the AutoNorm-S schedule.
+- ``normlab.plots``: the book's figures.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._runtime import PROFILES, device, profile, seed_everything
+from .display import show_source
+
+__version__ = "0.1.0"
+
+_SUBMODULES = (
+    "layers",
+    "symbolic",
+    "divergence",
+    "data",
+    "models",
+    "training",
+    "callbacks",
+    "experiments",
+    "gates",
+    "plots",
+)
+
+__all__ = ["PROFILES", "device", "profile", "seed_everything", "show_source", *_SUBMODULES]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'normlab' has no attribute {name!r}")

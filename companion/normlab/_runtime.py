@@ -1,0 +1,66 @@
+"""Run-time choices shared by every chapter: the profile, the device and the seed."""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+PROFILES: tuple[str, ...] = ("quick", "standard", "paper")
+PROFILE_ENV = "NORMLAB_PROFILE"
+
+
+def profile() -> str:
+    """Return the active profile: ``quick``, ``standard`` or ``paper``.
+
+    ``$NORMLAB_PROFILE`` decides when set. Otherwise the profile is ``standard`` when CUDA
+    is available and ``quick`` without it.
+
+    - ``quick``: CPU, offline, generated or shipped data; used by CI and the HTML build.
+    - ``standard``: a GPU with the real datasets and shortened schedules.
+    - ``paper``: the papers' full recipes.
+    """
+    value = os.environ.get(PROFILE_ENV)
+    if value is None or value.strip() == "":
+        return "standard" if torch.cuda.is_available() else "quick"
+    value = value.strip().lower()
+    if value not in PROFILES:
+        raise ValueError(
+            f"{PROFILE_ENV}={os.environ[PROFILE_ENV]!r} is not a profile; "
+            f"expected one of {', '.join(PROFILES)}"
+        )
+    return value
+
+
+def check_profile(name: str | None) -> str:
+    """Validate a profile name, or return the active one when ``name`` is None."""
+    if name is None:
+        return profile()
+    if name not in PROFILES:
+        raise ValueError(f"profile={name!r} is not a profile; expected one of {', '.join(PROFILES)}")
+    return name
+
+
+def device() -> torch.device:
+    """Return the best available device: ``cuda``, then ``mps``, then ``cpu``."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch (CPU and CUDA) and return a seeded CPU generator.
+
+    The returned generator is for code that wants its own stream of random numbers
+    without touching the global one.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
