@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The book and the tests always run in the quick profile: CPU, offline, shipped or generated data.
-RUN := NORMLAB_PROFILE=quick MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1
+RUN := NORMLAB_PROFILE=quick MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1 OMP_NUM_THREADS=1
 NB_WORKERS ?= 2
 
 .PHONY: book test test-unit test-notebooks test-structure clean

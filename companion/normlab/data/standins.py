@@ -1,4 +1,23 @@
-"""Offline stand-ins for the quick profile: data that ship with a dependency or are generated."""
+"""Offline stand-ins for the quick profile: data that ship with a dependency or are generated.
+
+They are stand-ins: small, fast, with the *structure* of the real set they replace (tensor
+shapes, task type, metadata keys) and a property the chapters need (stationary vs diverse
+images, tags that need context, labels that need word order). Results on them say nothing
+about the papers' numbers. Every generated set is deterministic: split ``s`` of a set is
+drawn from ``numpy.random.default_rng((seed, s))`` with a fixed seed per set.
+
+================== ======================== =========================================
+name               stands in for            size (train / val / test), shape
+================== ======================== =========================================
+digits             MNIST                    1,257 / 179 / 361, (N, 1, 8, 8)
+shapes_stationary  Fashion-MNIST            2,000 / 500 / 1,000, (N, 1, 16, 16)
+shapes_diverse     CIFAR-10/100, SVHN       2,000 / 500 / 1,000, (N, 3, 16, 16)
+shapes_diverse_c   CIFAR-10-C               test only: 1,000, (N, 3, 16, 16)
+pos_grammar        Penn Treebank POS        2,000 / 500 / 500 sentences, (N, L)
+sentiment_grammar  SST-2                    2,000 / 500 / 500 sentences, (N, L)
+diabetes           Energy, California       309 / 44 / 89, (N, 10)
+================== ======================== =========================================
+"""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -7,18 +26,29 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ._common import build_vocab, check_split, encode, encode_tags, split_indices
 from .registry import register
+from .tabular import regression_split
 from .types import DataSplit
 
-SPLIT_SEED = 0
+IMAGE_SIZE = 16
+SHAPE_COUNTS = {"train": 2000, "val": 500, "test": 1000}
+SENTENCE_COUNTS = {"train": 2000, "val": 500, "test": 500}
+SPLIT_NUMBER = {"train": 0, "val": 1, "test": 2}
+SHAPES: tuple[str, ...] = ("disk", "square", "triangle", "inverted_triangle", "diamond", "ring", "plus",
+                           "cross", "horizontal_bar", "vertical_bar")
 
 
-def _split_indices(n: int, fractions: tuple[float, float] = (0.7, 0.1), seed: int = SPLIT_SEED) -> dict[str, np.ndarray]:
-    """A fixed random train/val/test partition of ``range(n)``."""
-    order = np.random.default_rng(seed).permutation(n)
-    n_train, n_val = int(fractions[0] * n), int(fractions[1] * n)
-    return {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
+def _rng(seed: int, split: str) -> np.random.Generator:
+    return np.random.default_rng((seed, SPLIT_NUMBER[split]))
 
+
+def _balanced_labels(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` labels, each of ``k`` classes ``n // k`` or ``n // k + 1`` times, shuffled."""
+    return rng.permutation(np.arange(n) % k)
+
+
+# ---------------------------------------------------------------- digits (scikit-learn)
 
 @lru_cache(maxsize=1)
 def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
@@ -34,9 +64,11 @@ def digits(split: str, *, root: str | Path | None = None, download: bool = True)
 
     Pixels scaled to [0, 1], shape ``(N, 1, 8, 8)``. Split 70/10/20 % (1,257 / 179 / 361)
     by a fixed permutation (seed 0). Licence: CC BY 4.0 (UCI ML hand-written digits).
+    Stands in for MNIST.
     """
+    check_split(split)
     images, target = _digits_arrays()
-    index = _split_indices(len(target))[split]
+    index = split_indices(len(target))[split]
     return DataSplit(
         x=torch.from_numpy(images[index]).unsqueeze(1),
         y=torch.from_numpy(target[index]),
@@ -45,3 +77,271 @@ def digits(split: str, *, root: str | Path | None = None, download: bool = True)
         split=split,
         meta={"classes": [str(c) for c in range(10)], "source": "sklearn.datasets.load_digits", "stand_in": True},
     )
+
+
+# ---------------------------------------------------------------- generated shapes
+
+def _shape_masks(labels: np.ndarray, cx: np.ndarray, cy: np.ndarray, scale: np.ndarray, size: int) -> np.ndarray:
+    """Binary masks ``(N, size, size)``: shape ``SHAPES[label]`` centred at (cx, cy) pixels
+    with half-width ``scale`` pixels."""
+    grid = np.arange(size) + 0.5
+    u = (grid[None, None, :] - cx[:, None, None]) / scale[:, None, None]
+    v = (grid[None, :, None] - cy[:, None, None]) / scale[:, None, None]
+    au, av = np.abs(u), np.abs(v)
+    radius = np.sqrt(u**2 + v**2)
+    masks = np.stack([
+        radius <= 1.0,                                   # disk
+        (au <= 0.8) & (av <= 0.8),                       # square
+        (v <= 0.8) & (v >= -0.9 + 1.7 * au),             # triangle (apex up)
+        (v >= -0.8) & (v <= 0.9 - 1.7 * au),             # inverted triangle
+        au + av <= 1.0,                                  # diamond
+        (radius <= 1.0) & (radius >= 0.55),              # ring
+        ((au <= 0.25) | (av <= 0.25)) & (au <= 1) & (av <= 1),   # plus
+        ((np.abs(u - v) <= 0.35) | (np.abs(u + v) <= 0.35)) & (au <= 0.9) & (av <= 0.9),  # cross (x)
+        (au <= 1.0) & (av <= 0.35),                      # horizontal bar
+        (au <= 0.35) & (av <= 1.0),                      # vertical bar
+    ])
+    return masks[labels, np.arange(len(labels))]
+
+
+@lru_cache(maxsize=6)
+def _shapes(kind: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+    n, s = SHAPE_COUNTS[split], IMAGE_SIZE
+    rng = _rng(1 if kind == "stationary" else 2, split)
+    labels = _balanced_labels(n, len(SHAPES), rng)
+    if kind == "stationary":
+        # One fixed style: white shape on black, centred (jitter +-1 px), fixed size, faint noise.
+        cx, cy = s / 2 + rng.integers(-1, 2, n), s / 2 + rng.integers(-1, 2, n)
+        masks = _shape_masks(labels, cx, cy, np.full(n, 0.36 * s), s)
+        images = masks[:, None].astype(np.float32) + rng.normal(0, 0.05, (n, 1, s, s)).astype(np.float32)
+        return np.clip(images, 0, 1), labels
+    # Diverse: random position and size, random foreground and background colours far apart,
+    # a random background texture (flat, stripes, checks, noise) and pixel noise.
+    scale = rng.uniform(0.2, 0.42, n) * s
+    cx, cy = rng.uniform(scale, s - scale), rng.uniform(scale, s - scale)
+    masks = _shape_masks(labels, cx, cy, scale, s)[:, None]
+    background = rng.uniform(0, 1, (n, 3, 1, 1))
+    foreground = rng.uniform(0, 1, (n, 3, 1, 1))
+    too_close = np.abs(foreground - background).sum(axis=1, keepdims=True) < 0.9
+    foreground = np.where(too_close, 1.0 - background, foreground)
+    yy, xx = np.mgrid[0:s, 0:s]
+    period = rng.integers(2, 5, n)[:, None, None]
+    textures = np.stack([
+        np.zeros((n, s, s)),
+        ((xx[None] // period) % 2).astype(float),
+        (((xx[None] // period) + (yy[None] // period)) % 2).astype(float),
+        rng.uniform(0, 1, (n, s, s)),
+    ])[rng.integers(0, 4, n), np.arange(n)]
+    texture = 0.25 * (textures - 0.5)[:, None]
+    images = np.where(masks, foreground, background + texture) + rng.normal(0, 0.04, (n, 3, s, s))
+    return np.clip(images, 0, 1).astype(np.float32), labels
+
+
+def _shapes_split(kind: str, split: str) -> DataSplit:
+    check_split(split)
+    images, labels = _shapes(kind, split)
+    return DataSplit(
+        x=torch.from_numpy(images), y=torch.from_numpy(labels.astype(np.int64)),
+        task="classification", name=f"shapes_{kind}", split=split,
+        meta={"classes": list(SHAPES), "source": "generated (normlab.data.standins)", "stand_in": True},
+    )
+
+
+@register("shapes_stationary")
+def shapes_stationary(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """Generated grey shapes in one fixed style: 10 shape classes, white on black, centred
+    (+-1 px), one size, faint noise. ``(N, 1, 16, 16)`` in [0, 1]; 2,000 / 500 / 1,000
+    images, classes balanced (200 / 50 / 100 each). Stands in for Fashion-MNIST."""
+    return _shapes_split("stationary", split)
+
+
+@register("shapes_diverse")
+def shapes_diverse(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """Generated colour shapes in diverse styles: 10 shape classes at random positions and
+    sizes, random foreground/background colours, background textures and noise.
+    ``(N, 3, 16, 16)`` in [0, 1]; 2,000 / 500 / 1,000 images, classes balanced.
+    Stands in for CIFAR-10, CIFAR-100 (10 classes, not 100) and SVHN."""
+    return _shapes_split("diverse", split)
+
+
+@register("shapes_diverse_c")
+def shapes_diverse_c(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """``shapes_diverse`` test images under the corruptions of :func:`normlab.data.corrupt`,
+    stand-in for CIFAR-10-C: test only (train/val raise; train on ``shapes_diverse``).
+    Image ``i`` gets the condition of :func:`normlab.data.vision.mixed_conditions` over the
+    implemented corruptions (every corruption and severity equally often), with
+    ``meta["corruption_index"]``, ``meta["severity"]`` and ``meta["corruptions"]`` as for
+    ``cifar10_c``. Deterministic (generator seeded 0)."""
+    from .corruptions import CORRUPTIONS, corrupt
+    from .vision import mixed_conditions
+
+    check_split(split)
+    if split != "test":
+        raise ValueError(f"split={split!r}: shapes_diverse_c has only a test split; train on 'shapes_diverse'")
+    clean = _shapes_split("diverse", "test")
+    corruption_index, severity = mixed_conditions(len(clean), CORRUPTIONS)
+    x = torch.empty_like(clean.x)
+    generator = torch.Generator().manual_seed(0)
+    for c, name in enumerate(CORRUPTIONS):
+        for s in range(1, 6):
+            rows = torch.from_numpy(np.flatnonzero((corruption_index == c) & (severity == s)))
+            x[rows] = corrupt(clean.x[rows], name, s, generator=generator)
+    return DataSplit(x=x, y=clean.y, task="classification", name="shapes_diverse_c", split="test",
+                     meta={**clean.meta, "corruptions": list(CORRUPTIONS),
+                           "row_keys": ("corruption_index", "severity"), "corruption_index": torch.from_numpy(corruption_index),
+                           "severity": torch.from_numpy(severity)})
+
+
+# ---------------------------------------------------------------- tagging grammar
+
+POS_TAGS = ["ADJ", "ADP", "AUX", "DET", "NOUN", "PRON", "PUNCT", "VERB"]
+# Words in more than one list are ambiguous: their tag depends on the neighbours.
+_NOUNS_AMBIGUOUS = ["can", "fish", "watch", "duck", "book", "run", "light", "saw"]
+_NOUNS = ["dog", "river", "boat", "child", "tree", "letter", "park"]
+_VERBS_AMBIGUOUS = ["can", "fish", "watch", "duck", "book", "run", "light", "like"]
+_VERBS = ["see", "find", "want", "open"]
+_AUX = ["can", "will", "must", "should"]
+_ADJ = ["light", "big", "old", "red"]
+_ADP = ["like", "near", "with", "by"]
+_DET = ["the", "a", "that", "my"]
+_PRON = ["i", "we", "they", "you"]
+
+
+def _pick(rng: np.random.Generator, ambiguous: list[str], plain: list[str], p_ambiguous: float = 0.7) -> str:
+    words = ambiguous if rng.random() < p_ambiguous else plain
+    return words[rng.integers(len(words))]
+
+
+def _noun_phrase(rng: np.random.Generator) -> list[tuple[str, str]]:
+    phrase = [(_DET[rng.integers(len(_DET))], "DET")]
+    if rng.random() < 0.3:
+        phrase.append((_ADJ[rng.integers(len(_ADJ))], "ADJ"))
+    return phrase + [(_pick(rng, _NOUNS_AMBIGUOUS, _NOUNS), "NOUN")]
+
+
+def _tagged_sentence(rng: np.random.Generator) -> list[tuple[str, str]]:
+    """S -> SUBJ VP '.' ; SUBJ -> PRON | NP ; VP -> (AUX) VERB (NP (PP)) ; PP -> ADP NP.
+    A noun-phrase subject always takes an auxiliary."""
+    pronoun = rng.random() < 0.5
+    sentence = [(_PRON[rng.integers(len(_PRON))], "PRON")] if pronoun else _noun_phrase(rng)
+    if not pronoun or rng.random() < 0.5:
+        sentence.append((_AUX[rng.integers(len(_AUX))], "AUX"))
+    sentence.append((_pick(rng, _VERBS_AMBIGUOUS, _VERBS), "VERB"))
+    if rng.random() < 0.8:
+        sentence += _noun_phrase(rng)
+        if rng.random() < 0.3:
+            sentence += [(_ADP[rng.integers(len(_ADP))], "ADP"), *_noun_phrase(rng)]
+    return sentence + [(".", "PUNCT")]
+
+
+@lru_cache(maxsize=1)
+def _pos_corpus() -> dict[str, list[list[tuple[str, str]]]]:
+    return {split: [_tagged_sentence(rng) for _ in range(n)]
+            for split, n in SENTENCE_COUNTS.items() for rng in [_rng(3, split)]}
+
+
+@register("pos_grammar")
+def pos_grammar(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """Generated part-of-speech tagging corpus from a small probabilistic grammar.
+
+    Sentences like "the duck can watch a light boat ." or "they can fish near the can .":
+    ``can``, ``fish``, ``watch``, ``duck``, ``book``, ``run``, ``light``, ``like``, ``saw``
+    take different tags (NOUN / VERB / AUX / ADJ / ADP) by position and neighbours, so a
+    tagger needs context. 8 tags ``meta["tags"]``; 2,000 / 500 / 500 sentences of 3-13
+    tokens; vocabulary from train (``<pad>`` = 0, ``<unk>`` = 1). ``x``, ``y`` long
+    ``(N, 13)``, tags ``IGNORE_INDEX`` at padding. Stands in for Penn Treebank POS.
+    """
+    check_split(split)
+    corpus = _pos_corpus()
+    words = {k: [[w for w, _ in s] for s in v] for k, v in corpus.items()}
+    tags = {k: [[t for _, t in s] for s in v] for k, v in corpus.items()}
+    vocab = build_vocab(words["train"])
+    max_len = max(len(s) for part in words.values() for s in part)
+    return DataSplit(
+        x=encode(words[split], vocab, max_len), y=encode_tags(tags[split], POS_TAGS, max_len),
+        task="tagging", name="pos_grammar", split=split,
+        meta={"vocab": vocab, "tags": list(POS_TAGS), "max_len": max_len,
+              "source": "generated (normlab.data.standins)", "stand_in": True},
+    )
+
+
+# ---------------------------------------------------------------- sentiment grammar
+
+_POSITIVE = ["good", "great", "fun", "clever", "moving"]
+_NEGATIVE = ["bad", "boring", "dull", "awful", "weak"]
+_SUBJECTS = [["the", "movie"], ["the", "film"], ["this", "story"], ["the", "acting"], ["the", "plot"]]
+
+
+def _polar_phrase(rng: np.random.Generator, polarity: int) -> list[str]:
+    """An adjective phrase of the given polarity (+1/-1): ``[not] [very] ADJ``; "not"
+    flips the adjective's polarity."""
+    negated = rng.random() < 0.4
+    adjective_polarity = -polarity if negated else polarity
+    pool = _POSITIVE if adjective_polarity > 0 else _NEGATIVE
+    phrase = ["not"] if negated else []
+    if rng.random() < 0.3:
+        phrase.append("very")
+    return phrase + [pool[rng.integers(len(pool))]]
+
+
+def _sentiment_sentence(rng: np.random.Generator, label: int) -> list[str]:
+    """``SUBJ is PHRASE`` (40 %) or ``SUBJ is PHRASE but PHRASE`` (60 %) with the two
+    phrases of opposite polarity; the label is the polarity of the last phrase."""
+    polarity = 1 if label == 1 else -1
+    subject = _SUBJECTS[rng.integers(len(_SUBJECTS))]
+    if rng.random() < 0.4:
+        return [*subject, "is", *_polar_phrase(rng, polarity)]
+    return [*subject, "is", *_polar_phrase(rng, -polarity), "but", *_polar_phrase(rng, polarity)]
+
+
+@lru_cache(maxsize=1)
+def _sentiment_corpus() -> dict[str, tuple[list[list[str]], np.ndarray]]:
+    corpus = {}
+    for split, n in SENTENCE_COUNTS.items():
+        rng = _rng(4, split)
+        labels = _balanced_labels(n, 2, rng)
+        corpus[split] = ([_sentiment_sentence(rng, int(y)) for y in labels], labels)
+    return corpus
+
+
+@register("sentiment_grammar")
+def sentiment_grammar(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """Generated sentiment sentences whose label needs negation and word order.
+
+    "the film is good" (positive), "the film is not good" (negative), "the plot is boring
+    but clever" (positive) vs "the plot is clever but boring" (negative): the phrase after
+    "but" decides and "not" flips an adjective, so a bag of words cannot solve it.
+    Classes ``["negative", "positive"]``, balanced; 2,000 / 500 / 500 sentences of 4-10
+    tokens; vocabulary from train (``<pad>`` = 0, ``<unk>`` = 1); ``x`` long ``(N, 10)``.
+    Stands in for SST-2.
+    """
+    check_split(split)
+    corpus = _sentiment_corpus()
+    vocab = build_vocab(corpus["train"][0])
+    max_len = max(len(s) for sentences, _ in corpus.values() for s in sentences)
+    sentences, labels = corpus[split]
+    return DataSplit(
+        x=encode(sentences, vocab, max_len), y=torch.from_numpy(labels.astype(np.int64)),
+        task="classification", name="sentiment_grammar", split=split,
+        meta={"vocab": vocab, "classes": ["negative", "positive"], "max_len": max_len,
+              "source": "generated (normlab.data.standins)", "stand_in": True},
+    )
+
+
+# ---------------------------------------------------------------- diabetes (scikit-learn)
+
+@register("diabetes")
+def diabetes(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """scikit-learn's diabetes regression set (Efron et al. 2004), shipped offline: 442
+    patients, 10 features, target a disease-progression score one year on.
+
+    Split 70/10/20 % (309 / 44 / 89, seed 0); features and target standardised with train
+    statistics (``meta["target_scale"]`` undoes it). ``x`` float ``(N, 10)``, ``y`` float
+    ``(N,)``. Stands in for Energy Efficiency and California Housing.
+    """
+    from sklearn.datasets import load_diabetes
+
+    bunch = load_diabetes(scaled=False)
+    return regression_split("diabetes", split, bunch.data.astype(np.float64), bunch.target.astype(np.float64),
+                            {"feature_names": list(bunch.feature_names), "target_names": ["progression"],
+                             "source": "sklearn.datasets.load_diabetes", "stand_in": True})

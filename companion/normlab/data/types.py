@@ -28,6 +28,9 @@ class DataSplit:
     ``meta`` holds what the task needs: ``classes``, ``vocab``, ``tags``,
     ``feature_names``, ``target_names``, ``target_scale`` (to report RMSE in the original
     units), ``source`` and ``stand_in`` (True for the quick-profile stand-ins).
+    ``meta["row_keys"]`` names the meta entries that hold one value per row (tensors of
+    length N, e.g. CIFAR-10-C's ``corruption_index`` and ``severity``); :meth:`subset`
+    slices them with the rows.
     """
 
     x: torch.Tensor
@@ -61,4 +64,7 @@ class DataSplit:
 
     def subset(self, index: torch.Tensor | slice) -> "DataSplit":
         """Return the rows at ``index`` (a slice, index tensor or boolean mask)."""
-        return DataSplit(self.x[index], self.y[index], self.task, self.name, self.split, self.meta)
+        meta = dict(self.meta)
+        for key in meta.get("row_keys", ()):
+            meta[key] = meta[key][index]
+        return DataSplit(self.x[index], self.y[index], self.task, self.name, self.split, meta)

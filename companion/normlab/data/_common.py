@@ -1,0 +1,80 @@
+"""Helpers every loader shares: fixed splits, train-only standardisation, vocabularies."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from .types import IGNORE_INDEX, PAD_ID
+
+SPLIT_SEED = 0
+UNK = "<unk>"
+PAD = "<pad>"
+UNK_ID = 1
+
+
+def split_indices(n: int, fractions: tuple[float, float] = (0.7, 0.1), seed: int = SPLIT_SEED) -> dict[str, np.ndarray]:
+    """A fixed random train/val/test partition of ``range(n)`` (fractions of train and val)."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_train, n_val = int(fractions[0] * n), int(fractions[1] * n)
+    return {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
+
+
+def carve_val(n: int, n_val: int, seed: int = SPLIT_SEED) -> dict[str, np.ndarray]:
+    """Split a source's training set of ``n`` rows into train and a held-out val of ``n_val``
+    rows, by a fixed permutation; both index arrays are sorted (source order kept)."""
+    if not 0 < n_val < n:
+        raise ValueError(f"n_val={n_val} must lie strictly between 0 and n={n}")
+    order = np.random.default_rng(seed).permutation(n)
+    return {"train": np.sort(order[n_val:]), "val": np.sort(order[:n_val])}
+
+
+def check_split(split: str) -> None:
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"split={split!r} is not a split; expected one of train, val, test")
+
+
+def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:
+    """Per-channel mean and standard deviation of ``(N, C, H, W)`` images in [0, 1]."""
+    flat = np.moveaxis(images, 1, 0).reshape(images.shape[1], -1).astype(np.float64)
+    return flat.mean(axis=1).tolist(), flat.std(axis=1).tolist()
+
+
+def standardize(train: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Column means and standard deviations of ``train`` and every array standardised by them.
+
+    Constant columns (up to rounding) get a standard deviation of 1: they become 0, not NaN.
+    """
+    mean = train.mean(axis=0)
+    std = train.std(axis=0)
+    std = np.where(std > 1e-12 * np.maximum(1.0, np.abs(mean)), std, 1.0)
+    return mean, std, [((a - mean) / std).astype(np.float32) for a in arrays]
+
+
+def build_vocab(sentences: Iterable[Sequence[str]], min_freq: int = 1) -> list[str]:
+    """Vocabulary built on training sentences: ``<pad>`` (id 0 = PAD_ID), ``<unk>`` (id 1),
+    then words seen at least ``min_freq`` times, most frequent first (ties alphabetical)."""
+    counts = Counter(word for sentence in sentences for word in sentence)
+    words = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
+    return [PAD, UNK, *words]
+
+
+def encode(sentences: Sequence[Sequence[str]], vocab: Sequence[str], length: int) -> torch.Tensor:
+    """Token ids ``(N, length)``, unknown words -> ``UNK_ID``, padded with ``PAD_ID``."""
+    index = {word: i for i, word in enumerate(vocab)}
+    out = torch.full((len(sentences), length), PAD_ID, dtype=torch.long)
+    for row, sentence in enumerate(sentences):
+        ids = [index.get(word, UNK_ID) for word in sentence[:length]]
+        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
+def encode_tags(tag_rows: Sequence[Sequence[str]], tags: Sequence[str], length: int) -> torch.Tensor:
+    """Tag ids ``(N, length)`` with ``IGNORE_INDEX`` at padding."""
+    index = {tag: i for i, tag in enumerate(tags)}
+    out = torch.full((len(tag_rows), length), IGNORE_INDEX, dtype=torch.long)
+    for row, sequence in enumerate(tag_rows):
+        out[row, : len(sequence)] = torch.tensor([index[t] for t in sequence[:length]], dtype=torch.long)
+    return out

@@ -1,0 +1,215 @@
+"""Integrity-checked downloads into the normlab cache, and the cache folder itself.
+
+Every file is streamed into a temporary file beside its destination, checked against a
+published checksum, and only then renamed into place: an interrupted or corrupted
+download never leaves a file that looks valid. Without a network a download fails within
+seconds (``TIMEOUT`` seconds per socket operation) with an :class:`OfflineError` that says
+which file to place by hand, where, and which quick-profile stand-in to use instead.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+DATA_ENV = "NORMLAB_DATA"
+TIMEOUT = 3.0
+CHUNK = 1 << 20
+
+
+class OfflineError(RuntimeError):
+    """A download was needed but the source could not be reached."""
+
+
+class ChecksumError(RuntimeError):
+    """A downloaded file does not match its published checksum (it has been deleted)."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One downloadable file: where it lives, what it is called and its published checksum.
+
+    ``md5`` or ``sha256`` is required unless ``unpinned`` explains why no checksum is
+    published; an unpinned file is still written atomically and then validated by its
+    loader's own structure checks.
+    """
+
+    url: str
+    filename: str
+    md5: str | None = None
+    sha256: str | None = None
+    unpinned: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.md5 is None and self.sha256 is None and not self.unpinned:
+            raise ValueError(f"Resource {self.filename!r} needs md5, sha256 or an `unpinned` reason")
+
+
+def cache_root(root: str | Path | None = None) -> Path:
+    """The data folder: ``root``, else ``$NORMLAB_DATA``, else ``$XDG_CACHE_HOME/normlab``
+    (``~/.cache/normlab`` when ``XDG_CACHE_HOME`` is unset)."""
+    if root is not None:
+        return Path(root).expanduser()
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "normlab"
+
+
+def file_hash(path: str | Path, algorithm: str) -> str:
+    """Hex digest of a file, read in chunks."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _mismatch(path: Path, resource: Resource) -> tuple[str, str, str] | None:
+    """(algorithm, expected, actual) when ``path`` fails its checksum, else None."""
+    for algorithm, expected in (("sha256", resource.sha256), ("md5", resource.md5)):
+        if expected is not None:
+            actual = file_hash(path, algorithm)
+            return None if actual == expected.lower() else (algorithm, expected, actual)
+    return None
+
+
+def offline_message(resource: Resource, folder: Path, standin: str, reason: object) -> str:
+    return (
+        f"This machine is offline (or {resource.url} is unreachable: {reason}). "
+        f"Place the file {resource.filename!r} by hand in {folder} (download it from {resource.url} "
+        f"on a machine with a network) and call load again, or use the quick profile, whose "
+        f"offline stand-in for this dataset is {standin!r} (normlab.data.for_profile(task, 'quick'))."
+    )
+
+
+def download(
+    resource: Resource,
+    folder: str | Path,
+    *,
+    standin: str,
+    opener: Callable[..., object] = urllib.request.urlopen,
+    timeout: float = TIMEOUT,
+) -> Path:
+    """Download ``resource`` into ``folder`` and return its path, checksum verified.
+
+    The bytes go to a temporary file in ``folder`` that is renamed only after the checksum
+    matched; on any failure the temporary file is removed. Raises :class:`OfflineError`
+    when the URL cannot be reached (within about ``timeout`` seconds) and
+    :class:`ChecksumError` on a mismatch.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / resource.filename
+    try:
+        response = opener(resource.url, timeout=timeout)
+    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as error:
+        raise OfflineError(offline_message(resource, folder, standin, error)) from error
+
+    handle, temp_name = tempfile.mkstemp(prefix=f".{resource.filename}.", suffix=".part", dir=folder)
+    temp = Path(temp_name)
+    try:
+        with os.fdopen(handle, "wb") as sink, response:  # type: ignore[union-attr]
+            for chunk in iter(lambda: response.read(CHUNK), b""):  # type: ignore[union-attr]
+                sink.write(chunk)
+        bad = _mismatch(temp, resource)
+        if bad is not None:
+            algorithm, expected, actual = bad
+            raise ChecksumError(
+                f"The file downloaded from {resource.url} is corrupted: its {algorithm} is {actual}, "
+                f"expected {expected}. It has been deleted. Call load again to retry; if it fails "
+                f"again, download {resource.filename!r} by hand into {folder} and check its {algorithm}."
+            )
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def ensure_file(
+    resource: Resource, folder: str | Path, *, download_ok: bool, standin: str, verify_existing: bool = False
+) -> Path:
+    """Return the path of ``resource`` in ``folder``, downloading it when allowed.
+
+    ``verify_existing`` re-checks the checksum of a file that is already there (a file that
+    fails is deleted and an error raised).
+    """
+    target = Path(folder) / resource.filename
+    if target.is_file():
+        if verify_existing and (bad := _mismatch(target, resource)) is not None:
+            target.unlink()
+            raise ChecksumError(
+                f"{target} has {bad[0]} {bad[2]}, expected {bad[1]} (the file from {resource.url}); "
+                f"it has been deleted. Call load again to download it anew."
+            )
+        return target
+    if not download_ok:
+        raise FileNotFoundError(
+            f"{target} is missing and download=False. Place {resource.filename!r} from {resource.url} "
+            f"in {folder}, call load with download=True, or use the quick-profile stand-in {standin!r}."
+        )
+    return download(resource, folder, standin=standin)
+
+
+def _members_inside(names: Iterator[str], destination: Path) -> None:
+    base = destination.resolve()
+    for name in names:
+        if not (base / name).resolve().is_relative_to(base):
+            raise ValueError(f"archive member {name!r} would be written outside {destination}")
+
+
+def extract(archive: str | Path, folder: str | Path, produces: str) -> Path:
+    """Unpack ``archive`` (tar, tar.gz, zip or a single .gz) so that ``folder/produces``
+    appears atomically: everything is unpacked into a temporary folder and ``produces`` is
+    renamed into place last."""
+    archive, folder = Path(archive), Path(folder)
+    target = folder / produces
+    staging = Path(tempfile.mkdtemp(prefix=".extract.", dir=folder))
+    try:
+        name = archive.name
+        if name.endswith((".tar", ".tar.gz", ".tgz")):
+            with tarfile.open(archive) as tar:
+                _members_inside(iter(tar.getnames()), staging)
+                tar.extractall(staging, filter="data")
+        elif name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as bundle:
+                _members_inside(iter(bundle.namelist()), staging)
+                bundle.extractall(staging)
+        elif name.endswith(".gz"):
+            with gzip.open(archive, "rb") as source, open(staging / produces, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+        else:
+            raise ValueError(f"do not know how to unpack {archive}")
+        if not (staging / produces).exists():
+            raise FileNotFoundError(f"{archive} did not contain {produces!r}")
+        os.replace(staging / produces, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def check_reachable(url: str, *, resource_name: str, folder: Path, standin: str, timeout: float = TIMEOUT) -> None:
+    """Raise :class:`OfflineError` quickly when ``url`` cannot be reached.
+
+    Used before handing a download to a third-party fetcher (NLTK, scikit-learn) whose own
+    time-outs are long, so that an offline machine fails in seconds with our message.
+    """
+    request = urllib.request.Request(url, method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return  # the server answered: we are online
+    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as error:
+        resource = Resource(url=url, filename=resource_name, unpinned="probe only")
+        raise OfflineError(offline_message(resource, folder, standin, error)) from error

@@ -1,0 +1,308 @@
+"""The papers' image datasets: MNIST, Fashion-MNIST, CIFAR-10, CIFAR-100, SVHN, CIFAR-10-C.
+
+Images come back as float tensors ``(N, C, H, W)`` in [0, 1] (uint8 / 255), labels as long
+``(N,)``. No standardisation is applied; ``meta["channel_mean"]`` and
+``meta["channel_std"]`` hold per-channel statistics of the *train* split (after the val
+split is carved out) for models that want to standardise.
+
+Splits: every source has a train and a test set. ``val`` is 10 % of the source's training
+set chosen by a fixed permutation (seed 0); ``train`` is the other 90 %; ``test`` is the
+source's test set. Downloads use torchvision's URLs and MD5 checksums (CIFAR-10-C: the
+Zenodo record's MD5).
+"""
+from __future__ import annotations
+
+import pickle
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ._common import carve_val, channel_stats, check_split
+from ._download import Resource, cache_root, ensure_file, extract
+from .registry import register
+from .types import DataSplit
+
+VAL_FRACTION = 0.1
+
+# The 19 corruptions of Hendrycks & Dietterich (2019): 15 benchmark ones, then 4 extra.
+CIFAR10_C_CORRUPTIONS: tuple[str, ...] = (
+    "gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur",
+    "zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate",
+    "jpeg_compression", "speckle_noise", "gaussian_blur", "spatter", "saturate",
+)
+SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
+CIFAR10_C = Resource(
+    url="https://zenodo.org/records/2535967/files/CIFAR-10-C.tar?download=1",
+    filename="CIFAR-10-C.tar",
+    md5="56bf5dcef84df0e2308c6dcbcbbd8499",
+)
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+
+def _vision_split(
+    name: str, split: str, train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray],
+    classes: list[str], meta: dict,
+) -> DataSplit:
+    """Carve val from the source's train set and return ``split`` as floats in [0, 1]."""
+    check_split(split)
+    n = len(train[1])
+    parts = carve_val(n, max(1, round(VAL_FRACTION * n)))
+    train_images = train[0][parts["train"]]
+    mean, std = channel_stats(train_images.astype(np.float32) / 255.0)
+    images, labels = {"train": (train_images, train[1][parts["train"]]),
+                      "val": (train[0][parts["val"]], train[1][parts["val"]]),
+                      "test": test}[split]
+    return DataSplit(
+        x=torch.from_numpy(images).float().div_(255.0),
+        y=torch.from_numpy(np.asarray(labels, dtype=np.int64)),
+        task="classification", name=name, split=split,
+        meta={"classes": classes, "channel_mean": mean, "channel_std": std, "stand_in": False, **meta},
+    )
+
+
+# ---------------------------------------------------------------- MNIST and Fashion-MNIST
+
+@lru_cache(maxsize=2)
+def _idx_arrays(root: str, dataset: str, download: bool) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Parse the four IDX files with torchvision's own MNIST class (torchvision layout
+    ``<root>/<MNIST|FashionMNIST>/raw/``), downloading and un-gzipping them if needed."""
+    import torchvision.datasets as tvd
+
+    cls = {"MNIST": tvd.MNIST, "FashionMNIST": tvd.FashionMNIST}[dataset]
+    raw = Path(root) / dataset / "raw"
+    standin = "digits" if dataset == "MNIST" else "shapes_stationary"
+    for filename, md5 in cls.resources:
+        if not (raw / filename[: -len(".gz")]).is_file():
+            resource = Resource(url=cls.mirrors[0] + filename, filename=filename, md5=md5)
+            gz = ensure_file(resource, raw, download_ok=download, standin=standin, verify_existing=True)
+            extract(gz, raw, filename[: -len(".gz")])
+    arrays = []
+    for train in (True, False):
+        parsed = cls(root, train=train, download=False)
+        arrays.append((parsed.data.numpy()[:, None], parsed.targets.numpy().astype(np.int64)))
+    return arrays[0], arrays[1]
+
+
+@register("mnist")
+def mnist(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """MNIST (LeCun et al.): 70,000 28x28 grey hand-written digits, 10 classes.
+
+    Source: torchvision.datasets.MNIST mirrors (IDX files, torchvision's MD5s). Splits:
+    train 54,000 / val 6,000 (10 % of the official 60,000, seed 0) / test 10,000.
+    Shape ``(N, 1, 28, 28)`` in [0, 1]. Licence: CC BY-SA 3.0 (as listed by torchvision/TFDS).
+    Quick-profile stand-in: ``digits``.
+    """
+    check_split(split)
+    train, test = _idx_arrays(str(cache_root(root)), "MNIST", download)
+    return _vision_split("mnist", split, train, test, [str(c) for c in range(10)],
+                         {"source": "torchvision.datasets.MNIST"})
+
+
+@register("fashion_mnist")
+def fashion_mnist(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """Fashion-MNIST (Xiao et al. 2017): 70,000 28x28 grey clothing images, 10 classes.
+
+    Source: torchvision.datasets.FashionMNIST (IDX files, torchvision's MD5s). Splits: train
+    54,000 / val 6,000 (seed 0) / test 10,000. Shape ``(N, 1, 28, 28)`` in [0, 1].
+    Licence: MIT. Quick-profile stand-in: ``shapes_stationary``.
+    """
+    import torchvision.datasets as tvd
+
+    check_split(split)
+    train, test = _idx_arrays(str(cache_root(root)), "FashionMNIST", download)
+    return _vision_split("fashion_mnist", split, train, test, list(tvd.FashionMNIST.classes),
+                         {"source": "torchvision.datasets.FashionMNIST"})
+
+
+# ---------------------------------------------------------------- CIFAR-10 and CIFAR-100
+
+def _read_cifar_batches(folder: Path, files: list[str], label_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read CIFAR python pickle batches: ``data`` (N, 3072) uint8 rows, labels under ``label_key``."""
+    images, labels = [], []
+    for filename in files:
+        with open(folder / filename, "rb") as stream:
+            entry = pickle.load(stream, encoding="latin1")
+        images.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+        labels.append(np.asarray(entry[label_key], dtype=np.int64))
+    return np.concatenate(images), np.concatenate(labels)
+
+
+@lru_cache(maxsize=2)
+def _cifar_arrays(root: str, which: str, download: bool) -> tuple[tuple, tuple, list[str]]:
+    import torchvision.datasets as tvd
+
+    cls = {"cifar10": tvd.CIFAR10, "cifar100": tvd.CIFAR100}[which]
+    folder = Path(root) / cls.base_folder
+    if not folder.is_dir():
+        resource = Resource(url=cls.url, filename=cls.filename, md5=cls.tgz_md5)
+        archive = ensure_file(resource, root, download_ok=download, standin="shapes_diverse", verify_existing=True)
+        extract(archive, root, cls.base_folder)
+    label_key = "labels" if which == "cifar10" else "fine_labels"
+    train = _read_cifar_batches(folder, [f for f, _ in cls.train_list], label_key)
+    test = _read_cifar_batches(folder, [f for f, _ in cls.test_list], label_key)
+    with open(folder / cls.meta["filename"], "rb") as stream:
+        classes = list(pickle.load(stream, encoding="latin1")[cls.meta["key"]])
+    return train, test, classes
+
+
+@register("cifar10")
+def cifar10(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """CIFAR-10 (Krizhevsky 2009): 60,000 32x32 colour images, 10 classes.
+
+    Source: the python pickle batches ``cifar-10-python.tar.gz`` (torchvision's URL and MD5).
+    Splits: train 45,000 / val 5,000 (10 % of the official 50,000, seed 0) / test 10,000.
+    Shape ``(N, 3, 32, 32)`` in [0, 1]. Licence: no formal licence; free for research with
+    citation of the tech report. Quick-profile stand-in: ``shapes_diverse``.
+    """
+    check_split(split)
+    train, test, classes = _cifar_arrays(str(cache_root(root)), "cifar10", download)
+    return _vision_split("cifar10", split, train, test, classes, {"source": "cifar-10-python.tar.gz"})
+
+
+@register("cifar100")
+def cifar100(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """CIFAR-100 (Krizhevsky 2009): 60,000 32x32 colour images, 100 fine classes.
+
+    Source: ``cifar-100-python.tar.gz`` (torchvision's URL and MD5); fine labels. Splits:
+    train 45,000 / val 5,000 (seed 0) / test 10,000. Shape ``(N, 3, 32, 32)`` in [0, 1].
+    Licence: as CIFAR-10. Quick-profile stand-in: ``shapes_diverse`` (10 classes, not 100).
+    """
+    check_split(split)
+    train, test, classes = _cifar_arrays(str(cache_root(root)), "cifar100", download)
+    return _vision_split("cifar100", split, train, test, classes, {"source": "cifar-100-python.tar.gz"})
+
+
+# ---------------------------------------------------------------- SVHN
+
+def _read_svhn(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read an SVHN ``*_32x32.mat``: ``X`` (32, 32, 3, N), ``y`` (N, 1) with digit 0 stored as 10."""
+    from scipy.io import loadmat
+
+    mat = loadmat(path)
+    images = np.ascontiguousarray(np.transpose(mat["X"], (3, 2, 0, 1)))
+    labels = mat["y"].astype(np.int64).reshape(-1)
+    labels[labels == 10] = 0
+    return images, labels
+
+
+@lru_cache(maxsize=1)
+def _svhn_arrays(root: str, download: bool) -> tuple[tuple, tuple]:
+    import torchvision.datasets as tvd
+
+    folder = Path(root) / "svhn"
+    arrays = []
+    for part in ("train", "test"):
+        url, filename, md5 = tvd.SVHN.split_list[part]
+        path = ensure_file(Resource(url=url, filename=filename, md5=md5), folder,
+                           download_ok=download, standin="shapes_diverse")
+        arrays.append(_read_svhn(path))
+    return arrays[0], arrays[1]
+
+
+@register("svhn")
+def svhn(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """SVHN (Netzer et al. 2011), cropped digits: 32x32 colour house-number digits, 10 classes.
+
+    Source: ``train_32x32.mat`` and ``test_32x32.mat`` in ``<root>/svhn/`` (torchvision's
+    URLs and MD5s; the 531,131 "extra" images are not used). Label 10 (digit 0) becomes 0.
+    Splits: train 65,931 / val 7,326 (10 % of 73,257, seed 0) / test 26,032. Shape
+    ``(N, 3, 32, 32)`` in [0, 1]. Licence: non-commercial use only.
+    Quick-profile stand-in: ``shapes_diverse``.
+    """
+    check_split(split)
+    train, test = _svhn_arrays(str(cache_root(root)), download)
+    return _vision_split("svhn", split, train, test, [str(c) for c in range(10)],
+                         {"source": "torchvision.datasets.SVHN (cropped digits)"})
+
+
+# ---------------------------------------------------------------- CIFAR-10-C
+
+def _cifar10_c_folder(root: str | Path | None, download: bool) -> Path:
+    base = cache_root(root)
+    folder = base / "CIFAR-10-C"
+    if not folder.is_dir():
+        archive = ensure_file(CIFAR10_C, base, download_ok=download, standin="shapes_diverse_c",
+                              verify_existing=True)
+        extract(archive, base, "CIFAR-10-C")
+    return folder
+
+
+def _check_condition(corruption: str, severity: int) -> None:
+    if corruption not in CIFAR10_C_CORRUPTIONS:
+        raise ValueError(f"corruption={corruption!r} is not a CIFAR-10-C corruption; expected one of "
+                         f"{', '.join(CIFAR10_C_CORRUPTIONS)}")
+    if severity not in SEVERITIES:
+        raise ValueError(f"severity={severity!r} must be an int in 1..5")
+
+
+def load_cifar10_c(corruption: str, severity: int, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """The 10,000 CIFAR-10 test images under one corruption at one severity (1..5).
+
+    Reads ``<root>/CIFAR-10-C/<corruption>.npy`` (50,000 x 32 x 32 x 3 uint8: rows
+    ``(severity-1)*10000 .. severity*10000``) and ``labels.npy``. Shape ``(10000, 3, 32, 32)``
+    in [0, 1].
+    """
+    _check_condition(corruption, severity)
+    folder = _cifar10_c_folder(root, download)
+    data = np.load(folder / f"{corruption}.npy", mmap_mode="r")
+    labels = np.load(folder / "labels.npy")
+    per = len(labels) // len(SEVERITIES)
+    rows = slice((severity - 1) * per, severity * per)
+    images = np.ascontiguousarray(np.transpose(data[rows], (0, 3, 1, 2)))
+    return DataSplit(
+        x=torch.from_numpy(images).float().div_(255.0),
+        y=torch.from_numpy(labels[rows].astype(np.int64)),
+        task="classification", name="cifar10_c", split="test",
+        meta={"classes": CIFAR10_CLASSES, "corruption": corruption, "severity": severity,
+              "source": "Zenodo 2535967 CIFAR-10-C.tar", "stand_in": False},
+    )
+
+
+def mixed_conditions(n: int, corruptions: tuple[str, ...] = CIFAR10_C_CORRUPTIONS) -> tuple[np.ndarray, np.ndarray]:
+    """Condition of each row of a mixed corrupted test split: row ``i`` gets corruption
+    ``corruptions[(i // 5) % len(corruptions)]`` at severity ``i % 5 + 1``, so every
+    (corruption, severity) pair appears equally often (up to rounding)."""
+    rows = np.arange(n)
+    return (rows // len(SEVERITIES)) % len(corruptions), rows % len(SEVERITIES) + 1
+
+
+@register("cifar10_c")
+def cifar10_c(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+    """CIFAR-10-C (Hendrycks & Dietterich 2019): the CIFAR-10 test set under 19 corruptions
+    at 5 severities (950,000 images). A test-only set: ``train``/``val`` raise ValueError
+    (train on ``cifar10``, whose val split is the clean validation set).
+
+    Source: Zenodo record 2535967, ``CIFAR-10-C.tar`` (2.9 GB, MD5
+    56bf5dcef84df0e2308c6dcbcbbd8499). Licence: CC BY 4.0.
+
+    ``load("cifar10_c", "test")`` returns one mixed split of 10,000 images, the same size as
+    the CIFAR-10 test set: test image ``i`` under the condition given by
+    :func:`mixed_conditions` (every corruption and severity equally often), with
+    ``meta["corruption_index"]`` and ``meta["severity"]`` (long tensors, one entry per
+    row, in load order) and ``meta["corruptions"]``. Its accuracy estimates the benchmark's
+    mean over corruptions and severities. For one exact condition use
+    :func:`load_cifar10_c`. Quick-profile stand-in: ``shapes_diverse_c``.
+    """
+    check_split(split)
+    if split != "test":
+        raise ValueError(f"split={split!r}: CIFAR-10-C has only a test split; train and validate on 'cifar10'")
+    folder = _cifar10_c_folder(root, download)
+    labels = np.load(folder / "labels.npy")
+    per = len(labels) // len(SEVERITIES)
+    corruption_index, severity = mixed_conditions(per)
+    images = np.empty((per, 3, 32, 32), dtype=np.uint8)
+    for c, corruption in enumerate(CIFAR10_C_CORRUPTIONS):
+        data = np.load(folder / f"{corruption}.npy", mmap_mode="r")
+        for s in SEVERITIES:
+            rows = np.flatnonzero((corruption_index == c) & (severity == s))
+            images[rows] = np.transpose(data[(s - 1) * per + rows], (0, 3, 1, 2))
+    return DataSplit(
+        x=torch.from_numpy(images).float().div_(255.0),
+        y=torch.from_numpy(labels[:per].astype(np.int64)),
+        task="classification", name="cifar10_c", split="test",
+        meta={"classes": CIFAR10_CLASSES, "corruptions": list(CIFAR10_C_CORRUPTIONS),
+              "row_keys": ("corruption_index", "severity"), "corruption_index": torch.from_numpy(corruption_index), "severity": torch.from_numpy(severity),
+              "source": "Zenodo 2535967 CIFAR-10-C.tar", "stand_in": False},
+    )

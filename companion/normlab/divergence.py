@@ -1,0 +1,252 @@
+"""Numerical measurement of the affine divergence: ideal versus effective activation updates.
+
+Loss convention. For a batch of ``B`` samples with outputs ``z_j`` and a chosen upstream
+gradient ``g_j`` per sample, the loss is the mean ``L = (1/B) sum_j g_j . z_j``, so
+``dL/dz_j = g_j / B`` and one SGD step of rate ``eta`` would ideally move every output by
+``-eta g_j`` (steepest descent on the activations with the per-sample loss ``g_j . z_j``).
+
+:func:`measure_update` takes REAL optimiser steps on a copy of any module and reports how far
+the outputs actually moved. It also computes the induced kernel ``K``: with "sites" the
+output entries of one feature vector (a sample of a linear layer, a sample-and-position of a
+convolution),
+
+    dz_i = -(eta/B) sum_j K_ij g_j,      K_ij = (d z_i[u] / d theta) . (d z_j[u] / d theta),
+
+the tangent kernel of output unit ``u`` (default 0), computed exactly from the Jacobian with
+``torch.func``. For every layer in :mod:`normlab.layers`, ``nn.Linear`` and ``nn.Conv2d`` the
+output is linear in the parameters and the same kernel holds for every unit, so one SGD step
+satisfies the formula exactly; for other modules it is the first-order prediction.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, jacrev
+
+__all__ = ["OptimizerSpec", "UpdateMeasurement", "measure_update", "tangent_kernel",
+           "single_sample_ratios", "ResidualBlock", "SelfAttention"]
+
+OptimizerSpec = Union[torch.optim.Optimizer, Callable[..., torch.optim.Optimizer]]
+
+
+@dataclass
+class UpdateMeasurement:
+    """Ideal and effective output updates of one measurement.
+
+    Attributes:
+        ideal: ``-steps * eta * g``, shaped like the output.
+        effective: ``z_after - z_before``, shaped like the output.
+        ratio: per sample, ``|effective_i| / |ideal_i|`` (norms over everything but dim 0).
+        cosine: per sample, cosine between ``effective_i`` and ``ideal_i``.
+        kernel: ``(S, S)`` induced kernel over sites, or ``None`` when not requested.
+        grad_output: the upstream gradient ``g`` that was used.
+        lr: the learning rate ``eta``.
+        batch_size: ``B``, the size of dim 0 of the input.
+        steps: the number of optimiser steps taken.
+        feature_dim: the output dimension holding the features of one site.
+        per_step: the output change of each step, ``z_k - z_{k-1}``.
+    """
+
+    ideal: Tensor
+    effective: Tensor
+    ratio: Tensor
+    cosine: Tensor
+    kernel: Tensor | None
+    grad_output: Tensor
+    lr: float
+    batch_size: int
+    steps: int
+    feature_dim: int
+    per_step: list[Tensor] = field(default_factory=list)
+
+    def predicted(self) -> Tensor:
+        """The kernel's prediction of one SGD step, ``-(eta/B) K g``, shaped like the output."""
+        if self.kernel is None:
+            raise ValueError("this measurement has no kernel; call measure_update(..., kernel=True)")
+        g_sites = _to_sites(self.grad_output, self.feature_dim)
+        update = -(self.lr / self.batch_size) * (self.kernel @ g_sites)
+        return _from_sites(update, self.grad_output.shape, self.feature_dim)
+
+
+def _feature_dim(layer: nn.Module, feature_dim: int | None) -> int:
+    if feature_dim is not None:
+        return feature_dim
+    return 1 if isinstance(layer, nn.modules.conv._ConvNd) else -1
+
+
+def _to_sites(t: Tensor, feature_dim: int) -> Tensor:
+    moved = t.movedim(feature_dim, -1)
+    return moved.reshape(-1, moved.shape[-1])
+
+
+def _from_sites(sites: Tensor, shape: torch.Size, feature_dim: int) -> Tensor:
+    moved_shape = list(shape)
+    moved_shape.append(moved_shape.pop(feature_dim))
+    return sites.reshape(moved_shape).movedim(-1, feature_dim)
+
+
+def _bind_optimizer(optimizer: OptimizerSpec, original: nn.Module, work: nn.Module,
+                    lr: float | None, kwargs: dict[str, Any]) -> torch.optim.Optimizer:
+    """An optimiser over ``work``'s parameters, from a factory or a constructed optimiser."""
+    if isinstance(optimizer, torch.optim.Optimizer):
+        if lr is not None or kwargs:
+            raise ValueError("optimizer is already constructed: set lr and its options there, "
+                             "not in measure_update")
+        index = {id(p): i for i, p in enumerate(original.parameters())}
+        copies = list(work.parameters())
+        groups = []
+        for group in optimizer.param_groups:
+            missing = [p for p in group["params"] if id(p) not in index]
+            if missing:
+                raise ValueError("optimizer holds parameters that are not the layer's")
+            options = {k: v for k, v in group.items() if k != "params"}
+            groups.append({**options, "params": [copies[index[id(p)]] for p in group["params"]]})
+        clone = type(optimizer)(groups, **optimizer.defaults)
+        clone.load_state_dict(optimizer.state_dict())
+        return clone
+    if not callable(optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer or a factory, got {optimizer!r}")
+    return optimizer(work.parameters(), lr=0.1 if lr is None else lr, **kwargs)
+
+
+def _learning_rate(opt: torch.optim.Optimizer) -> float:
+    rates = {float(group["lr"]) for group in opt.param_groups}
+    if len(rates) != 1:
+        raise ValueError(f"every parameter group must share one learning rate, got {sorted(rates)}")
+    return rates.pop()
+
+
+def tangent_kernel(layer: nn.Module, x: Tensor, *, unit: int = 0,
+                   feature_dim: int | None = None) -> Tensor:
+    """The ``(S, S)`` tangent kernel of output unit ``unit`` over all sites of ``layer(x)``.
+
+    ``K_ij = (d z_i[unit]/d theta) . (d z_j[unit]/d theta)`` over the trainable parameters,
+    from the exact Jacobian (``torch.func.jacrev``). The layer is not modified.
+    """
+    fdim = _feature_dim(layer, feature_dim)
+    params = {name: p.detach() for name, p in layer.named_parameters() if p.requires_grad}
+    if not params:
+        raise ValueError("layer has no trainable parameters")
+    buffers = {name: b.detach().clone() for name, b in layer.named_buffers()}
+
+    def unit_outputs(p: dict[str, Tensor]) -> Tensor:
+        return _to_sites(functional_call(layer, (p, buffers), (x,)), fdim)[:, unit]
+
+    jac = jacrev(unit_outputs)(params)
+    sites = next(iter(jac.values())).shape[0]
+    J = torch.cat([j.reshape(sites, -1) for j in jac.values()], dim=1)
+    return J @ J.T
+
+
+def measure_update(layer: nn.Module, x: Tensor, g: Tensor,
+                   optimizer: OptimizerSpec = torch.optim.SGD, *, lr: float | None = None,
+                   steps: int = 1, kernel: bool = True, unit: int = 0,
+                   feature_dim: int | None = None, **optimizer_kwargs: Any) -> UpdateMeasurement:
+    """Take ``steps`` real optimiser steps on a copy of ``layer`` and compare the output moves.
+
+    Args:
+        layer: any module; it is deep-copied and never modified.
+        x: input batch; dim 0 is the batch (size ``B``).
+        g: upstream gradient per sample, shaped like ``layer(x)``; the loss is
+            ``L = (1/B) sum_j g_j . z_j`` at every step.
+        optimizer: a factory called as ``optimizer(params, lr=lr, **optimizer_kwargs)`` (e.g.
+            ``torch.optim.SGD``, ``torch.optim.Adam``, a ``functools.partial``), giving a fresh
+            state; or an already constructed optimiser over ``layer``'s parameters, which is
+            cloned with its state onto the copy.
+        lr: learning rate for a factory (default 0.1); must be ``None`` for a constructed one.
+        steps: number of optimiser steps; the ideal update is ``-steps * eta * g``.
+        kernel: also compute the induced kernel (see :func:`tangent_kernel`).
+        unit: output unit whose tangent kernel is reported.
+        feature_dim: output dimension of the features (default: 1 for convolutions, else -1).
+        **optimizer_kwargs: passed to the factory (``momentum=0.9``, ``betas=...``).
+    """
+    if not isinstance(layer, nn.Module):
+        raise TypeError(f"layer must be an nn.Module, got {type(layer).__name__}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    if not isinstance(x, Tensor) or x.dim() < 1:
+        raise ValueError("x must be a tensor with a batch dimension")
+    work = copy.deepcopy(layer)
+    opt = _bind_optimizer(optimizer, layer, work, lr, optimizer_kwargs)
+    eta = _learning_rate(opt)
+    batch = x.shape[0]
+    with torch.no_grad():
+        z_before = work(x)
+    if not isinstance(g, Tensor) or g.shape != z_before.shape:
+        raise ValueError(f"g must be a tensor shaped like layer(x) {tuple(z_before.shape)}, "
+                         f"got {tuple(g.shape) if isinstance(g, Tensor) else type(g).__name__}")
+    fdim = _feature_dim(layer, feature_dim)
+    K = tangent_kernel(layer, x, unit=unit, feature_dim=fdim) if kernel else None
+
+    per_step, z_prev = [], z_before
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = (work(x) * g).sum() / batch
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            z_now = work(x)
+        per_step.append(z_now - z_prev)
+        z_prev = z_now
+
+    effective = z_prev - z_before
+    ideal = -steps * eta * g
+    flat_eff, flat_ideal = effective.reshape(batch, -1), ideal.reshape(batch, -1)
+    ratio = flat_eff.norm(dim=1) / flat_ideal.norm(dim=1)
+    cosine = F.cosine_similarity(flat_eff, flat_ideal, dim=1)
+    return UpdateMeasurement(ideal=ideal, effective=effective, ratio=ratio, cosine=cosine,
+                             kernel=K, grad_output=g, lr=eta, batch_size=batch, steps=steps,
+                             feature_dim=fdim, per_step=per_step)
+
+
+def single_sample_ratios(layer: nn.Module, x: Tensor, g: Tensor, *, lr: float = 0.1) -> Tensor:
+    """``|effective| / |ideal|`` of one SGD step taken on each sample alone (batch of 1)."""
+    ratios = [measure_update(layer, x[i : i + 1], g[i : i + 1], lr=lr, kernel=False).ratio
+              for i in range(x.shape[0])]
+    return torch.cat(ratios)
+
+
+class ResidualBlock(nn.Module):
+    r"""A residual block :math:`z = x + W_2 \tanh(W_1 x + b_1) + b_2`, to measure beyond one layer.
+
+    Args:
+        dim: features of ``x`` and ``z``.
+        hidden: width of the inner layer.
+        linear: factory for both inner layers, e.g. ``nn.Linear`` or ``AffineLikeLinear``.
+
+    Shape:
+        - Input: :math:`(*, \text{dim})`. Output: same shape.
+    """
+
+    def __init__(self, dim: int, hidden: int, linear: Callable[[int, int], nn.Module] = nn.Linear) -> None:
+        super().__init__()
+        self.inner = linear(dim, hidden)
+        self.outer = linear(hidden, dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.outer(torch.tanh(self.inner(x)))
+
+
+class SelfAttention(nn.Module):
+    r"""One self-attention layer, :math:`z = \mathrm{MHA}(x, x, x)`, batch first.
+
+    Args:
+        dim: token features.
+        heads: attention heads (must divide ``dim``).
+
+    Shape:
+        - Input: :math:`(B, T, \text{dim})`. Output: same shape.
+    """
+
+    def __init__(self, dim: int, heads: int = 1) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out, _ = self.attn(x, x, x, need_weights=False)
+        return out

@@ -1,0 +1,39 @@
+"""Declared experiment grids and their resumable runner.
+
+An experiment is a grid per profile (``quick``/``standard``/``paper``) of model x
+normaliser x data x hyperparameters x seeds, and a function that performs one run::
+
+    from normlab import experiments
+    experiments.names()                                    # what is declared
+    experiments.run("fc_normalisers", profile="quick", out="results")
+    rep = experiments.report("fc_normalisers", profile="quick", out="results")
+    rep.summary                                           # lr chosen on val, test mean/CI
+
+The command line ``python -m normlab list|run|report`` calls the same functions. To add
+experiments, write a module that calls :func:`register_experiment` and import it below.
+"""
+from __future__ import annotations
+
+from .grid import Grid, Run, parse_shard, run_id, shard
+from .registry import Experiment, RunContext, get, names, register_experiment
+from .runner import (
+    Report,
+    RunReport,
+    load_results,
+    mean_ci,
+    report,
+    results_folder,
+    run,
+    select_best,
+    summarise,
+    summary_table,
+    train_and_test,
+)
+
+from . import part1  # noqa: E402,F401  (registers Part I's experiments)
+
+__all__ = [
+    "Experiment", "Grid", "Report", "Run", "RunContext", "RunReport", "get", "load_results", "mean_ci", "names",
+    "parse_shard", "register_experiment", "report", "results_folder", "run", "run_id", "select_best", "shard",
+    "summarise", "summary_table", "train_and_test",
+]

@@ -1,0 +1,98 @@
+"""Experiment grids: the cross product of swept axes, fixed settings and seeds.
+
+A run is one point of the grid. Its id is a stable hash of its configuration, so the same
+point gets the same id on every machine, and a grid splits across machines without a
+scheduler: :func:`shard` keeps run ``i`` (in id order) when ``i % N == K``.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class Run:
+    """One point of a grid: its id and its configuration (``seed`` included)."""
+
+    run_id: str
+    config: dict[str, Any]
+
+
+def run_id(experiment: str, config: Mapping[str, Any]) -> str:
+    """``<experiment>-<12 hex digits>``: a SHA-256 of the configuration as sorted JSON."""
+    canonical = json.dumps(dict(config), sort_keys=True, separators=(",", ":"), default=str)
+    return f"{experiment}-{hashlib.sha256(canonical.encode()).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Swept ``axes`` (name -> values), ``fixed`` settings and a number of ``seeds``.
+
+    Every run's configuration holds the fixed settings, one value of each axis and a
+    ``seed`` in ``range(seeds)``.
+    """
+
+    axes: Mapping[str, Sequence[Any]]
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    seeds: int = 3
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ValueError(f"seeds must be a positive int, got {self.seeds!r}")
+        if "seed" in self.axes or "seed" in self.fixed:
+            raise ValueError("'seed' comes from the grid's seeds count; do not declare it as a setting")
+        clash = sorted(set(self.axes) & set(self.fixed))
+        if clash:
+            raise ValueError(f"settings both swept and fixed: {', '.join(clash)}")
+        empty = [name for name, values in self.axes.items() if len(values) == 0]
+        if empty:
+            raise ValueError(f"axes without values: {', '.join(empty)}")
+
+    def configs(self, seeds: int | None = None) -> list[dict[str, Any]]:
+        """Every configuration, seeds innermost; ``seeds`` overrides the grid's count."""
+        n_seeds = self.seeds if seeds is None else seeds
+        if not isinstance(n_seeds, int) or n_seeds < 1:
+            raise ValueError(f"seeds must be a positive int, got {seeds!r}")
+        names = list(self.axes)
+        out = []
+        for values in itertools.product(*(self.axes[n] for n in names)):
+            for seed in range(n_seeds):
+                out.append({**self.fixed, **dict(zip(names, values)), "seed": seed})
+        return out
+
+    def size(self, seeds: int | None = None) -> int:
+        """The number of runs."""
+        n = self.seeds if seeds is None else seeds
+        for values in self.axes.values():
+            n *= len(values)
+        return n
+
+
+def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    """``"K/N"`` (or ``(K, N)``) with ``0 <= K < N`` -> ``(K, N)``; None stays None."""
+    if shard is None:
+        return None
+    if isinstance(shard, str):
+        parts = shard.split("/")
+        try:
+            k, n = (int(p) for p in parts)
+        except ValueError:
+            raise ValueError(f"shard={shard!r} is not of the form K/N, e.g. 0/4") from None
+    else:
+        k, n = shard
+    if n < 1 or not 0 <= k < n:
+        raise ValueError(f"shard={shard!r} needs N >= 1 and 0 <= K < N (shards are numbered from 0)")
+    return k, n
+
+
+def shard(runs: Sequence[Run], which: str | tuple[int, int] | None) -> list[Run]:
+    """The runs of shard ``K/N``: sort by run id, keep run ``i`` when ``i % N == K``."""
+    ordered = sorted(runs, key=lambda r: r.run_id)
+    parsed = parse_shard(which)
+    if parsed is None:
+        return ordered
+    k, n = parsed
+    return [r for i, r in enumerate(ordered) if i % n == k]

@@ -1,0 +1,295 @@
+"""Run an experiment grid resumably, then summarise it across seeds.
+
+Folder layout under ``out`` (``results/`` by default)::
+
+    <out>/<experiment>/<profile>/runs/<run_id>.json     one record per finished run
+    <out>/<experiment>/<profile>/checkpoints/<run_id>/  while a run is unfinished
+    <out>/<experiment>/<profile>/results.csv            the tidy table, one row per run
+    <out>/<experiment>/<profile>/summary.csv            written by report()
+    <out>/<experiment>/<profile>/figures/*.png          written by report()
+
+A run whose JSON exists is skipped (nothing is rewritten); an interrupted run resumes from
+its checkpoint. Every file is written to a temporary name and renamed.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+from torch import nn
+
+from .. import training
+from .._runtime import check_profile
+from .._runtime import device as default_device
+from ..data.types import DataSplit
+from .grid import Run, shard as select_shard
+from .registry import Experiment, RunContext, get
+
+DEFAULT_OUT = Path("results")
+
+
+# ------------------------------------------------------------------ one run's record
+
+
+def train_and_test(model: nn.Module, train: DataSplit, val: DataSplit, test: DataSplit, ctx: RunContext,
+                   **fit_kwargs: Any) -> dict[str, Any]:
+    """Fit on ``train``/``val`` (resuming from ``ctx.checkpoint_dir``), then test once.
+
+    Returns the part of a run record that the runner stores: the metric's name and
+    direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
+    ``test_metric``, whether the loss diverged, and the history.
+    """
+    history = training.fit(model, train, val, device=ctx.device, checkpoint_dir=ctx.checkpoint_dir,
+                           progress=ctx.progress, **fit_kwargs)
+    test_scores = training.evaluate(model, test, device=ctx.device)
+    last = history[-1]
+    return {
+        "metric": history.metric,
+        "higher_is_better": history.higher_is_better,
+        "metrics": {
+            "train_loss": last["train_loss"],
+            "val_loss": last["val_loss"],
+            "val_metric": last[f"val_{history.metric}"],
+            "test_loss": test_scores["loss"],
+            "test_metric": test_scores[history.metric],
+            "diverged": not math.isfinite(last["train_loss"]),
+            "epochs_run": last["epoch"],
+            "steps": last["step"],
+        },
+        "history": [dict(r) for r in history],
+    }
+
+
+# ------------------------------------------------------------------------ summaries
+
+
+def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, int]:
+    """Mean, half-width of the t-distribution confidence interval, and n.
+
+    The half-width is :math:`t_{(1+c)/2,\\,n-1}\\, s/\\sqrt{n}` with the sample standard
+    deviation :math:`s`; it is NaN for fewer than two values.
+    """
+    x = np.asarray(list(values), dtype=float)
+    n = len(x)
+    if n == 0:
+        return float("nan"), float("nan"), 0
+    mean = float(x.mean())
+    if n < 2:
+        return mean, float("nan"), n
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
+    return mean, half, n
+
+
+def _groups(results: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[Any, pd.DataFrame]]:
+    """``groupby(by)``, or the whole table as one group when ``by`` is empty."""
+    return results.groupby(list(by), sort=True, dropna=False) if by else [((), results)]
+
+
+def summarise(results: pd.DataFrame, by: Sequence[str], value: str = "test_metric") -> pd.DataFrame:
+    """Mean, 95 % CI half-width (``ci95``) and ``n`` of ``value`` across seeds, per ``by`` group."""
+    rows = []
+    for key, group in _groups(results, by):
+        mean, half, n = mean_ci(group[value])
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "mean": mean, "ci95": half, "n": n})
+    return pd.DataFrame(rows)
+
+
+def select_best(results: pd.DataFrame, by: Sequence[str], select: str = "lr", *, higher_is_better: bool = True,
+                on: str = "val_metric", report: str = "test_metric") -> pd.DataFrame:
+    """Choose ``select`` per configuration on validation data; report the test metric there.
+
+    For each ``by`` group, the value of ``select`` with the best mean ``on`` (validation
+    metric) across seeds wins (a NaN mean, e.g. from a diverged run, never wins). The test
+    split plays no part in the choice. Columns: ``by``, the chosen ``select``, ``val_mean``,
+    ``mean``/``ci95``/``n`` of ``report`` at that choice, and ``candidates``.
+    """
+    rows = []
+    worst = -math.inf if higher_is_better else math.inf
+    for key, group in _groups(results, by):
+        val_means = group.groupby(select)[on].mean().fillna(worst)
+        chosen = val_means.idxmax() if higher_is_better else val_means.idxmin()
+        at = group[group[select] == chosen]
+        mean, half, n = mean_ci(at[report])
+        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        rows.append({**keys, select: chosen, "val_mean": float(at[on].mean()), "mean": mean, "ci95": half, "n": n,
+                     "candidates": len(val_means)})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def results_folder(name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None) -> Path:
+    """``<out>/<name>/<profile>``."""
+    return Path(out) / name / check_profile(profile)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _table_value(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int, float, bool)) else json.dumps(value)
+
+
+def load_results(name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None) -> pd.DataFrame:
+    """All run records of one experiment and profile (every shard) as a tidy table."""
+    folder = results_folder(name, out, profile) / "runs"
+    rows = []
+    for path in sorted(folder.glob("*.json")):
+        record = _read_record(path)
+        if record is None:
+            continue
+        rows.append({
+            "run_id": record["run_id"], "experiment": record["experiment"], "profile": record["profile"],
+            **{k: _table_value(v) for k, v in record["config"].items()},
+            "metric": record["metric"], "higher_is_better": record["higher_is_better"],
+            **record["metrics"], "seconds": record["seconds"],
+        })
+    return pd.DataFrame(rows)
+
+
+def _write_table(table: pd.DataFrame, path: Path) -> None:
+    _write_atomic(path, table.to_csv(index=False))
+
+
+# ----------------------------------------------------------------------------- run
+
+
+@dataclass
+class RunReport:
+    """What :func:`run` did: runs executed and skipped, and where the results are."""
+
+    folder: Path
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def results_csv(self) -> Path:
+        return self.folder / "results.csv"
+
+
+def run(name: str, *, profile: str | None = None, out: str | Path = DEFAULT_OUT, seeds: int | None = None,
+        device: str | torch.device | None = None, shard: str | tuple[int, int] | None = None,
+        progress: bool | None = None, keep_checkpoints: bool = False) -> RunReport:
+    """Run (or resume) every unfinished run of experiment ``name`` in this shard.
+
+    ``seeds`` overrides the grid's number of seeds; ``shard="K/N"`` runs only shard K of N
+    (see :func:`normlab.experiments.grid.shard`). Finished runs are skipped without
+    touching their files; ``results.csv`` is rewritten only when a run finished here (or
+    is missing). A finished run's checkpoint folder is deleted unless
+    ``keep_checkpoints``.
+    """
+    experiment = get(name)
+    profile = check_profile(profile)
+    folder = results_folder(name, out, profile)
+    runs: list[Run] = select_shard(experiment.runs(profile, seeds), shard)
+    device = torch.device(device) if device is not None else default_device()
+    show = training.progress_default() if progress is None else progress
+    report = RunReport(folder=folder)
+    bar = None
+    if show:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(runs), desc=f"{name} ({profile})", unit="run")
+    for item in runs:
+        record_path = folder / "runs" / f"{item.run_id}.json"
+        if record_path.exists() and _read_record(record_path) is not None:
+            report.skipped.append(item.run_id)
+        else:
+            _execute(experiment, item, profile, folder, device, record_path, keep_checkpoints)
+            report.ran.append(item.run_id)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    if not keep_checkpoints and (folder / "checkpoints").is_dir() and not any((folder / "checkpoints").iterdir()):
+        (folder / "checkpoints").rmdir()
+    if report.ran or not report.results_csv.exists():
+        _write_table(load_results(name, out, profile), report.results_csv)
+    return report
+
+
+def _execute(experiment: Experiment, item: Run, profile: str, folder: Path, device: torch.device,
+             record_path: Path, keep_checkpoints: bool) -> None:
+    checkpoint_dir = folder / "checkpoints" / item.run_id
+    started = time.perf_counter()
+    outcome = experiment.run_one(dict(item.config), RunContext(device=device, checkpoint_dir=checkpoint_dir))
+    from .. import __version__
+
+    record = {
+        "run_id": item.run_id, "experiment": experiment.name, "profile": profile, "config": item.config,
+        **outcome, "seconds": time.perf_counter() - started, "device": str(device), "normlab_version": __version__,
+    }
+    _write_atomic(record_path, json.dumps(record, indent=1))
+    if not keep_checkpoints:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+# -------------------------------------------------------------------------- report
+
+
+@dataclass
+class Report:
+    """What :func:`report` produced: the tables, the figures and their files."""
+
+    folder: Path
+    results: pd.DataFrame
+    summary: pd.DataFrame
+    figures: dict[str, Any]
+    paths: dict[str, Path]
+
+
+def summary_table(experiment: Experiment, results: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """The experiment's summary: best-of over ``select`` when it has one, else mean/CI per configuration."""
+    by = [a for a in experiment.group_by(profile) if a in results.columns]
+    if experiment.select is None:
+        return summarise(results, by)
+    higher = bool(results["higher_is_better"].iloc[0])
+    return select_best(results, by, experiment.select, higher_is_better=higher)
+
+
+def report(name: str, *, out: str | Path = DEFAULT_OUT, profile: str | None = None, figures: bool = True) -> Report:
+    """Merge every shard's records, write ``results.csv``, ``summary.csv`` and the figures."""
+    experiment = get(name)
+    profile = check_profile(profile)
+    folder = results_folder(name, out, profile)
+    results = load_results(name, out, profile)
+    if results.empty:
+        raise ValueError(f"no run records in {folder / 'runs'}; run `python -m normlab run {name} "
+                         f"--profile {profile} --out {out}` first")
+    summary = summary_table(experiment, results, profile)
+    _write_table(results, folder / "results.csv")
+    _write_table(summary, folder / "summary.csv")
+    paths = {"results": folder / "results.csv", "summary": folder / "summary.csv"}
+    made: dict[str, Any] = {}
+    if figures and experiment.figures is not None:
+        (folder / "figures").mkdir(parents=True, exist_ok=True)
+        made = experiment.figures(results, summary)
+        for stem, figure in made.items():
+            path = folder / "figures" / f"{stem}.png"
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            figure.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
+            os.replace(tmp, path)
+            paths[stem] = path
+    return Report(folder=folder, results=results, summary=summary, figures=made, paths=paths)

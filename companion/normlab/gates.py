@@ -1,0 +1,334 @@
+"""AutoNorm's gate: telemetry, the Gumbel-Softmax gradient estimator, and the AutoNorm-S schedule.
+
+- :func:`gate_entropy`, :func:`autonorm_layers`, :func:`selector_parameters`: plain functions.
+- :func:`gumbel_grad_moments` / :func:`gumbel_grad_variance`: the mean and variance of the
+  reparameterised gradient as a function of the temperature, measured by sampling;
+  :func:`categorical_grad` is the exact gradient it estimates as :math:`\\tau \\to 0`.
+- :class:`GateTelemetry`: a callback recording, per AutoNorm layer and epoch, the gate
+  probabilities, their entropy and a running estimate of the selector's gradient variance and
+  signal-to-noise ratio.
+- :class:`AutoNormS`: the paper's gate-freezing schedule, as a callback.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from .callbacks import Callback, TrainState
+from .layers.adaptive import CANDIDATES, AutoNorm, gumbel_softmax, sample_gumbel
+
+__all__ = [
+    "AutoNormS",
+    "GateTelemetry",
+    "autonorm_layers",
+    "categorical_grad",
+    "freeze_selector",
+    "gate_entropy",
+    "gumbel_grad_moments",
+    "gumbel_grad_variance",
+    "gumbel_softmax",
+    "sample_gumbel",
+    "selector_parameters",
+]
+
+FREEZE_RULES: tuple[str, ...] = ("high", "low")
+
+
+def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
+    r"""Entropy in nats of each distribution along the last dimension: :math:`-\sum_i p_i \log p_i`.
+
+    Give it the gate *probabilities* (``AutoNorm.last_probs``), never a hard sample, whose
+    entropy is always 0. ``0 log 0 = 0``. The result lies in :math:`[0, \log k]`.
+    """
+    if probs.dim() < 1 or probs.shape[-1] < 1:
+        raise ValueError(f"probs must have a last dimension of candidates, got shape {tuple(probs.shape)}")
+    probs = probs.float()
+    return -torch.special.xlogy(probs, probs).sum(dim=-1)
+
+
+def autonorm_layers(model: nn.Module) -> list[tuple[str, AutoNorm]]:
+    """Every :class:`AutoNorm` in ``model``, as ``(qualified name, layer)`` in module order."""
+    return [(name, module) for name, module in model.named_modules() if isinstance(module, AutoNorm)]
+
+
+def selector_parameters(layer: AutoNorm) -> list[nn.Parameter]:
+    """The gate's parameters (empty for the random selector)."""
+    return [] if layer.selector is None else list(layer.selector.parameters())
+
+
+def freeze_selector(layer: AutoNorm) -> None:
+    """Stop a layer's gate from learning or sampling.
+
+    Its parameters get ``requires_grad=False`` and ``grad=None``: backward then never fills
+    their gradients, ``zero_grad`` (with or without ``set_to_none``) leaves them ``None``, and
+    torch optimisers skip parameters without a gradient, so neither AdamW's weight decay nor
+    its moments move them. They stay in the optimiser's parameter groups, so an optimiser
+    state saved after freezing loads into a freshly built optimiser (exact resume). The
+    selector is marked ``frozen``: its weights become deterministic, as in eval mode.
+    """
+    if layer.selector is None:
+        raise ValueError("the random selector has no gate parameters to freeze")
+    layer.selector.frozen = True
+    for param in layer.selector.parameters():
+        param.requires_grad_(False)
+        param.grad = None
+
+
+def categorical_grad(logits: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    r"""Exact gradient of :math:`\mathbb{E}_{i \sim \mathrm{softmax}(\ell)}[v_i]` with respect to
+    :math:`\ell`: :math:`p \odot (v - p^\top v)`."""
+    p = torch.softmax(logits.double(), dim=-1)
+    v = values.double()
+    return p * (v - (p * v).sum(dim=-1, keepdim=True))
+
+
+def gumbel_grad_moments(
+    logits: torch.Tensor,
+    tau: float,
+    n: int,
+    *,
+    values: torch.Tensor | None = None,
+    hard: bool = False,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Mean and variance, per logit, of the Gumbel-Softmax gradient of :math:`f(w) = v^\top w`.
+
+    Draws ``n`` independent relaxed samples :math:`w^{(s)} = \mathrm{GumbelSoftmax}(\ell, \tau)`
+    and returns the sample mean and variance over ``s`` of :math:`\partial f(w^{(s)}) / \partial
+    \ell`. ``values`` :math:`v` defaults to the first basis vector, so :math:`f = w_0` (the
+    weight given to the first candidate). ``hard=True`` measures the straight-through
+    estimator (whose gradient is the soft one).
+    """
+    if logits.dim() != 1 or logits.numel() < 2:
+        raise ValueError(f"logits must be a 1-D tensor over >= 2 candidates, got shape {tuple(logits.shape)}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n must be an int >= 2, got {n!r}")
+    k = logits.numel()
+    if values is None:
+        values = torch.zeros(k).index_fill_(0, torch.tensor(0), 1.0)
+    if values.shape != logits.shape:
+        raise ValueError(f"values of shape {tuple(values.shape)} do not match logits {tuple(logits.shape)}")
+    batch = logits.detach().float().expand(n, k).clone().requires_grad_(True)
+    weights = gumbel_softmax(batch, tau, hard, generator=generator)
+    (grad,) = torch.autograd.grad((weights * values.float()).sum(), batch)
+    grad = grad.double()
+    return grad.mean(dim=0), grad.var(dim=0)
+
+
+def gumbel_grad_variance(
+    logits: torch.Tensor,
+    tau: float,
+    n: int,
+    *,
+    values: torch.Tensor | None = None,
+    hard: bool = False,
+    generator: torch.Generator | None = None,
+) -> float:
+    """Total variance (trace of the covariance) of the Gumbel-Softmax gradient; see
+    :func:`gumbel_grad_moments`."""
+    return gumbel_grad_moments(logits, tau, n, values=values, hard=hard, generator=generator)[1].sum().item()
+
+
+class GateTelemetry(Callback):
+    r"""Record what every AutoNorm gate does, per layer and epoch.
+
+    Per training step it accumulates, for each layer, the mean gate probabilities and their
+    entropy (on ``last_probs``, the probabilities, not the sampled weights) and updates
+    exponential moving averages (decay ``beta``, bias-corrected as in Adam) of the gradient
+    :math:`g` of the layer's selector parameters and of :math:`g^2`. From them:
+
+    .. math::
+        \widehat{\mathrm{Var}} = \hat m_2 - \hat m_1^2, \qquad
+        \mathrm{SNR} = \frac{\lVert \hat m_1 \rVert^2}{\sum \widehat{\mathrm{Var}}}
+
+    ``grad_var`` is the mean per-parameter variance. At each epoch end one row per layer is
+    appended to ``records``: ``epoch``, ``layer``, ``p_dyt``, ``p_ln``, ``entropy``,
+    ``grad_var``, ``snr``; the last two are NaN when the selector received no gradient during
+    the epoch (random selector, frozen gate).
+    """
+
+    def __init__(self, beta: float = 0.9) -> None:
+        if not 0.0 < beta < 1.0:
+            raise ValueError(f"beta must lie in (0, 1), got {beta!r}")
+        self.beta = float(beta)
+        self.records: list[dict[str, Any]] = []
+        self._moments: dict[str, dict[str, Any]] = {}
+        self._sums: dict[str, torch.Tensor] = {}
+        self._steps = 0
+        self._with_grad: set[str] = set()
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        self._sums, self._steps, self._with_grad = {}, 0, set()
+
+    def on_after_backward(self, state: TrainState) -> None:
+        for name, layer in autonorm_layers(state.model):
+            grads = [p.grad.detach().flatten() for p in selector_parameters(layer) if p.grad is not None]
+            if not grads:
+                continue
+            g = torch.cat(grads).double()
+            moments = self._moments.setdefault(name, {"m1": torch.zeros_like(g), "m2": torch.zeros_like(g), "t": 0})
+            moments["m1"].mul_(self.beta).add_(g, alpha=1 - self.beta)
+            moments["m2"].mul_(self.beta).add_(g * g, alpha=1 - self.beta)
+            moments["t"] += 1
+            self._with_grad.add(name)
+
+    def on_step_end(self, state: TrainState) -> None:
+        self._steps += 1
+        for name, layer in autonorm_layers(state.model):
+            if layer.last_probs is None:
+                continue
+            probs = layer.last_probs.float()
+            row = torch.cat([probs.mean(dim=0), gate_entropy(probs).mean().reshape(1)])
+            self._sums[name] = self._sums.get(name, torch.zeros_like(row)) + row
+
+    def gradient_stats(self, name: str) -> tuple[float, float]:
+        """``(grad_var, snr)`` of one layer's selector gradient so far (NaN before any gradient)."""
+        moments = self._moments.get(name)
+        if moments is None or moments["t"] == 0:
+            return math.nan, math.nan
+        correction = 1 - self.beta ** moments["t"]
+        m1, m2 = moments["m1"] / correction, moments["m2"] / correction
+        var = (m2 - m1 * m1).clamp_min(0.0)
+        total = var.sum().item()
+        snr = m1.pow(2).sum().item() / total if total > 0 else math.inf
+        return var.mean().item(), snr
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        for name, _ in autonorm_layers(state.model):
+            if name not in self._sums:
+                continue
+            means = (self._sums[name] / self._steps).tolist()
+            grad_var, snr = self.gradient_stats(name) if name in self._with_grad else (math.nan, math.nan)
+            row = {"epoch": state.epoch, "layer": name}
+            row.update({f"p_{c}": means[i] for i, c in enumerate(CANDIDATES)})
+            row.update({"entropy": means[-1], "grad_var": grad_var, "snr": snr})
+            self.records.append(row)
+
+    def state_dict(self) -> dict[str, Any]:
+        moments = {n: {"m1": m["m1"].clone(), "m2": m["m2"].clone(), "t": m["t"]} for n, m in self._moments.items()}
+        return {"records": [dict(r) for r in self.records], "moments": moments,
+                "sums": {n: s.detach().cpu().clone() for n, s in self._sums.items()}, "steps": self._steps,
+                "with_grad": sorted(self._with_grad)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.records = [dict(r) for r in state["records"]]
+        self._moments = {n: {"m1": m["m1"].clone(), "m2": m["m2"].clone(), "t": m["t"]} for n, m in state["moments"].items()}
+        self._sums = {n: s.clone() for n, s in state["sums"].items()}
+        self._steps = state["steps"]
+        self._with_grad = set(state["with_grad"])
+
+
+class AutoNormS(Callback):
+    r"""AutoNorm-S: monitor gate entropy during warm-up, then freeze undecided gates.
+
+    During epochs :math:`1 \ldots T_\text{freeze}` it records the mean gate entropy :math:`H`
+    (nats, over the epoch's training steps and samples) of every learned AutoNorm layer and
+    overall. At the end of epoch :math:`T_\text{freeze}`:
+
+    - ``rule="high"`` (the paper): if :math:`H \geq \epsilon_H` the gates have not decided,
+      and every selector is frozen (:func:`freeze_selector`); the backbone keeps training.
+    - ``rule="low"``: the opposite reading, freeze once :math:`H < \epsilon_H` (the gate
+      has decided, so stop its noise).
+    - ``per_layer=True``: apply the rule to each layer's own entropy and freeze only those
+      layers, instead of to the overall mean.
+
+    Defaults are the paper's: ``t_freeze`` 10, ``eps_h`` 0.1, and ``tau`` 0.5, which is set
+    on every selector at the start of training (``tau=None`` keeps each layer's own).
+    ``eps_h`` must lie in :math:`[0, \log k]` (the largest entropy over :math:`k` candidates).
+    ``entropy_records`` holds one ``{"epoch", "mean", "layers"}`` dict per warm-up epoch;
+    ``frozen`` lists the frozen layers' names.
+    """
+
+    def __init__(self, t_freeze: int = 10, eps_h: float = 0.1, *, tau: float | None = 0.5,
+                 per_layer: bool = False, rule: str = "high") -> None:
+        if isinstance(t_freeze, bool) or not isinstance(t_freeze, int) or t_freeze < 1:
+            raise ValueError(f"t_freeze (T_freeze) must be an int >= 1, got {t_freeze!r}")
+        max_entropy = math.log(len(CANDIDATES))
+        if not isinstance(eps_h, (int, float)) or not 0.0 <= eps_h <= max_entropy:
+            raise ValueError(f"eps_h (eps_H) must lie in [0, ln {len(CANDIDATES)}] = [0, {max_entropy:.4f}], got {eps_h!r}")
+        if rule not in FREEZE_RULES:
+            raise ValueError(f"rule={rule!r} is not a freezing rule; expected one of {', '.join(FREEZE_RULES)}")
+        if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau > 0):
+            raise ValueError(f"tau must be a float > 0 or None, got {tau!r}")
+        self.t_freeze = t_freeze
+        self.eps_h = float(eps_h)
+        self.tau = None if tau is None else float(tau)
+        self.per_layer = bool(per_layer)
+        self.rule = rule
+        self.entropy_records: list[dict[str, Any]] = []
+        self.frozen: list[str] = []
+        self.decided = False
+        self._sums: dict[str, torch.Tensor] = {}
+        self._steps = 0
+
+    def _layers(self, model: nn.Module) -> list[tuple[str, AutoNorm]]:
+        return [(name, layer) for name, layer in autonorm_layers(model) if layer.selector is not None]
+
+    def _should_freeze(self, entropy: float) -> bool:
+        return entropy >= self.eps_h if self.rule == "high" else entropy < self.eps_h
+
+    def on_train_start(self, state: TrainState) -> None:
+        layers = self._layers(state.model)
+        if not layers:
+            raise ValueError("AutoNormS needs a model with at least one learned AutoNorm layer")
+        for name, layer in layers:
+            if self.eps_h > math.log(layer.selector.k):
+                raise ValueError(f"eps_h={self.eps_h} exceeds ln k = {math.log(layer.selector.k):.4f} for layer {name}")
+            if self.tau is not None:
+                layer.selector.tau = self.tau
+            if name in self.frozen:
+                freeze_selector(layer)
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        if state.epoch <= self.t_freeze:
+            self._sums, self._steps = {}, 0
+
+    def on_after_backward(self, state: TrainState) -> None:
+        for name, layer in self._layers(state.model):
+            if name in self.frozen:
+                for param in layer.selector.parameters():
+                    param.grad = None
+
+    def on_step_end(self, state: TrainState) -> None:
+        if state.epoch > self.t_freeze:
+            return
+        self._steps += 1
+        for name, layer in self._layers(state.model):
+            if layer.last_probs is not None:
+                self._sums[name] = self._sums.get(name, 0.0) + gate_entropy(layer.last_probs).mean()
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        if state.epoch > self.t_freeze or self._steps == 0:
+            return
+        layers = {name: float(total) / self._steps for name, total in self._sums.items()}
+        mean = sum(layers.values()) / len(layers) if layers else math.nan
+        self.entropy_records.append({"epoch": state.epoch, "mean": mean, "layers": layers})
+        if state.epoch == self.t_freeze and not self.decided:
+            self.decided = True
+            if self.per_layer:
+                chosen = [name for name, entropy in layers.items() if self._should_freeze(entropy)]
+            else:
+                chosen = list(layers) if self._should_freeze(mean) else []
+            for name, layer in self._layers(state.model):
+                if name in chosen:
+                    freeze_selector(layer)
+            self.frozen = chosen
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "entropy_records": [dict(r, layers=dict(r["layers"])) for r in self.entropy_records],
+            "frozen": list(self.frozen),
+            "decided": self.decided,
+            "sums": {name: float(total) for name, total in self._sums.items()},
+            "steps": self._steps,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.entropy_records = [dict(r, layers=dict(r["layers"])) for r in state["entropy_records"]]
+        self.frozen = list(state["frozen"])
+        self.decided = bool(state["decided"])
+        self._sums = {name: torch.tensor(total, dtype=torch.float32) for name, total in state["sums"].items()}
+        self._steps = int(state["steps"])

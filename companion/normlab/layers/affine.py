@@ -1,0 +1,275 @@
+"""Part I layers: the structural corrections of the affine divergence.
+
+A plain affine layer ``z = W x + b`` moves its output, after one SGD step, by
+``-eta (|x|^2 + 1) g`` instead of the ideal ``-eta g`` (``g = dL/dz``). The layers here change
+the map so that the factor cancels:
+
+- :class:`AffineLikeLinear`: ``z = (W x + b) / sqrt(|x|^2 + 1)``, one-sample update exactly ``-eta g``;
+- :class:`NormLikeLinear`: ``z = W (x / |x|) + b``, one-sample update exactly ``-2 eta g``;
+- :class:`PatchNormConv2d`: either correction applied to every receptive field of a convolution;
+- :class:`L2Norm`: the parameter-free normaliser ``x / |x|`` behind the norm-like correction;
+- :class:`Gain`: a learned per-feature scale, to show what a scale after a correction does.
+
+RMSNorm is torch's own :class:`torch.nn.RMSNorm`; nothing is re-implemented here.
+"""
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["AffineLikeLinear", "NormLikeLinear", "PatchNormConv2d", "L2Norm", "Gain", "PATCHNORM_MODES"]
+
+PATCHNORM_MODES: tuple[str, ...] = ("affine", "norm")
+
+
+def _check_positive(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _inverse_norm(sq_norm: Tensor, eps: float) -> Tensor:
+    """``1 / max(sqrt(sq_norm), eps)``, safe at zero in every floating dtype.
+
+    The floor is ``eps**2`` on the squared norm, raised to the dtype's smallest normal number
+    when ``eps**2`` would underflow (float16), so the result and its gradient stay finite.
+    """
+    floor = max(eps * eps, torch.finfo(sq_norm.dtype).tiny)
+    return torch.rsqrt(sq_norm.clamp_min(floor))
+
+
+def _check_features(x: Tensor, in_features: int) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() == 0 or x.shape[-1] != in_features:
+        raise ValueError(
+            f"input must have shape (*, in_features={in_features}), got {tuple(x.shape)}"
+        )
+
+
+class AffineLikeLinear(nn.Linear):
+    r"""Affine-like correction of a linear layer.
+
+    .. math::
+        z = \frac{W x + b}{\sqrt{\lVert x \rVert^2 + 1}}
+
+    The norm is taken over the last dimension (the features of one sample). This is
+    L2-normalising the homogeneous vector :math:`[x; 1]` and applying :math:`[W\; b]`, so one
+    SGD step on a single sample moves :math:`z` by exactly :math:`-\eta\, \partial L/\partial z`.
+    The denominator is at least 1, so no epsilon is needed.
+
+    Arguments, parameters and initialisation are those of :class:`torch.nn.Linear`.
+
+    Shape:
+        - Input: :math:`(*, H_{in})`, any number of leading dimensions.
+        - Output: :math:`(*, H_{out})`.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+        _check_positive(in_features=in_features, out_features=out_features)
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_features(x, self.in_features)
+        sq_norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square()
+        return F.linear(x, self.weight, self.bias) * torch.rsqrt(sq_norm + 1)
+
+
+class NormLikeLinear(nn.Linear):
+    r"""Norm-like correction of a linear layer.
+
+    .. math::
+        z = W \frac{x}{\lVert x \rVert} + b
+
+    The norm is over the last dimension. Because the map is linear, it is computed as
+    :math:`(W x) / \lVert x \rVert + b`. At :math:`x = 0` the norm is floored at ``eps``, so
+    the output is :math:`b` and the gradient is finite. One SGD step on a single sample moves
+    :math:`z` by exactly :math:`-2\eta\, \partial L/\partial z`.
+
+    Arguments, parameters and initialisation are those of :class:`torch.nn.Linear`, plus:
+
+    Args:
+        eps: floor on :math:`\lVert x \rVert`. Default: ``1e-12``.
+
+    Shape:
+        - Input: :math:`(*, H_{in})`.
+        - Output: :math:`(*, H_{out})`.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None,
+                 *, eps: float = 1e-12) -> None:
+        _check_positive(in_features=in_features, out_features=out_features)
+        if not eps > 0:
+            raise ValueError(f"eps must be positive, got {eps!r}")
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_features(x, self.in_features)
+        inv_norm = _inverse_norm(x.square().sum(-1, keepdim=True), self.eps)
+        z = F.linear(x, self.weight)
+        if self.bias is None:
+            return z * inv_norm
+        return torch.addcmul(self.bias, z, inv_norm)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, eps={self.eps}"
+
+
+class L2Norm(nn.Module):
+    r"""Parameter-free L2 normalisation of each sample.
+
+    .. math::
+        y = \frac{x}{\max(\lVert x \rVert, \epsilon)}
+
+    The norm is over ``dim`` (default: the last dimension, i.e. the features of one sample;
+    pass a tuple such as ``(1, 2, 3)`` to normalise a whole image per sample). Zero inputs map
+    to zero with a finite gradient.
+
+    Args:
+        dim: the dimension or dimensions that form one sample. Default: ``-1``.
+        eps: floor on the norm. Default: ``1e-12``.
+
+    Shape:
+        - Input: any shape with the dimensions in ``dim``.
+        - Output: same shape as the input.
+    """
+
+    def __init__(self, dim: Union[int, Sequence[int]] = -1, eps: float = 1e-12) -> None:
+        super().__init__()
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+            raise TypeError(f"dim must be an int or a non-empty sequence of ints, got {dim!r}")
+        if not eps > 0:
+            raise ValueError(f"eps must be positive, got {eps!r}")
+        self.dim = dims
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() == 0 or any(not -x.dim() <= d < x.dim() for d in self.dim):
+            raise ValueError(f"input of shape {tuple(x.shape)} has no dimension(s) dim={self.dim}")
+        return x * _inverse_norm(x.square().sum(self.dim, keepdim=True), self.eps)
+
+    def extra_repr(self) -> str:
+        dim = self.dim[0] if len(self.dim) == 1 else self.dim
+        return f"dim={dim}, eps={self.eps}"
+
+
+class Gain(nn.Module):
+    r"""A learned per-feature scale, :math:`y = \gamma \odot x` (:math:`\gamma` starts at ``init``).
+
+    This is the "parameterised scale" half of a normaliser. Placed after a corrected layer it
+    adds its own parameter update, so the exact cancellation of the correction no longer holds.
+
+    Args:
+        num_features: size of the last dimension.
+        init: initial value of every entry of :math:`\gamma`. Default: ``1.0``.
+
+    Shape:
+        - Input: :math:`(*, \text{num\_features})`.
+        - Output: same shape as the input.
+    """
+
+    def __init__(self, num_features: int, init: float = 1.0,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        _check_positive(num_features=num_features)
+        self.num_features = num_features
+        self.init = float(init)
+        self.weight = nn.Parameter(torch.empty(num_features, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.weight, self.init)
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_features(x, self.num_features)
+        return x * self.weight
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, init={self.init}"
+
+
+class PatchNormConv2d(nn.Conv2d):
+    r"""A 2-D convolution with the affine-divergence correction applied to every patch.
+
+    Let :math:`P_p` be the receptive field (patch) of output position :math:`p`: all
+    :math:`C_{in} \times k_h \times k_w` input values, padding zeros included.
+
+    - ``mode="affine"``: :math:`z_p = (W * P_p + b) / \sqrt{\lVert P_p \rVert^2 + 1}`
+      (the tangent kernel between a position and itself is exactly 1);
+    - ``mode="norm"``: :math:`z_p = W * (P_p / \lVert P_p \rVert) + b`, computed as
+      :math:`(W * P_p)/\lVert P_p \rVert + b` since the convolution is linear.
+
+    :math:`\lVert P_p \rVert^2` comes from one extra single-channel convolution: the channel
+    sum of squares :math:`\sum_c x_c^2`, convolved with a ones kernel at the layer's stride,
+    padding and dilation. The input is never unfolded.
+
+    Arguments, parameters and initialisation are those of :class:`torch.nn.Conv2d`
+    (``groups`` must be 1), plus:
+
+    Args:
+        mode: ``"affine"`` or ``"norm"``. Default: ``"affine"``.
+        eps: floor on :math:`\lVert P_p \rVert` in norm mode. Default: ``1e-12``.
+
+    Shape:
+        - Input: :math:`(N, C_{in}, H, W)` or :math:`(C_{in}, H, W)`.
+        - Output: :math:`(N, C_{out}, H_{out}, W_{out})` or :math:`(C_{out}, H_{out}, W_{out})`,
+          as for :class:`torch.nn.Conv2d`.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] | str = 0,
+                 dilation: int | tuple[int, int] = 1, bias: bool = True, mode: str = "affine",
+                 groups: int = 1, padding_mode: str = "zeros",
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None,
+                 *, eps: float = 1e-12) -> None:
+        _check_positive(in_channels=in_channels, out_channels=out_channels)
+        if mode not in PATCHNORM_MODES:
+            raise ValueError(f"mode must be one of {PATCHNORM_MODES}, got {mode!r}")
+        if groups != 1:
+            raise ValueError(f"groups must be 1 (a patch spans every input channel), got {groups!r}")
+        if not eps > 0:
+            raise ValueError(f"eps must be positive, got {eps!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
+                         dilation=dilation, groups=1, bias=bias, padding_mode=padding_mode,
+                         device=device, dtype=dtype)
+        self.mode = mode
+        self.eps = eps
+        ones = torch.ones(1, 1, *self.kernel_size, device=device, dtype=dtype)
+        self.register_buffer("patch_kernel", ones, persistent=False)
+
+    def patch_sq_norm(self, x: Tensor) -> Tensor:
+        """:math:`\\lVert P_p \\rVert^2` at every output position, shape ``(N, 1, H_out, W_out)``."""
+        channel_sq = x.square().sum(1, keepdim=True)
+        return self._conv_forward(channel_sq, self.patch_kernel.to(x.dtype), None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() not in (3, 4) or x.shape[-3] != self.in_channels:
+            raise ValueError(
+                f"input must have shape (N, C_in={self.in_channels}, H, W) or (C_in, H, W), "
+                f"got {tuple(x.shape)}"
+            )
+        unbatched = x.dim() == 3
+        if unbatched:
+            x = x.unsqueeze(0)
+        sq_norm = self.patch_sq_norm(x)
+        if self.mode == "affine":
+            out = self._conv_forward(x, self.weight, self.bias) * torch.rsqrt(sq_norm + 1)
+        else:
+            out = self._conv_forward(x, self.weight, None) * _inverse_norm(sq_norm, self.eps)
+            if self.bias is not None:
+                out = out + self.bias.view(1, -1, 1, 1)
+        return out.squeeze(0) if unbatched else out
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, mode={self.mode!r}"

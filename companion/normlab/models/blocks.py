@@ -1,0 +1,224 @@
+"""Pre-norm Transformer building blocks shared by the Part II backbones.
+
+Every block takes a ``norm_layer`` factory (``normalized_shape -> nn.Module``), so any
+normaliser of :mod:`normlab.layers` drops in. A boolean ``token_mask`` ``(N, L)`` (True =
+real token) flows through the blocks: attention ignores masked keys, and normalisers that
+pool over tokens (``pools_tokens = True``) pool over real tokens only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+NormFactory = Callable[[int], nn.Module]
+
+
+def apply_norm(norm: nn.Module, x: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
+    """Call ``norm`` on ``x``, passing ``token_mask`` to normalisers that pool over tokens."""
+    if token_mask is not None and getattr(norm, "pools_tokens", False):
+        return norm(x, token_mask=token_mask)
+    return norm(x)
+
+
+class DropPath(nn.Module):
+    r"""Stochastic depth: drop a whole residual branch per sample.
+
+    In training, each sample's branch is multiplied by :math:`b / (1 - p)` with
+    :math:`b \sim \mathrm{Bernoulli}(1 - p)`, so its expectation is unchanged; identity in
+    eval mode or when ``p = 0``.
+    """
+
+    def __init__(self, p: float = 0.0) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"drop path rate p must lie in [0, 1), got {p!r}")
+        self.p = float(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = 1.0 - self.p
+        mask = x.new_empty(x.shape[0], *([1] * (x.dim() - 1))).bernoulli_(keep)
+        return x * mask / keep
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class LayerScale(nn.Module):
+    r"""Per-channel gain on a residual branch (CaiT): :math:`\gamma \odot x`, :math:`\gamma`
+    initialised to ``init`` (small, so each block starts close to the identity)."""
+
+    def __init__(self, dim: int, init: float = 1e-4) -> None:
+        super().__init__()
+        self.init = float(init)
+        self.gamma = nn.Parameter(torch.empty(dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.gamma, self.init)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+    def extra_repr(self) -> str:
+        return f"{self.gamma.numel()}, init={self.init}"
+
+
+def _init_linear(layer: nn.Linear) -> None:
+    nn.init.trunc_normal_(layer.weight, std=0.02)
+    nn.init.zeros_(layer.bias)
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with ``F.scaled_dot_product_attention``.
+
+    ``token_mask`` ``(N, L)`` (True = real token) hides padded keys from every query.
+    """
+
+    def __init__(self, dim: int, heads: int, attn_dropout: float = 0.0, dropout: float = 0.0) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim={dim} must be divisible by heads={heads}")
+        self.heads = heads
+        self.attn_dropout = float(attn_dropout)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.drop = nn.Dropout(dropout)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _init_linear(self.qkv)
+        _init_linear(self.proj)
+
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        n, length, dim = x.shape
+        q, k, v = self.qkv(x).reshape(n, length, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
+        attn_mask = None if token_mask is None else token_mask[:, None, None, :]
+        dropout_p = self.attn_dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+        return self.drop(self.proj(out.transpose(1, 2).reshape(n, length, dim)))
+
+
+class FeedForward(nn.Module):
+    """The Transformer MLP: ``Linear(dim, hidden) -> GELU -> Linear(hidden, dim)``, with dropout."""
+
+    def __init__(self, dim: int, hidden: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+        self.drop = nn.Dropout(dropout)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _init_linear(self.fc1)
+        _init_linear(self.fc2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+class Block(nn.Module):
+    r"""Pre-norm Transformer block with LayerScale and stochastic depth.
+
+    .. math::
+        x \leftarrow x + \mathrm{DropPath}(\gamma_1 \odot \mathrm{Attn}(\mathrm{norm}_1(x))), \qquad
+        x \leftarrow x + \mathrm{DropPath}(\gamma_2 \odot \mathrm{MLP}(\mathrm{norm}_2(x)))
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        mlp_ratio: float = 2.0,
+        norm_layer: NormFactory = nn.LayerNorm,
+        drop_path: float = 0.0,
+        layer_scale_init: float | None = 1e-4,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.norm1 = norm_layer(dim)
+        self.attn = Attention(dim, heads, attn_dropout=attn_dropout, dropout=dropout)
+        self.ls1 = LayerScale(dim, layer_scale_init) if layer_scale_init else nn.Identity()
+        self.norm2 = norm_layer(dim)
+        self.mlp = FeedForward(dim, int(dim * mlp_ratio), dropout=dropout)
+        self.ls2 = LayerScale(dim, layer_scale_init) if layer_scale_init else nn.Identity()
+        self.drop_path = DropPath(drop_path)
+
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.drop_path(self.ls1(self.attn(apply_norm(self.norm1, x, token_mask), token_mask)))
+        x = x + self.drop_path(self.ls2(self.mlp(apply_norm(self.norm2, x, token_mask))))
+        return x
+
+
+class Encoder(nn.Module):
+    """``depth`` pre-norm blocks, stochastic depth rising linearly from 0 to ``drop_path``,
+    then a final norm."""
+
+    def __init__(
+        self,
+        dim: int,
+        depth: int,
+        heads: int,
+        mlp_ratio: float = 2.0,
+        norm_layer: NormFactory = nn.LayerNorm,
+        drop_path: float = 0.0,
+        layer_scale_init: float | None = 1e-4,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        rates = torch.linspace(0.0, drop_path, depth).tolist() if depth > 1 else [drop_path] * depth
+        self.blocks = nn.ModuleList(
+            Block(dim, heads, mlp_ratio, norm_layer, rate, layer_scale_init, dropout, attn_dropout) for rate in rates
+        )
+        self.norm = norm_layer(dim)
+
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x, token_mask)
+        return apply_norm(self.norm, x, token_mask)
+
+
+@dataclass
+class EncoderConfig:
+    """The encoder part of every Part II backbone's config.
+
+    Defaults are the paper's vision setting (8 layers, 4 heads, dim 128; GELU, stochastic
+    depth 0.1, LayerScale 1e-4, dropout 0.1). The paper gives no MLP ratio: 2 is our choice,
+    after ViT-Lite; attention dropout 0.1 follows ViT-Lite too.
+    """
+
+    dim: int = 128
+    depth: int = 8
+    heads: int = 4
+    mlp_ratio: float = 2.0
+    drop_path: float = 0.1
+    layer_scale_init: float | None = 1e-4
+    dropout: float = 0.1
+    attn_dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "depth", "heads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.dim % self.heads:
+            raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
+        if not self.mlp_ratio > 0:
+            raise ValueError(f"mlp_ratio must be > 0, got {self.mlp_ratio!r}")
+        for name in ("drop_path", "dropout", "attn_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
+
+    def encoder(self, norm_layer: NormFactory) -> Encoder:
+        """Build the :class:`Encoder` this config describes."""
+        return Encoder(self.dim, self.depth, self.heads, self.mlp_ratio, norm_layer, self.drop_path,
+                       self.layer_scale_init, self.dropout, self.attn_dropout)

@@ -1,0 +1,131 @@
+"""A fully-connected network whose linear and normalisation layers are factory arguments.
+
+Part I compares normalisers by swapping two factories: ``linear_layer`` (``nn.Linear`` or a
+corrected layer such as ``normlab.layers.AffineLikeLinear``) and ``norm_layer`` (a
+normaliser placed after each hidden linear layer, before the activation)::
+
+    x -> flatten -> [linear -> norm -> activation] x depth -> linear -> logits
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, fields
+from typing import Callable
+
+import torch
+from torch import nn
+
+LinearFactory = Callable[[int, int], nn.Module]
+NormFactory = Callable[[int], nn.Module]
+
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+    "tanh": nn.Tanh,
+    "leaky_relu": nn.LeakyReLU,
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+}
+
+
+@dataclass
+class MLPConfig:
+    """Shape and parts of an :class:`MLP`.
+
+    ``depth`` counts hidden blocks ``linear -> norm -> activation``; the output layer comes
+    on top, so ``depth=3`` has four linear layers. ``linear_layer`` builds every linear
+    layer, the output layer included; ``norm_layer`` (or None) follows each hidden one.
+    """
+
+    in_features: int
+    num_classes: int
+    width: int = 128
+    depth: int = 3
+    activation: str = "tanh"
+    linear_layer: LinearFactory = nn.Linear
+    norm_layer: NormFactory | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("in_features", "num_classes", "width"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.depth, int) or self.depth < 0:
+            raise ValueError(f"depth must be a non-negative int, got {self.depth!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r} is not known; expected one of {', '.join(ACTIVATIONS)}")
+
+
+class MLP(nn.Module):
+    r"""Fully-connected classifier (or regressor) with pluggable linear and norm layers.
+
+    Each hidden block computes :math:`h_{l} = \phi(\mathrm{norm}(\mathrm{linear}(h_{l-1})))`.
+    Images are flattened first.
+
+    Shape:
+        - Input: :math:`(N, *)` with :math:`\prod * =` ``in_features``.
+        - Output: :math:`(N, \text{num\_classes})`.
+
+    Build from a config or from its fields: ``MLP(MLPConfig(64, 10))`` or
+    ``MLP(in_features=64, num_classes=10, norm_layer=nn.LayerNorm)``.
+    """
+
+    def __init__(self, config: MLPConfig | None = None, **fields_: object) -> None:
+        super().__init__()
+        if config is None:
+            config = MLPConfig(**fields_)  # type: ignore[arg-type]
+        elif fields_:
+            raise TypeError("pass either a config or its fields, not both")
+        self.config = config
+        layers: list[nn.Module] = []
+        features = config.in_features
+        for _ in range(config.depth):
+            layers.append(config.linear_layer(features, config.width))
+            if config.norm_layer is not None:
+                layers.append(config.norm_layer(config.width))
+            layers.append(ACTIVATIONS[config.activation]())
+            features = config.width
+        self.hidden = nn.Sequential(*layers)
+        self.head = config.linear_layer(features, config.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.flatten(1)
+        x = self.hidden(x)
+        return self.head(x)
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return f"width={c.width}, depth={c.depth}, activation={c.activation}"
+
+
+def _corrected(name: str) -> LinearFactory:
+    """Look up a corrected linear layer in ``normlab.layers`` when it is first needed."""
+    layers = importlib.import_module("normlab.layers")
+    if not hasattr(layers, name):
+        raise ImportError(f"normlab.layers has no {name}; the Part I corrected layers are missing")
+    return getattr(layers, name)
+
+
+# Part I's normalisers as (linear_layer, norm_layer) pairs, resolved lazily by name.
+PART1_NORMALISERS: dict[str, Callable[[], tuple[LinearFactory, NormFactory | None]]] = {
+    "none": lambda: (nn.Linear, None),
+    "batchnorm": lambda: (nn.Linear, nn.BatchNorm1d),
+    "layernorm": lambda: (nn.Linear, nn.LayerNorm),
+    "rmsnorm": lambda: (nn.Linear, nn.RMSNorm),
+    "norm_like": lambda: (_corrected("NormLikeLinear"), None),
+    "affine_like": lambda: (_corrected("AffineLikeLinear"), None),
+}
+
+
+def mlp_for(normaliser: str, **config: object) -> MLP:
+    """Build an :class:`MLP` using one of Part I's normalisers by name.
+
+    ``config`` holds the other :class:`MLPConfig` fields (``in_features``,
+    ``num_classes``, ``width``, ``depth``, ``activation``).
+    """
+    if normaliser not in PART1_NORMALISERS:
+        raise ValueError(f"normaliser={normaliser!r} is not known; expected one of {', '.join(PART1_NORMALISERS)}")
+    known = {f.name for f in fields(MLPConfig)} - {"linear_layer", "norm_layer"}
+    unknown = set(config) - known
+    if unknown:
+        raise TypeError(f"unknown MLP settings: {', '.join(sorted(unknown))}")
+    linear_layer, norm_layer = PART1_NORMALISERS[normaliser]()
+    return MLP(MLPConfig(linear_layer=linear_layer, norm_layer=norm_layer, **config))  # type: ignore[arg-type]

@@ -1,0 +1,97 @@
+"""ViT-Lite: a small Vision Transformer for 8x8 to 32x32 images (Hassani et al., 2021).
+
+::
+
+    image -> conv patch embedding -> [CLS] + patches + position embedding
+          -> pre-norm blocks -> final norm -> CLS token -> linear -> logits
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..layers.adaptive import NormFactory, resolve_norm_layer
+from .blocks import EncoderConfig
+
+
+@dataclass
+class ViTConfig(EncoderConfig):
+    """Shape of a :class:`ViTLite`; the encoder fields come from :class:`EncoderConfig`."""
+
+    img_size: int = 32
+    in_chans: int = 3
+    patch_size: int = 4
+    num_classes: int = 10
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("img_size", "in_chans", "patch_size", "num_classes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.img_size % self.patch_size:
+            raise ValueError(f"img_size={self.img_size} must be divisible by patch_size={self.patch_size}")
+
+    @property
+    def num_patches(self) -> int:
+        return (self.img_size // self.patch_size) ** 2
+
+
+VIT_CONFIGS: dict[str, ViTConfig] = {
+    # The AutoNorm paper's vision backbone: 8 layers, 4 heads, dim 128, patch 4 (MLP ratio 2: ours).
+    "paper_vision": ViTConfig(dim=128, depth=8, heads=4, mlp_ratio=2.0, patch_size=4),
+    # CCT's ViT-Lite-7/4: 7 layers, 4 heads, dim 256, MLP ratio 2, patch 4.
+    "vit_lite_7_4": ViTConfig(dim=256, depth=7, heads=4, mlp_ratio=2.0, patch_size=4),
+}
+
+
+def vit_config(name: str, **overrides: object) -> ViTConfig:
+    """A named config with fields replaced, e.g. ``vit_config("paper_vision", img_size=28, in_chans=1)``."""
+    if name not in VIT_CONFIGS:
+        raise ValueError(f"ViT config {name!r} is unknown; expected one of {', '.join(VIT_CONFIGS)}")
+    return dataclasses.replace(VIT_CONFIGS[name], **overrides)
+
+
+class ViTLite(nn.Module):
+    """Vision Transformer with a class token, learned position embedding and pre-norm blocks.
+
+    Shape:
+        - Input: :math:`(N, C, H, W)` with ``C = in_chans`` and ``H = W = img_size``
+        - Output: :math:`(N, \\text{num\\_classes})` logits
+    """
+
+    def __init__(self, config: ViTConfig | None = None, norm_layer: NormFactory | str = nn.LayerNorm) -> None:
+        super().__init__()
+        self.config = config = config or ViTConfig()
+        self.patch_embed = nn.Conv2d(config.in_chans, config.dim, kernel_size=config.patch_size, stride=config.patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, config.dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, config.num_patches + 1, config.dim))
+        self.pos_drop = nn.Dropout(config.dropout)
+        self.encoder = config.encoder(resolve_norm_layer(norm_layer))
+        self.head = nn.Linear(config.dim, config.num_classes)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        nn.init.trunc_normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def tokens(self, images: torch.Tensor) -> torch.Tensor:
+        """Embed images as ``(N, 1 + num_patches, dim)`` tokens, class token first."""
+        c = self.config
+        if images.dim() != 4 or tuple(images.shape[1:]) != (c.in_chans, c.img_size, c.img_size):
+            raise ValueError(
+                f"images of shape {tuple(images.shape)} do not match the config; "
+                f"expected (N, {c.in_chans}, {c.img_size}, {c.img_size})"
+            )
+        patches = self.patch_embed(images).flatten(2).transpose(1, 2)
+        cls = self.cls_token.expand(patches.shape[0], -1, -1)
+        return self.pos_drop(torch.cat([cls, patches], dim=1) + self.pos_embed)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = self.encoder(self.tokens(images))
+        return self.head(x[:, 0])

@@ -1,0 +1,65 @@
+"""``python -m normlab``: list, run (sharded), report, and clear errors."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from normlab.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Train on one thread: on a loaded 2-core machine, two OpenMP threads per process can
+    stall small-model training by 10-100x (measured: 1.5 s vs 120 s for the same test)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_list(capsys) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "fc_normalisers" in out and "batch_size" in out
+    assert "72 runs" in out  # fc_normalisers, quick: 2 activations x 6 normalisers x 3 lrs x 2 seeds
+
+
+def test_run_then_report(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "results"
+    args = ["run", "fc_normalisers", "--profile", "quick", "--out", str(out), "--seeds", "1", "--shard", "1/12",
+            "--device", "cpu", "--no-progress"]
+    assert main(args) == 0
+    runs = sorted((out / "fc_normalisers" / "quick" / "runs").glob("*.json"))
+    assert len(runs) == 3
+    assert "ran 3, skipped 0" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "ran 0, skipped 3" in capsys.readouterr().out
+    assert main(["report", "fc_normalisers", "--profile", "quick", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "ci95" in printed and "summary.csv" in printed
+    assert (out / "fc_normalisers" / "quick" / "figures" / "lr_sensitivity.png").stat().st_size > 0
+
+
+def test_clear_errors(tmp_path: Path, capsys) -> None:
+    assert main(["run", "nope", "--out", str(tmp_path)]) == 2
+    assert "fc_normalisers" in capsys.readouterr().err  # lists the valid names
+    assert main(["run", "fc_normalisers", "--profile", "quick", "--out", str(tmp_path), "--shard", "4/4"]) == 2
+    assert "0 <= K < N" in capsys.readouterr().err
+    assert not (tmp_path / "fc_normalisers").exists()
+    assert main(["report", "batch_size", "--profile", "quick", "--out", str(tmp_path)]) == 2
+    assert "no run records" in capsys.readouterr().err
+
+
+def test_python_dash_m_list() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "companion"), "NORMLAB_PROFILE": "quick"}
+    done = subprocess.run([sys.executable, "-m", "normlab", "list"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "fc_normalisers" in done.stdout

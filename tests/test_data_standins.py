@@ -1,0 +1,189 @@
+"""The quick-profile stand-ins: deterministic, documented shapes and balance, and the
+properties the chapters rely on (tags need context; sentiment needs negation and order)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter, defaultdict
+
+import pytest
+import torch
+
+import normlab.data as data
+from normlab.data import IGNORE_INDEX, PAD_ID
+
+SHAPES = {
+    "digits": {"train": (1257, 1, 8, 8), "val": (179, 1, 8, 8), "test": (361, 1, 8, 8)},
+    "shapes_stationary": {"train": (2000, 1, 16, 16), "val": (500, 1, 16, 16), "test": (1000, 1, 16, 16)},
+    "shapes_diverse": {"train": (2000, 3, 16, 16), "val": (500, 3, 16, 16), "test": (1000, 3, 16, 16)},
+    "pos_grammar": {"train": (2000, 13), "val": (500, 13), "test": (500, 13)},
+    "sentiment_grammar": {"train": (2000, 10), "val": (500, 10), "test": (500, 10)},
+    "diabetes": {"train": (309, 10), "val": (44, 10), "test": (89, 10)},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_standin_shapes_and_flag(name: str) -> None:
+    for split, shape in SHAPES[name].items():
+        s = data.load(name, split)
+        assert tuple(s.x.shape) == shape and len(s.y) == shape[0]
+        assert s.meta["stand_in"] is True and s.split == split
+
+
+@pytest.mark.parametrize("name", ["shapes_stationary", "shapes_diverse"])
+def test_shapes_are_balanced_and_in_range(name: str) -> None:
+    for split, n in (("train", 2000), ("val", 500), ("test", 1000)):
+        s = data.load(name, split)
+        assert Counter(s.y.tolist()) == {k: n // 10 for k in range(10)}
+        assert 0.0 <= float(s.x.min()) and float(s.x.max()) <= 1.0
+
+
+def test_diverse_shapes_are_more_diverse_than_stationary() -> None:
+    """Within one class, the diverse images differ far more from each other than the
+    stationary ones: the spread of the images' mean intensity and of their corner pixel
+    (background), across images, is at least 5 times larger."""
+    spread = {}
+    for name in ("shapes_stationary", "shapes_diverse"):
+        s = data.load(name, "train")
+        images = s.x[s.y == 0]
+        spread[name] = (float(images.mean(dim=(1, 2, 3)).std()), float(images[:, :, 0, 0].std()))
+    for diverse, stationary in zip(spread["shapes_diverse"], spread["shapes_stationary"]):
+        assert diverse > 5 * stationary, spread
+
+
+def test_generation_is_deterministic_across_processes() -> None:
+    """A fresh interpreter (no caches) generates the very same tensors."""
+    code = ("import normlab.data as d, torch;"
+            "print(*[float(d.load(n, 'test').x.float().sum()) for n in "
+            "('shapes_stationary', 'shapes_diverse', 'shapes_diverse_c', 'pos_grammar', 'sentiment_grammar')])")
+    here = [float(data.load(n, "test").x.float().sum())
+            for n in ("shapes_stationary", "shapes_diverse", "shapes_diverse_c", "pos_grammar", "sentiment_grammar")]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert [float(v) for v in out] == here
+
+
+def test_splits_differ() -> None:
+    train, test = data.load("shapes_diverse", "train"), data.load("shapes_diverse", "test")
+    assert not torch.equal(train.x[:100], test.x[:100])
+
+
+def test_pos_grammar_structure() -> None:
+    s = data.load("pos_grammar", "train")
+    assert s.task == "tagging" and s.num_classes == 8
+    pad = s.x == PAD_ID
+    assert torch.equal(pad, s.y == IGNORE_INDEX)
+    assert s.meta["vocab"][PAD_ID] == "<pad>"
+    tags = s.meta["tags"]
+    last = (~pad).sum(1) - 1
+    assert all(tags[int(s.y[i, last[i]])] == "PUNCT" for i in range(len(s)))
+
+
+def sentences(split: data.DataSplit) -> list[tuple[list[int], list[int]]]:
+    rows = []
+    for x, y in zip(split.x.tolist(), split.y.tolist()):
+        n = sum(t != PAD_ID for t in x)
+        rows.append((x[:n], y[:n]))
+    return rows
+
+
+def test_pos_grammar_needs_context() -> None:
+    """Most-frequent-tag-per-word (fitted on train) is at least 10 points below a tagger
+    that looks up (previous word, word, next word), backing off to the word alone."""
+    train, test = sentences(data.load("pos_grammar", "train")), sentences(data.load("pos_grammar", "test"))
+    by_word, by_window = defaultdict(Counter), defaultdict(Counter)
+    for words, tags in train:
+        padded = [PAD_ID, *words, PAD_ID]
+        for i, (w, t) in enumerate(zip(words, tags)):
+            by_word[w][t] += 1
+            by_window[padded[i], w, padded[i + 2]][t] += 1
+
+    def accuracy(window: bool) -> float:
+        right = total = 0
+        for words, tags in test:
+            padded = [PAD_ID, *words, PAD_ID]
+            for i, (w, t) in enumerate(zip(words, tags)):
+                key = (padded[i], w, padded[i + 2])
+                table = by_window[key] if window and key in by_window else by_word[w]
+                right += table.most_common(1)[0][0] == t
+                total += 1
+        return right / total
+
+    word_only, contextual = accuracy(False), accuracy(True)
+    assert contextual > 0.97
+    assert contextual - word_only >= 0.10, (word_only, contextual)
+
+
+def test_sentiment_grammar_defeats_bag_of_words() -> None:
+    """Logistic regression on word counts stays near chance; on 1- to 3-grams (which see
+    "not good" and "but boring") it is near perfect."""
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    train, test = data.load("sentiment_grammar", "train"), data.load("sentiment_grammar", "test")
+    vocab = train.meta["vocab"]
+    texts = {s.split: [" ".join(vocab[t] for t in row if t != PAD_ID) for row in s.x.tolist()] for s in (train, test)}
+    scores = {}
+    for ngrams in ((1, 1), (1, 3)):
+        vectorizer = CountVectorizer(ngram_range=ngrams, token_pattern=r"\S+")
+        model = LogisticRegression(max_iter=2000, C=10.0).fit(vectorizer.fit_transform(texts["train"]), train.y.numpy())
+        scores[ngrams] = model.score(vectorizer.transform(texts["test"]), test.y.numpy())
+    assert scores[(1, 1)] < 0.70, scores
+    assert scores[(1, 3)] > 0.95, scores
+    assert Counter(train.y.tolist()) == {0: 1000, 1: 1000}
+
+
+def test_diabetes_is_standardised_with_train_statistics() -> None:
+    from sklearn.datasets import load_diabetes
+
+    train, test = data.load("diabetes", "train"), data.load("diabetes", "test")
+    torch.testing.assert_close(train.x.mean(0), torch.zeros(10), atol=1e-5, rtol=0)
+    torch.testing.assert_close(train.x.std(0, unbiased=False), torch.ones(10), atol=1e-5, rtol=0)
+    target = torch.from_numpy(load_diabetes().target)
+    original = test.y.double() * test.meta["target_scale"] + test.meta["target_mean"]
+    # every un-standardised test target is one of the dataset's targets (float32 rounding aside)
+    assert float((original[:, None] - target[None, :]).abs().min(dim=1).values.max()) < 1e-3
+
+
+def test_shapes_diverse_c_is_corrupted_test_only() -> None:
+    clean, corrupted = data.load("shapes_diverse", "test"), data.load("shapes_diverse_c", "test")
+    assert torch.equal(clean.y, corrupted.y) and corrupted.x.shape == clean.x.shape
+    assert float((clean.x - corrupted.x).abs().mean()) > 0.01
+    counts = Counter(zip(corrupted.meta["corruption_index"].tolist(), corrupted.meta["severity"].tolist()))
+    assert len(counts) == 5 * len(data.CORRUPTIONS) and set(counts.values()) == {1000 // 50}
+    with pytest.raises(ValueError, match="only a test split"):
+        data.load("shapes_diverse_c", "train")
+
+
+@pytest.mark.parametrize("task", data.REAL)
+def test_for_profile_quick_returns_standins(task: str) -> None:
+    splits = data.for_profile(task, "quick")
+    assert set(splits) == {"train", "val", "test"}
+    kinds = {s.task for s in splits.values()}
+    assert len(kinds) == 1 and all(s.meta["stand_in"] for s in splits.values())
+    assert {k: s.split for k, s in splits.items()} == {"train": "train", "val": "val", "test": "test"}
+    train, test = splits["train"], splits["test"]
+    assert train.x.shape[1:] == test.x.shape[1:]
+    expected_task = {"ptb_pos": "tagging", "energy_efficiency": "regression", "california_housing": "regression"}
+    assert train.task == expected_task.get(task, "classification")
+    if task == "cifar10_c":
+        assert test.name == "shapes_diverse_c"
+
+
+def test_for_profile_validates_arguments() -> None:
+    with pytest.raises(ValueError, match="task="):
+        data.for_profile("imagenet", "quick")
+    with pytest.raises(ValueError, match="profile="):
+        data.for_profile("mnist", "fast")
+    with pytest.raises(ValueError, match="split="):
+        data.load("digits", "dev")
+    with pytest.raises(ValueError, match="name="):
+        data.load("imagenet", "train")
+
+
+def test_subset_keeps_per_row_metadata_aligned() -> None:
+    split = data.load("shapes_diverse_c", "test")
+    rows = torch.tensor([5, 0, 17])
+    part = split.subset(rows)
+    assert torch.equal(part.meta["severity"], split.meta["severity"][rows])
+    assert torch.equal(part.meta["corruption_index"], split.meta["corruption_index"][rows])
+    assert len(split.meta["severity"]) == len(split)

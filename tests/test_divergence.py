@@ -1,0 +1,175 @@
+"""Measured activation updates equal the affine-divergence formulas (float64, 1e-10 relative)."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab.divergence import measure_update, single_sample_ratios, tangent_kernel
+from normlab.layers import AffineLikeLinear, NormLikeLinear, PatchNormConv2d
+
+F64 = torch.float64
+RTOL = 1e-10
+
+
+def assert_rel(actual: torch.Tensor, expected: torch.Tensor, rtol: float = RTOL) -> None:
+    err = (actual - expected).norm() / expected.norm()
+    assert err < rtol, f"relative error {err:.3e}"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_linear_single_sample_update_is_amplified(seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    n_in, n_out = (int(v) for v in torch.randint(1, 40, (2,), generator=gen))
+    scale = float(10 ** torch.empty(1).uniform_(-3, 2, generator=gen))
+    lr = float(10 ** torch.empty(1).uniform_(-4, -1, generator=gen))
+    torch.manual_seed(seed)
+    x = torch.randn(1, n_in, dtype=F64, generator=gen) * scale
+    g = torch.randn(1, n_out, dtype=F64, generator=gen)
+    expected = {
+        nn.Linear: -lr * (x.square().sum() + 1) * g,
+        AffineLikeLinear: -lr * g,
+        NormLikeLinear: -2 * lr * g,
+    }
+    for cls, update in expected.items():
+        m = measure_update(cls(n_in, n_out, dtype=F64), x, g, lr=lr, kernel=False)
+        assert_rel(m.effective, update)
+        assert_rel(m.ideal, -lr * g)
+        assert abs(float(m.cosine) - 1) < 1e-10
+
+
+def _batch_kernels(x: torch.Tensor) -> dict[type, torch.Tensor]:
+    ones = torch.ones(x.shape[0], 1, dtype=x.dtype)
+    aug = F.normalize(torch.cat([x, ones], dim=1), dim=1)
+    xh = F.normalize(x, dim=1)
+    return {nn.Linear: x @ x.T + 1, AffineLikeLinear: aug @ aug.T, NormLikeLinear: xh @ xh.T + 1}
+
+
+@pytest.mark.parametrize("batch,n_in,n_out,scale", [(2, 3, 2, 1.0), (7, 5, 4, 3.0), (16, 10, 3, 0.1)])
+def test_linear_batch_update_follows_kernel(batch: int, n_in: int, n_out: int, scale: float) -> None:
+    torch.manual_seed(batch)
+    x = torch.randn(batch, n_in, dtype=F64) * scale
+    g = torch.randn(batch, n_out, dtype=F64)
+    lr = 0.03
+    for cls, K in _batch_kernels(x).items():
+        m = measure_update(cls(n_in, n_out, dtype=F64), x, g, lr=lr)
+        torch.testing.assert_close(m.kernel, K, rtol=1e-12, atol=1e-12)
+        assert_rel(m.effective, -(lr / batch) * K @ g)
+        assert_rel(m.predicted(), m.effective)
+
+
+def _conv_kernel(layer: nn.Conv2d, x: torch.Tensor, mode: str) -> torch.Tensor:
+    """Kernel over all (sample, position) sites, from unfolded patches (test-only reference)."""
+    cols = F.unfold(x, layer.kernel_size, dilation=layer.dilation, padding=layer.padding,
+                    stride=layer.stride)
+    patches = cols.transpose(1, 2).reshape(-1, cols.shape[1])    # sites in (n, h, w) order
+    if mode == "plain":
+        return patches @ patches.T + 1
+    if mode == "norm":
+        ph = F.normalize(patches, dim=1)
+        return ph @ ph.T + 1
+    aug = F.normalize(torch.cat([patches, torch.ones(len(patches), 1, dtype=x.dtype)], 1), dim=1)
+    return aug @ aug.T
+
+
+@pytest.mark.parametrize("mode", ["plain", "affine", "norm"])
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (1, 2, 2)])
+def test_conv_update_follows_patch_kernel(mode: str, stride: int, padding: int, dilation: int) -> None:
+    torch.manual_seed(stride * 10 + padding + dilation)
+    if mode == "plain":
+        layer = nn.Conv2d(2, 3, 3, stride=stride, padding=padding, dilation=dilation, dtype=F64)
+    else:
+        layer = PatchNormConv2d(2, 3, 3, stride=stride, padding=padding, dilation=dilation,
+                                mode=mode, dtype=F64)
+    x = torch.randn(2, 2, 7, 6, dtype=F64)
+    with torch.no_grad():
+        g = torch.randn_like(layer(x))
+    lr = 0.01
+    m = measure_update(layer, x, g, lr=lr)
+    K = _conv_kernel(layer, x, mode)
+    torch.testing.assert_close(m.kernel, K, rtol=1e-11, atol=1e-12)
+    g_sites = g.permute(0, 2, 3, 1).reshape(-1, g.shape[1])
+    expected = (-(lr / x.shape[0]) * K @ g_sites).reshape(g.shape[0], g.shape[2], g.shape[3], -1)
+    assert_rel(m.effective, expected.permute(0, 3, 1, 2))
+    if mode == "affine":
+        torch.testing.assert_close(m.kernel.diagonal(), torch.ones(len(K), dtype=F64), rtol=0, atol=1e-12)
+    if mode == "norm":
+        torch.testing.assert_close(m.kernel.diagonal(), torch.full((len(K),), 2.0, dtype=F64), rtol=0, atol=1e-12)
+
+
+def test_layer_and_optimizer_are_left_untouched() -> None:
+    torch.manual_seed(0)
+    layer = nn.Linear(4, 3, dtype=F64)
+    before = {k: v.clone() for k, v in layer.state_dict().items()}
+    opt = torch.optim.SGD(layer.parameters(), lr=0.2, momentum=0.9)
+    x, g = torch.randn(5, 4, dtype=F64), torch.randn(5, 3, dtype=F64)
+    m = measure_update(layer, x, g, opt, steps=2)
+    assert m.lr == 0.2 and m.steps == 2 and len(m.per_step) == 2
+    assert all(torch.equal(before[k], v) for k, v in layer.state_dict().items())
+    assert opt.state == {} or all(not s for s in opt.state.values())
+
+
+def test_first_momentum_step_equals_sgd_and_later_steps_accumulate() -> None:
+    torch.manual_seed(1)
+    layer = nn.Linear(6, 2, dtype=F64)
+    x, g = torch.randn(4, 6, dtype=F64), torch.randn(4, 2, dtype=F64)
+    sgd = measure_update(layer, x, g, lr=0.01, kernel=False)
+    mom = measure_update(layer, x, g, torch.optim.SGD, lr=0.01, momentum=0.9, steps=3, kernel=False)
+    assert_rel(mom.per_step[0], sgd.effective)
+    # linear layer, fixed g: the gradient never changes, so step k is (1 + 0.9 + ... ) times step 1
+    assert_rel(mom.per_step[2], (1 + 0.9 + 0.81) * sgd.effective)
+
+
+def test_adam_first_step_is_sign_like() -> None:
+    """With eps=0, Adam's first step moves each weight by -lr*sign(grad), so for one sample
+    dz = -lr (|x|_1 + 1) sign(g) for nn.Linear."""
+    torch.manual_seed(2)
+    layer = nn.Linear(5, 3, dtype=F64)
+    x, g = torch.randn(1, 5, dtype=F64), torch.randn(1, 3, dtype=F64)
+    m = measure_update(layer, x, g, torch.optim.Adam, lr=1e-3, eps=0.0, kernel=False)
+    assert_rel(m.effective, -1e-3 * (x.abs().sum() + 1) * g.sign())
+
+
+def test_tangent_kernel_for_a_sequential_stack() -> None:
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    x = torch.randn(5, 3, dtype=F64)
+    K = tangent_kernel(net, x)
+    assert K.shape == (5, 5)
+    torch.testing.assert_close(K, K.T)
+    assert torch.linalg.eigvalsh(K).min() > -1e-12
+
+
+def test_single_sample_ratios_equal_norm_factor() -> None:
+    torch.manual_seed(4)
+    x, g = torch.randn(6, 4, dtype=F64) * 2, torch.randn(6, 3, dtype=F64)
+    ratios = single_sample_ratios(nn.Linear(4, 3, dtype=F64), x, g, lr=0.01)
+    assert_rel(ratios, x.square().sum(1) + 1)
+
+
+def test_partial_factory_is_accepted() -> None:
+    torch.manual_seed(5)
+    layer = AffineLikeLinear(3, 2, dtype=F64)
+    x, g = torch.randn(1, 3, dtype=F64), torch.randn(1, 2, dtype=F64)
+    m = measure_update(layer, x, g, functools.partial(torch.optim.SGD, momentum=0.5), lr=0.05)
+    assert_rel(m.effective, -0.05 * g)
+
+
+def test_bad_arguments_raise() -> None:
+    layer = nn.Linear(3, 2)
+    x, g = torch.randn(4, 3), torch.randn(4, 2)
+    with pytest.raises(ValueError, match="g must be"):
+        measure_update(layer, x, torch.randn(4, 3))
+    with pytest.raises(ValueError, match="steps"):
+        measure_update(layer, x, g, steps=0)
+    with pytest.raises(ValueError, match="already constructed"):
+        measure_update(layer, x, g, torch.optim.SGD(layer.parameters(), lr=0.1), lr=0.1)
+    with pytest.raises(ValueError, match="not the layer's"):
+        measure_update(layer, x, g, torch.optim.SGD(nn.Linear(3, 2).parameters(), lr=0.1))
+    with pytest.raises(TypeError, match="nn.Module"):
+        measure_update(lambda t: t, x, g)
+    with pytest.raises(ValueError, match="no kernel"):
+        measure_update(layer, x, g, kernel=False).predicted()
