@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("NORMLAB_PROFILE", "quick")
@@ -15,3 +16,13 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 def root() -> Path:
     """The repository root."""
     return ROOT
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Run every test on one torch thread: on a loaded 2-core machine, two OpenMP threads
+    per process can stall small-model training by 10-100x (measured: 1.5 s vs 120 s)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

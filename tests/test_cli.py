@@ -6,22 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-import torch
 
 from normlab.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Train on one thread: on a loaded 2-core machine, two OpenMP threads per process can
-    stall small-model training by 10-100x (measured: 1.5 s vs 120 s for the same test)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_list(capsys) -> None:

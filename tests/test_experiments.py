@@ -7,22 +7,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from scipy import stats
 
 import normlab
 from normlab import experiments
 from normlab.experiments import Experiment, Grid, mean_ci, parse_shard, run_id, select_best, shard, summarise
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Train on one thread: on a loaded 2-core machine, two OpenMP threads per process can
-    stall small-model training by 10-100x (measured: 1.5 s vs 120 s for the same test)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_grid_is_the_cross_product_with_seeds() -> None:

@@ -1,8 +1,6 @@
 """normlab.training: learning, exact determinism and resume, checkpoints, errors, tasks."""
 from __future__ import annotations
 
-import json
-import math
 import os
 import signal
 import subprocess
@@ -22,16 +20,6 @@ from normlab.models import MLP
 from normlab.training import CheckpointError, History, evaluate, fit
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Train on one thread: on a loaded 2-core machine, two OpenMP threads per process can
-    stall small-model training by 10-100x (measured: 1.5 s vs 120 s for the same test)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -359,6 +347,8 @@ def test_progress_switch(monkeypatch, digits, capsys) -> None:
     assert progress_default() is True
     monkeypatch.delenv("NORMLAB_PROGRESS")
     assert progress_default() is False  # pytest captures stderr: not a TTY
+    assert progress_default("cpu") is False
+    assert progress_default("cuda") is True  # GPU runs are long: a bar by default
     train, val, _ = digits
     fit(small_model(), train, val, epochs=1, batch_size=256, lr=0.01, progress=True)
     assert "step" in capsys.readouterr().err  # the tqdm bar went to stderr

@@ -48,13 +48,14 @@ def _parser() -> argparse.ArgumentParser:
 def _list() -> None:
     from . import experiments
 
-    header = f"{'experiment':<16} {'chapter':<8}" + "".join(f"{p:>22}" for p in PROFILES)
+    width = max(len("experiment"), *(len(name) for name in experiments.names()))
+    header = f"{'experiment':<{width}} {'chapter':<8}" + "".join(f"{p:>22}" for p in PROFILES)
     print(header)
     print("-" * len(header))
     for name in experiments.names():
         exp = experiments.get(name)
         cells = "".join(f"{f'{exp.grid(p).size()} runs, ~{_duration(exp.expected_seconds(p))}':>22}" for p in PROFILES)
-        print(f"{name:<16} {exp.chapter:<8}{cells}")
+        print(f"{name:<{width}} {exp.chapter:<8}{cells}")
         print(f"    {exp.title}")
     print("\nTimes: quick measured on a 2-core CPU with --threads 1; standard/paper estimated for one GPU, "
           "before sharding.")

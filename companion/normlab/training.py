@@ -123,18 +123,19 @@ class History(list):
 # --------------------------------------------------------------------------- helpers
 
 
-def progress_default() -> bool:
+def progress_default(device: torch.device | str | None = None) -> bool:
     """Whether progress bars show by default.
 
-    ``$NORMLAB_PROGRESS`` = ``0`` or ``1`` decides when set; otherwise bars show only on a
-    terminal (stderr is a TTY). Notebooks (whose stderr is not a TTY), nbval and the book
-    build therefore stay quiet; set ``NORMLAB_PROGRESS=1`` or pass ``progress=True`` for
-    a notebook bar (``tqdm.auto`` draws it as a widget).
+    ``$NORMLAB_PROGRESS`` = ``0`` or ``1`` decides when set. Otherwise bars show on a
+    terminal (stderr is a TTY) and whenever training runs on a GPU, where runs are long
+    enough to need one (``tqdm.auto`` draws a widget in notebooks). Quick-profile CPU runs
+    in notebooks, nbval and the book build therefore stay quiet.
     """
     value = os.environ.get(PROGRESS_ENV, "").strip()
     if value:
         return value.lower() not in ("0", "false", "no", "off")
-    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+    on_gpu = device is not None and torch.device(device).type == "cuda"
+    return on_gpu or bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
 def model_signature(model: nn.Module) -> list[list[Any]]:
@@ -465,7 +466,7 @@ def fit(
     step_model = torch.compile(model) if compile else model
     autocast = _autocast(device, amp)
     bar = None
-    if progress if progress is not None else progress_default():
+    if progress if progress is not None else progress_default(device):
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total_steps, initial=state.step, unit="step", desc=f"{train.name} {metric}", leave=False)

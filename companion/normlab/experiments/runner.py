@@ -205,7 +205,7 @@ def run(name: str, *, profile: str | None = None, out: str | Path = DEFAULT_OUT,
     folder = results_folder(name, out, profile)
     runs: list[Run] = select_shard(experiment.runs(profile, seeds), shard)
     device = torch.device(device) if device is not None else default_device()
-    show = training.progress_default() if progress is None else progress
+    show = training.progress_default(device) if progress is None else progress
     report = RunReport(folder=folder)
     bar = None
     if show:

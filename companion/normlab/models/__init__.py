@@ -1,7 +1,21 @@
-"""Models that take a ``norm_layer`` factory, so any normaliser drops in."""
+"""Models that take a ``norm_layer`` factory, so any normaliser drops in.
+
+Part I: ``MLP`` (with ``mlp_for(normaliser, ...)``). Part II: ``ViTLite``,
+``SequenceTransformer`` and ``TabularTransformer``, built from the blocks in
+:mod:`normlab.models.blocks`, each with named configs.
+"""
 from __future__ import annotations
-from .mlp import MLP, MLPConfig, PART1_NORMALISERS, mlp_for
+
 from .blocks import Attention, Block, DropPath, Encoder, EncoderConfig, FeedForward, LayerScale, apply_norm
-from .vit import VIT_CONFIGS, ViTConfig, ViTLite, vit_config
+from .mlp import MLP, PART1_NORMALISERS, MLPConfig, mlp_for
 from .sequence import SEQUENCE_CONFIGS, SequenceConfig, SequenceTransformer, sequence_config
 from .tabular import TABULAR_CONFIGS, FeatureTokenizer, TabularConfig, TabularTransformer, tabular_config
+from .vit import VIT_CONFIGS, ViTConfig, ViTLite, vit_config
+
+__all__ = [
+    "MLP", "MLPConfig", "PART1_NORMALISERS", "mlp_for",
+    "Attention", "Block", "DropPath", "Encoder", "EncoderConfig", "FeedForward", "LayerScale", "apply_norm",
+    "ViTLite", "ViTConfig", "VIT_CONFIGS", "vit_config",
+    "SequenceTransformer", "SequenceConfig", "SEQUENCE_CONFIGS", "sequence_config",
+    "TabularTransformer", "TabularConfig", "TABULAR_CONFIGS", "FeatureTokenizer", "tabular_config",
+]
