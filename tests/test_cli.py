@@ -16,12 +16,12 @@ def test_list(capsys) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "fc_normalisers" in out and "batch_size" in out
-    assert "72 runs" in out  # fc_normalisers, quick: 2 activations x 6 normalisers x 3 lrs x 2 seeds
+    assert "120 runs" in out  # fc_normalisers, quick: 2 activations x 6 normalisers x 5 lrs x 2 seeds
 
 
 def test_run_then_report(tmp_path: Path, capsys) -> None:
     out = tmp_path / "results"
-    args = ["run", "fc_normalisers", "--profile", "quick", "--out", str(out), "--seeds", "1", "--shard", "1/12",
+    args = ["run", "fc_normalisers", "--profile", "quick", "--out", str(out), "--seeds", "1", "--shard", "1/20",
             "--device", "cpu", "--no-progress"]
     assert main(args) == 0
     runs = sorted((out / "fc_normalisers" / "quick" / "runs").glob("*.json"))

@@ -86,6 +86,15 @@ def test_select_best_uses_validation_only() -> None:
     assert lower.loc["affine_like", "lr"] == 1.0  # NaN loses in both directions
 
 
+def test_select_best_flags_a_choice_at_the_edge_of_the_grid() -> None:
+    rows = [{"normaliser": n, "lr": lr, "seed": 0, "val_metric": v, "test_metric": v}
+            for n, scores in {"edge": {0.1: 0.2, 1.0: 0.5, 10.0: 0.9}, "inside": {0.1: 0.2, 1.0: 0.9, 10.0: 0.5}}.items()
+            for lr, v in scores.items()]
+    best = select_best(pd.DataFrame(rows), ["normaliser"], "lr").set_index("normaliser")
+    assert best.loc["edge", "at_edge"] and best.loc["edge", "lr"] == 10.0
+    assert not best.loc["inside", "at_edge"]
+
+
 def test_summarise_groups_across_seeds() -> None:
     out = summarise(_table(), ["normaliser", "lr"]).set_index(["normaliser", "lr"])
     assert out.loc[("none", 1.0), "mean"] == pytest.approx(1.01)
@@ -121,7 +130,7 @@ def test_registry_errors() -> None:
 
 def test_runner_writes_records_then_skips_without_rewriting(tmp_path, monkeypatch) -> None:
     out = tmp_path / "results"
-    done = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard="0/12", device="cpu",
+    done = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard="0/20", device="cpu",
                            progress=False)
     assert len(done.ran) == 3 and not done.skipped
     files = sorted(p for p in out.rglob("*") if p.is_file())
@@ -138,7 +147,7 @@ def test_runner_writes_records_then_skips_without_rewriting(tmp_path, monkeypatc
         raise AssertionError("fit must not be called for finished runs")
 
     monkeypatch.setattr(normlab.training, "fit", no_training)
-    again = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard="0/12", device="cpu",
+    again = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard="0/20", device="cpu",
                             progress=False)
     assert again.ran == [] and sorted(again.skipped) == sorted(done.ran)
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files} == before
@@ -151,7 +160,7 @@ def test_runner_resumes_an_interrupted_run(tmp_path, monkeypatch) -> None:
 
     out = tmp_path / "results"
     exp = experiments.get("fc_normalisers")
-    target = shard(exp.runs("quick", seeds=1), "0/36")[0]
+    target = shard(exp.runs("quick", seeds=1), "0/60")[0]
     real_fit = normlab.training.fit
 
     class Interrupt(Callback):
@@ -164,7 +173,7 @@ def test_runner_resumes_an_interrupted_run(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr(normlab.training, "fit", interrupted_fit)
     with pytest.raises(KeyboardInterrupt):
-        experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard="0/36", device="cpu",
+        experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard="0/60", device="cpu",
                         progress=False)
     folder = experiments.results_folder("fc_normalisers", out, "quick")
     assert (folder / "checkpoints" / target.run_id / "last.pt").exists()
@@ -178,12 +187,12 @@ def test_runner_resumes_an_interrupted_run(tmp_path, monkeypatch) -> None:
         return history
 
     monkeypatch.setattr(normlab.training, "fit", counting_fit)
-    done = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard="0/36", device="cpu",
+    done = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard="0/60", device="cpu",
                            progress=False)
     assert done.ran == [target.run_id]
     # The resumed history is the full 8 epochs; reference: the same run uninterrupted.
     monkeypatch.setattr(normlab.training, "fit", real_fit)
-    fresh = experiments.run("fc_normalisers", profile="quick", out=tmp_path / "fresh", seeds=1, shard="0/36",
+    fresh = experiments.run("fc_normalisers", profile="quick", out=tmp_path / "fresh", seeds=1, shard="0/60",
                             device="cpu", progress=False)
     resumed = json.loads((folder / "runs" / f"{target.run_id}.json").read_text())
     reference = json.loads((fresh.folder / "runs" / f"{target.run_id}.json").read_text())
@@ -194,7 +203,7 @@ def test_runner_resumes_an_interrupted_run(tmp_path, monkeypatch) -> None:
 
 def test_report_writes_summary_and_figures(tmp_path) -> None:
     out = tmp_path / "results"
-    experiments.run("fc_normalisers", profile="quick", out=out, seeds=2, shard="0/18", device="cpu", progress=False)
+    experiments.run("fc_normalisers", profile="quick", out=out, seeds=2, shard="0/30", device="cpu", progress=False)
     rep = experiments.report("fc_normalisers", profile="quick", out=out)
     assert (rep.folder / "summary.csv").exists()
     assert {"lr", "mean", "ci95", "n", "val_mean"} <= set(rep.summary.columns)
@@ -202,7 +211,7 @@ def test_report_writes_summary_and_figures(tmp_path) -> None:
     assert {"best_by_width", "lr_sensitivity"} <= set(rep.figures)
     with pytest.raises(ValueError, match="no run records"):
         experiments.report("batch_size", profile="quick", out=out)
-    experiments.run("batch_size", profile="quick", out=out, seeds=2, shard="0/27", device="cpu", progress=False)
+    experiments.run("batch_size", profile="quick", out=out, seeds=2, shard="0/45", device="cpu", progress=False)
     rep = experiments.report("batch_size", profile="quick", out=out)
     assert {"normaliser", "batch_size", "lr", "mean", "ci95"} <= set(rep.summary.columns)
     assert {"best_by_batch_size", "chosen_lr"} <= set(rep.figures)

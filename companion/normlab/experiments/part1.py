@@ -114,19 +114,20 @@ FC_NORMALISERS = register_experiment(Experiment(
     profiles={
         "quick": Grid(
             axes={"activation": ["tanh", "leaky_relu"], "width": [64], "depth": [3], "normaliser": list(NORMALISERS),
-                  "lr": [0.03, 0.3, 3.0]},
+                  "lr": [0.003, 0.03, 0.3, 3.0, 30.0]},
             fixed={**_QUICK, "epochs": 8, "batch_size": 32},
             seeds=2,
         ),
         "standard": Grid(
             axes={"activation": ["tanh", "leaky_relu"], "width": [128, 512], "depth": [3, 6],
-                  "normaliser": list(NORMALISERS), "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0]},
+                  "normaliser": list(NORMALISERS), "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]},
             fixed={**_CIFAR, "epochs": 20, "batch_size": 128},
             seeds=3,
         ),
         "paper": Grid(
             axes={"activation": ["tanh", "leaky_relu"], "width": [16, 64, 256, 1024], "depth": [3, 6, 9],
-                  "normaliser": list(NORMALISERS), "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0]},
+                  "normaliser": list(NORMALISERS),
+                  "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]},
             fixed={**_CIFAR, "epochs": 50, "batch_size": 128},
             seeds=5,
         ),
@@ -144,13 +145,14 @@ BATCH_SIZE = register_experiment(Experiment(
     select="lr",
     profiles={
         "quick": Grid(
-            axes={"normaliser": list(NORMALISERS), "batch_size": [8, 32, 128], "lr": [0.03, 0.3, 3.0]},
+            axes={"normaliser": list(NORMALISERS), "batch_size": [8, 32, 128], "lr": [0.003, 0.03, 0.3, 3.0, 30.0]},
             fixed={**_QUICK, "activation": "tanh", "width": 64, "depth": 2, "epochs": 6},
             seeds=2,
         ),
         "standard": Grid(
             axes={"budget": ["fixed_epochs", "fixed_steps"], "normaliser": list(NORMALISERS),
-                  "batch_size": [16, 64, 256, 1024], "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0]},
+                  "batch_size": [16, 64, 256, 1024],
+                  "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]},
             fixed={**{k: v for k, v in _CIFAR.items() if k != "budget"}, "activation": "tanh", "width": 256,
                    "depth": 4, "epochs": 20, "steps": 8000},
             seeds=3,
@@ -158,7 +160,7 @@ BATCH_SIZE = register_experiment(Experiment(
         "paper": Grid(
             axes={"budget": ["fixed_epochs", "fixed_steps"], "normaliser": list(NORMALISERS),
                   "batch_size": [8, 16, 32, 64, 128, 256, 512, 1024],
-                  "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0]},
+                  "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]},
             fixed={**{k: v for k, v in _CIFAR.items() if k != "budget"}, "activation": "tanh", "width": 256,
                    "depth": 4, "epochs": 50, "steps": 20000},
             seeds=5,

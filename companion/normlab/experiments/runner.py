@@ -111,7 +111,9 @@ def select_best(results: pd.DataFrame, by: Sequence[str], select: str = "lr", *,
     For each ``by`` group, the value of ``select`` with the best mean ``on`` (validation
     metric) across seeds wins (a NaN mean, e.g. from a diverged run, never wins). The test
     split plays no part in the choice. Columns: ``by``, the chosen ``select``, ``val_mean``,
-    ``mean``/``ci95``/``n`` of ``report`` at that choice, and ``candidates``.
+    ``mean``/``ci95``/``n`` of ``report`` at that choice, ``candidates``, and ``at_edge``:
+    True when the choice is the smallest or largest value tried, so the grid may not contain
+    the true optimum and should be widened before the comparison is trusted.
     """
     rows = []
     worst = -math.inf if higher_is_better else math.inf
@@ -122,7 +124,8 @@ def select_best(results: pd.DataFrame, by: Sequence[str], select: str = "lr", *,
         mean, half, n = mean_ci(at[report])
         keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
         rows.append({**keys, select: chosen, "val_mean": float(at[on].mean()), "mean": mean, "ci95": half, "n": n,
-                     "candidates": len(val_means)})
+                     "candidates": len(val_means),
+                     "at_edge": len(val_means) > 1 and chosen in (val_means.index.min(), val_means.index.max())})
     return pd.DataFrame(rows)
 
 
