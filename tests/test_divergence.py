@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab.divergence import measure_update, single_sample_ratios, tangent_kernel
+from normlab.divergence import measure_each_sample, measure_update, single_sample_ratios, tangent_kernel
 from normlab.layers import AffineLikeLinear, NormLikeLinear, PatchNormConv2d
 
 F64 = torch.float64
@@ -173,3 +173,18 @@ def test_bad_arguments_raise() -> None:
         measure_update(lambda t: t, x, g)
     with pytest.raises(ValueError, match="no kernel"):
         measure_update(layer, x, g, kernel=False).predicted()
+
+
+def test_measure_each_sample_is_one_measurement_per_sample() -> None:
+    torch.manual_seed(0)
+    layer = nn.Linear(6, 3, dtype=torch.float64)
+    x, g = torch.randn(4, 6, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    each = measure_each_sample(layer, x, g, torch.optim.SGD, lr=0.1, momentum=0.9, steps=3)
+    assert len(each) == 4 and all(m.kernel is None for m in each)
+    for i, m in enumerate(each):
+        alone = measure_update(layer, x[i : i + 1], g[i : i + 1], torch.optim.SGD, lr=0.1, momentum=0.9, steps=3,
+                               kernel=False)
+        assert torch.equal(m.effective, alone.effective)
+    # momentum with a fixed gradient: step k is (1 + b + ... + b^(k-1)) SGD steps, summed over 3 steps
+    expected = -0.1 * (1 + 1.9 + 2.71) * (x.square().sum(1, keepdim=True) + 1) * g
+    assert torch.allclose(torch.cat([m.effective for m in each]), expected, rtol=1e-10)

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, jacrev
 
 __all__ = ["OptimizerSpec", "UpdateMeasurement", "measure_update", "tangent_kernel",
-           "single_sample_ratios", "ResidualBlock", "SelfAttention"]
+           "measure_each_sample", "single_sample_ratios", "ResidualBlock", "SelfAttention"]
 
 OptimizerSpec = Union[torch.optim.Optimizer, Callable[..., torch.optim.Optimizer]]
 
@@ -204,11 +204,20 @@ def measure_update(layer: nn.Module, x: Tensor, g: Tensor,
                              feature_dim=fdim, per_step=per_step)
 
 
+def measure_each_sample(layer: nn.Module, x: Tensor, g: Tensor, optimizer: OptimizerSpec = torch.optim.SGD,
+                        **kwargs: Any) -> list[UpdateMeasurement]:
+    """:func:`measure_update` on each sample alone (a batch of 1), without the kernel.
+
+    ``kwargs`` go to :func:`measure_update` (``lr``, ``steps``, optimiser arguments). Every
+    sample starts from the same copy of ``layer``.
+    """
+    return [measure_update(layer, x[i : i + 1], g[i : i + 1], optimizer, kernel=False, **kwargs)
+            for i in range(x.shape[0])]
+
+
 def single_sample_ratios(layer: nn.Module, x: Tensor, g: Tensor, *, lr: float = 0.1) -> Tensor:
     """``|effective| / |ideal|`` of one SGD step taken on each sample alone (batch of 1)."""
-    ratios = [measure_update(layer, x[i : i + 1], g[i : i + 1], lr=lr, kernel=False).ratio
-              for i in range(x.shape[0])]
-    return torch.cat(ratios)
+    return torch.cat([m.ratio for m in measure_each_sample(layer, x, g, lr=lr)])
 
 
 class ResidualBlock(nn.Module):
