@@ -7,14 +7,31 @@ pool over tokens (``pools_tokens = True``) pool over real tokens only.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 NormFactory = Callable[[int], nn.Module]
+Config = TypeVar("Config")
+
+
+def check_positive_ints(config: object, *names: str) -> None:
+    """Raise a ValueError naming the first of ``names`` that is not a positive int on ``config``."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def named_config(table: Mapping[str, Config], kind: str, name: str, **overrides: object) -> Config:
+    """``table[name]`` with fields replaced; a ValueError lists the known names otherwise."""
+    if name not in table:
+        raise ValueError(f"{kind} config {name!r} is unknown; expected one of {', '.join(table)}")
+    return dataclasses.replace(table[name], **overrides)
 
 
 def apply_norm(norm: nn.Module, x: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
@@ -205,10 +222,7 @@ class EncoderConfig:
     attn_dropout: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("dim", "depth", "heads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(self, "dim", "depth", "heads")
         if self.dim % self.heads:
             raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
         if not self.mlp_ratio > 0:

@@ -15,6 +15,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .blocks import check_positive_ints
+
 LinearFactory = Callable[[int, int], nn.Module]
 NormFactory = Callable[[int], nn.Module]
 
@@ -44,10 +46,7 @@ class MLPConfig:
     norm_layer: NormFactory | None = None
 
     def __post_init__(self) -> None:
-        for name in ("in_features", "num_classes", "width"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(self, "in_features", "num_classes", "width")
         if not isinstance(self.depth, int) or self.depth < 0:
             raise ValueError(f"depth must be a non-negative int, got {self.depth!r}")
         if self.activation not in ACTIVATIONS:

@@ -12,7 +12,6 @@ real token's output unchanged (up to floating-point rounding).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +19,7 @@ from torch import nn
 
 from ..data.types import PAD_ID
 from ..layers.adaptive import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig
+from .blocks import EncoderConfig, check_positive_ints, named_config
 
 SEQUENCE_TASKS: tuple[str, ...] = ("tagging", "classification")
 POOLING: tuple[str, ...] = ("mean", "cls")
@@ -41,10 +40,7 @@ class SequenceConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("vocab_size", "max_len", "num_outputs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(self, "vocab_size", "max_len", "num_outputs")
         if self.task not in SEQUENCE_TASKS:
             raise ValueError(f"task={self.task!r} is not a sequence task; expected one of {', '.join(SEQUENCE_TASKS)}")
         if self.pool not in POOLING:
@@ -63,9 +59,7 @@ SEQUENCE_CONFIGS: dict[str, SequenceConfig] = {
 
 def sequence_config(name: str, **overrides: object) -> SequenceConfig:
     """A named config with fields replaced, e.g. ``sequence_config("paper_nlp", vocab_size=5000)``."""
-    if name not in SEQUENCE_CONFIGS:
-        raise ValueError(f"sequence config {name!r} is unknown; expected one of {', '.join(SEQUENCE_CONFIGS)}")
-    return dataclasses.replace(SEQUENCE_CONFIGS[name], **overrides)
+    return named_config(SEQUENCE_CONFIGS, "sequence", name, **overrides)
 
 
 class SequenceTransformer(nn.Module):

@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ import torch
 from torch import nn
 
 from ..layers.adaptive import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig
+from .blocks import EncoderConfig, check_positive_ints, named_config
 
 
 @dataclass
@@ -30,10 +29,7 @@ class TabularConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("num_features", "num_outputs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(self, "num_features", "num_outputs")
 
 
 TABULAR_CONFIGS: dict[str, TabularConfig] = {
@@ -44,9 +40,7 @@ TABULAR_CONFIGS: dict[str, TabularConfig] = {
 
 def tabular_config(name: str, **overrides: object) -> TabularConfig:
     """A named config with fields replaced, e.g. ``tabular_config("paper_tabular", num_features=10)``."""
-    if name not in TABULAR_CONFIGS:
-        raise ValueError(f"tabular config {name!r} is unknown; expected one of {', '.join(TABULAR_CONFIGS)}")
-    return dataclasses.replace(TABULAR_CONFIGS[name], **overrides)
+    return named_config(TABULAR_CONFIGS, "tabular", name, **overrides)
 
 
 class FeatureTokenizer(nn.Module):

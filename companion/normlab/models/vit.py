@@ -7,14 +7,13 @@
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ..layers.adaptive import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig
+from .blocks import EncoderConfig, check_positive_ints, named_config
 
 
 @dataclass
@@ -28,10 +27,7 @@ class ViTConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("img_size", "in_chans", "patch_size", "num_classes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(self, "img_size", "in_chans", "patch_size", "num_classes")
         if self.img_size % self.patch_size:
             raise ValueError(f"img_size={self.img_size} must be divisible by patch_size={self.patch_size}")
 
@@ -50,9 +46,7 @@ VIT_CONFIGS: dict[str, ViTConfig] = {
 
 def vit_config(name: str, **overrides: object) -> ViTConfig:
     """A named config with fields replaced, e.g. ``vit_config("paper_vision", img_size=28, in_chans=1)``."""
-    if name not in VIT_CONFIGS:
-        raise ValueError(f"ViT config {name!r} is unknown; expected one of {', '.join(VIT_CONFIGS)}")
-    return dataclasses.replace(VIT_CONFIGS[name], **overrides)
+    return named_config(VIT_CONFIGS, "ViT", name, **overrides)
 
 
 class ViTLite(nn.Module):
