@@ -105,7 +105,7 @@ def test_part1_declarations() -> None:
     assert {"fc_normalisers", "batch_size"} <= set(experiments.names())
     for name in ("fc_normalisers", "batch_size"):
         exp = experiments.get(name)
-        for profile in normlab.PROFILES:
+        for profile in exp.profiles:
             grid = exp.grid(profile)
             assert len(grid.axes["lr"]) >= 3, "normalisers must be compared at their own learning rates"
             assert set(grid.axes["normaliser"]) == {"none", "batchnorm", "layernorm", "rmsnorm", "norm_like",
@@ -215,3 +215,11 @@ def test_report_writes_summary_and_figures(tmp_path) -> None:
     rep = experiments.report("batch_size", profile="quick", out=out)
     assert {"normaliser", "batch_size", "lr", "mean", "ci95"} <= set(rep.summary.columns)
     assert {"best_by_batch_size", "chosen_lr"} <= set(rep.figures)
+
+
+def test_cpu_profile_is_optional_and_named_when_missing() -> None:
+    exp = experiments.get("fc_normalisers")
+    assert set(normlab._runtime.REQUIRED_PROFILES) <= set(exp.profiles)
+    if "cpu" not in exp.profiles:
+        with pytest.raises(ValueError, match="declares no 'cpu' grid"):
+            exp.grid("cpu")

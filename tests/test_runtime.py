@@ -22,7 +22,7 @@ def test_profile_defaults_to_standard_with_cuda(monkeypatch: pytest.MonkeyPatch)
     assert normlab.profile() == "standard"
 
 
-@pytest.mark.parametrize("value", ["quick", "standard", "paper", " Paper "])
+@pytest.mark.parametrize("value", ["quick", "cpu", "standard", "paper", " Paper "])
 def test_profile_from_environment(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("NORMLAB_PROFILE", value)
     assert normlab.profile() == value.strip().lower()
@@ -30,7 +30,7 @@ def test_profile_from_environment(monkeypatch: pytest.MonkeyPatch, value: str) -
 
 def test_bad_profile_lists_the_valid_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NORMLAB_PROFILE", "fast")
-    with pytest.raises(ValueError, match="quick, standard, paper") as info:
+    with pytest.raises(ValueError, match="quick, cpu, standard, paper") as info:
         normlab.profile()
     assert "fast" in str(info.value)
 

@@ -54,11 +54,13 @@ def _list() -> None:
     print("-" * len(header))
     for name in experiments.names():
         exp = experiments.get(name)
-        cells = "".join(f"{f'{exp.grid(p).size()} runs, ~{_duration(exp.expected_seconds(p))}':>22}" for p in PROFILES)
+        cells = "".join(
+            f"{f'{exp.grid(p).size()} runs, ~{_duration(exp.expected_seconds(p))}' if p in exp.profiles else '-':>22}"
+            for p in PROFILES)
         print(f"{name:<{width}} {exp.chapter:<8}{cells}")
         print(f"    {exp.title}")
-    print("\nTimes: quick measured on a 2-core CPU with --threads 1; standard/paper estimated for one GPU, "
-          "before sharding.")
+    print("\nTimes: quick and cpu measured on a 2-core CPU with --threads 1 (cpu: saved result sets, '-' where "
+          "none is declared); standard/paper estimated for one GPU, before sharding.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

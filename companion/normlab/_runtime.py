@@ -7,17 +7,21 @@ import random
 import numpy as np
 import torch
 
-PROFILES: tuple[str, ...] = ("quick", "standard", "paper")
+PROFILES: tuple[str, ...] = ("quick", "cpu", "standard", "paper")
+# Every experiment declares these; ``cpu`` is optional (the saved result sets that ship).
+REQUIRED_PROFILES: tuple[str, ...] = ("quick", "standard", "paper")
 PROFILE_ENV = "NORMLAB_PROFILE"
 
 
 def profile() -> str:
-    """Return the active profile: ``quick``, ``standard`` or ``paper``.
+    """Return the active profile: ``quick``, ``cpu``, ``standard`` or ``paper``.
 
     ``$NORMLAB_PROFILE`` decides when set. Otherwise the profile is ``standard`` when CUDA
     is available and ``quick`` without it.
 
     - ``quick``: CPU, offline, generated or shipped data; used by CI and the HTML build.
+    - ``cpu``: CPU, offline, at least 5 seeds and larger grids, at most about 45 minutes per
+      chapter on 2 cores; the saved result sets that ship with the book. Never the default.
     - ``standard``: a GPU with the real datasets and shortened schedules.
     - ``paper``: the papers' full recipes.
     """

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from .._runtime import PROFILES, check_profile
+from .._runtime import REQUIRED_PROFILES, check_profile
 from .grid import Grid, Run, run_id
 
 
@@ -47,7 +47,7 @@ class Experiment:
     notes: str = ""
 
     def __post_init__(self) -> None:
-        missing = [p for p in PROFILES if p not in self.profiles or p not in self.seconds_per_run]
+        missing = [p for p in (*REQUIRED_PROFILES, *self.profiles) if p not in self.profiles or p not in self.seconds_per_run]
         if missing:
             raise ValueError(f"experiment {self.name!r} declares no grid or time for profile(s) {', '.join(missing)}")
         for profile, grid in self.profiles.items():
@@ -56,7 +56,10 @@ class Experiment:
 
     def grid(self, profile: str | None = None) -> Grid:
         """The grid of ``profile`` (default: the active profile)."""
-        return self.profiles[check_profile(profile)]
+        profile = check_profile(profile)
+        if profile not in self.profiles:
+            raise ValueError(f"experiment {self.name!r} declares no {profile!r} grid; it has {', '.join(self.profiles)}")
+        return self.profiles[profile]
 
     def runs(self, profile: str | None = None, seeds: int | None = None) -> list[Run]:
         """Every run of the profile's grid, sorted by run id."""
