@@ -1,11 +1,14 @@
-"""The command line: ``python -m normlab list | run | report``.
+"""The command line: ``python -m normlab list | run | report | save | verify | scorecard``.
 
 Examples::
 
     python -m normlab list
     python -m normlab run fc_normalisers --profile quick --out results
     python -m normlab run fc_normalisers --profile standard --shard 3/8   # machine 3 of 8
-    python -m normlab report fc_normalisers --profile standard --out results
+    python -m normlab report fc_normalisers --profile standard --out runs
+    python -m normlab save fc_normalisers --profile cpu --threads 1      # a set that ships in results/
+    python -m normlab verify                                             # re-check every saved set
+    python -m normlab scorecard --format markdown --out scorecard.md
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import sys
 from typing import Sequence
 
 from ._runtime import PROFILES
+
+DEFAULT_OUT = "runs"  # scratch runs; shipped sets are made with `save` into results/
 
 
 def _duration(seconds: float) -> str:
@@ -31,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run (or resume) an experiment's grid")
     run.add_argument("name")
     run.add_argument("--profile", choices=PROFILES, default=None, help="default: $NORMLAB_PROFILE, else by device")
-    run.add_argument("--out", default="results", help="results folder (default: results)")
+    run.add_argument("--out", default=str(DEFAULT_OUT), help=f"results folder (default: {DEFAULT_OUT})")
     run.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the profile's)")
     run.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: the best available)")
     run.add_argument("--shard", default=None, help="K/N: run shard K (from 0) of N, e.g. $SLURM_ARRAY_TASK_ID/8")
@@ -41,7 +46,22 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="merge shards, write the summary table and figures")
     report.add_argument("name")
     report.add_argument("--profile", choices=PROFILES, default=None)
-    report.add_argument("--out", default="results")
+    report.add_argument("--out", default=str(DEFAULT_OUT))
+    save = commands.add_parser("save", help="run (or resume) a saved result set in results/ and write its manifest")
+    save.add_argument("name")
+    save.add_argument("--profile", choices=[p for p in PROFILES if p != "quick"], required=True)
+    save.add_argument("--root", default=None, help="saved-results folder (default: the repository's results/)")
+    save.add_argument("--seeds", type=int, default=None)
+    save.add_argument("--device", default="cpu")
+    save.add_argument("--shard", default=None, help="K/N: run shard K (from 0) of N into the same set")
+    save.add_argument("--threads", type=int, default=None, help="CPU threads for torch (recorded in the manifest)")
+    verify = commands.add_parser("verify", help="check saved sets: digests, table, and a re-run of one configuration")
+    verify.add_argument("name", nargs="?", default=None, help="one experiment (default: every saved set)")
+    verify.add_argument("--root", default=None)
+    card = commands.add_parser("scorecard", help="every claim, the paper's number, ours and the verdict")
+    card.add_argument("--format", choices=("text", "markdown", "csv"), default="text")
+    card.add_argument("--out", default=None, help="write to this file instead of the terminal")
+    card.add_argument("--root", default=None, help="saved-results folder (default: the repository's results/)")
     return parser
 
 
@@ -63,6 +83,54 @@ def _list() -> None:
           "none is declared); standard/paper estimated for one GPU, before sharding.")
 
 
+def _threads(threads: int | None) -> None:
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads must be a positive int, got {threads}")
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _verify(name: str | None, root: str | None) -> int:
+    from . import results
+
+    sets = results.saved_sets(name, root)
+    if not sets:
+        print("no saved sets found")
+        return 0
+    failed = 0
+    for saved in sets:
+        problems = results.verify(saved)
+        kind = "format only (made on a GPU)" if saved.on_gpu else "format + re-run"
+        print(f"{saved.experiment}/{saved.profile}: {kind}: {'ok' if not problems else 'FAILED'}")
+        for problem in problems:
+            print(f"    {problem}")
+        failed += bool(problems)
+    return 1 if failed else 0
+
+
+def _scorecard(fmt: str, out: str | None, root: str | None) -> None:
+    from . import claims
+    from ._io import write_text_atomic
+
+    table = claims.scorecard(root=root)[["id", "kind", "paper", "ours", "n", "profile", "data", "verdict", "chapter"]]
+    if fmt == "csv":
+        text = table.to_csv(index=False)
+    elif fmt == "markdown":
+        text = claims.markdown(table)
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.width", 200, "display.max_colwidth", 60, "display.max_rows", 100):
+            text = table.to_string(index=False) + "\n"
+    if out:
+        write_text_atomic(out, text)
+        print(f"scorecard ({len(table)} claims) written to {out}")
+    else:
+        print(text, end="")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m normlab`` and the ``normlab`` script; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -74,17 +142,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "run":
             experiments.get(args.name)
             experiments.parse_shard(args.shard)
-            if args.threads is not None:
-                if args.threads < 1:
-                    raise ValueError(f"--threads must be a positive int, got {args.threads}")
-                import torch
-
-                torch.set_num_threads(args.threads)
+            _threads(args.threads)
             done = experiments.run(args.name, profile=args.profile, out=args.out, seeds=args.seeds,
                                    device=args.device, shard=args.shard,
                                    progress=False if args.no_progress else None)
             print(f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "
                   f"records in {done.folder / 'runs'}, table {done.results_csv}")
+        elif args.command == "save":
+            experiments.get(args.name)
+            experiments.parse_shard(args.shard)
+            _threads(args.threads)
+            from . import results
+
+            saved = results.save(args.name, profile=args.profile, root=args.root, shard=args.shard,
+                                 seeds=args.seeds, device=args.device)
+            print(f"{saved.label()}\nin {saved.folder}")
+        elif args.command == "verify":
+            return _verify(args.name, args.root)
+        elif args.command == "scorecard":
+            _scorecard(args.format, args.out, args.root)
         else:
             rep = experiments.report(args.name, out=args.out, profile=args.profile)
             import pandas as pd

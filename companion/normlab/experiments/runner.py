@@ -1,6 +1,6 @@
 """Run an experiment grid resumably, then summarise it across seeds.
 
-Folder layout under ``out`` (``results/`` by default)::
+Folder layout under ``out`` (``runs/`` by default)::
 
     <out>/<experiment>/<profile>/runs/<run_id>.json     one record per finished run
     <out>/<experiment>/<profile>/checkpoints/<run_id>/  while a run is unfinished
@@ -22,20 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 from torch import nn
 
 from .. import training
+from ..stats import mean_ci
 from .._runtime import check_profile
 from .._runtime import device as default_device
 from ..data.types import DataSplit
 from .grid import Run, shard as select_shard
 from .registry import Experiment, RunContext, get
 
-DEFAULT_OUT = Path("results")
+# Local runs go to an ignored folder; the tracked results/ holds the shipped sets (normlab.results).
+DEFAULT_OUT = Path("runs")
 
 
 # ------------------------------------------------------------------ one run's record
@@ -71,23 +71,6 @@ def train_and_test(model: nn.Module, train: DataSplit, val: DataSplit, test: Dat
 
 
 # ------------------------------------------------------------------------ summaries
-
-
-def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, int]:
-    """Mean, half-width of the t-distribution confidence interval, and n.
-
-    The half-width is :math:`t_{(1+c)/2,\\,n-1}\\, s/\\sqrt{n}` with the sample standard
-    deviation :math:`s`; it is NaN for fewer than two values.
-    """
-    x = np.asarray(list(values), dtype=float)
-    n = len(x)
-    if n == 0:
-        return float("nan"), float("nan"), 0
-    mean = float(x.mean())
-    if n < 2:
-        return mean, float("nan"), n
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
-    return mean, half, n
 
 
 def _groups(results: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[Any, pd.DataFrame]]:

@@ -1,0 +1,111 @@
+"""The statistics behind every verdict: t-intervals, paired differences, slopes, equivalence.
+
+Every interval here is a Student-t interval across seeds, :math:`\\bar d \\pm t_{(1+c)/2,\\,n-1}\\,
+s/\\sqrt{n}`: each seed contributes one number (a paired difference, a slope), so seeds are the
+independent replicates and nothing inside a seed is treated as one.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["Interval", "mean_ci", "interval", "paired_differences", "slope_log2", "slopes_log2", "tost"]
+
+
+def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, int]:
+    """Mean, half-width of the t-distribution confidence interval, and n.
+
+    The half-width is :math:`t_{(1+c)/2,\\,n-1}\\, s/\\sqrt{n}` with the sample standard
+    deviation :math:`s`; it is NaN for fewer than two values.
+    """
+    x = np.asarray(list(values), dtype=float)
+    n = len(x)
+    if n == 0:
+        return float("nan"), float("nan"), 0
+    mean = float(x.mean())
+    if n < 2:
+        return mean, float("nan"), n
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
+    return mean, half, n
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its confidence interval ``[low, high]`` over ``n`` replicates (seeds)."""
+
+    mean: float
+    half: float
+    n: int
+    confidence: float = 0.95
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.half
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.half
+
+    @property
+    def defined(self) -> bool:
+        """True when the interval is finite (at least two replicates that are not NaN)."""
+        return self.n >= 2 and math.isfinite(self.half) and math.isfinite(self.mean)
+
+    def __str__(self) -> str:
+        return f"{self.mean:.4g} ± {self.half:.2g} (n={self.n})"
+
+
+def interval(values: Iterable[float], confidence: float = 0.95) -> Interval:
+    """:func:`mean_ci` as an :class:`Interval`."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return Interval(*mean_ci(values, confidence), confidence=confidence)
+
+
+def paired_differences(a: dict[int, float], b: dict[int, float]) -> np.ndarray:
+    """``a[s] - b[s]`` for every seed ``s`` present in both (sorted by seed).
+
+    Pairing by seed removes what two runs of one seed share (the data split, the
+    initialisation stream); an unpaired seed is dropped, never compared to another seed.
+    """
+    common = sorted(set(a) & set(b))
+    return np.array([a[s] - b[s] for s in common], dtype=float)
+
+
+def slope_log2(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of ``y`` against ``log2(x)``: the change in ``y`` per doubling of ``x``."""
+    lx = np.log2(np.asarray(x, dtype=float))
+    yy = np.asarray(y, dtype=float)
+    if lx.shape != yy.shape or len(np.unique(lx)) < 2:
+        raise ValueError(f"x and y must have equal lengths and x at least two distinct values, got x={list(x)}")
+    return float(np.polyfit(lx, yy, 1)[0])
+
+
+def slopes_log2(table: "pd.DataFrame", x: str, y: str, seed: str = "seed") -> np.ndarray:  # noqa: F821
+    """One :func:`slope_log2` of column ``y`` against ``x`` per seed of ``table``."""
+    return np.array([slope_log2(part[x], part[y]) for _, part in table.groupby(seed, sort=True)], dtype=float)
+
+
+def tost(values: Iterable[float], margin: float, alpha: float = 0.05) -> tuple[float, bool]:
+    """Two one-sided t-tests of ``|mean| < margin``: the p-value and whether it is below ``alpha``.
+
+    Equivalent to the :math:`1 - 2\\alpha` confidence interval lying inside
+    ``(-margin, margin)``.
+    """
+    if not margin > 0:
+        raise ValueError(f"margin must be positive, got {margin!r}")
+    x = np.asarray(list(values), dtype=float)
+    if len(x) < 2:
+        return float("nan"), False
+    se = x.std(ddof=1) / math.sqrt(len(x))
+    if se == 0:
+        p = 0.0 if abs(x.mean()) < margin else 1.0
+    else:
+        p_low = stats.t.sf((x.mean() + margin) / se, len(x) - 1)
+        p_high = stats.t.cdf((x.mean() - margin) / se, len(x) - 1)
+        p = float(max(p_low, p_high))
+    return p, p < alpha
