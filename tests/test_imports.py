@@ -8,7 +8,16 @@ or else to the module imported from.
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import json
+import re
+import sys
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 COMPANION = Path(__file__).resolve().parents[1] / "companion"
 
@@ -125,3 +134,55 @@ def test_the_detector_finds_a_planted_circle(tmp_path: Path) -> None:
     assert cycles(graph) == [["pkg.other", "pkg.sub.loader", "pkg.sub.table"]]
     (package / "sub" / "table.py").write_text("TABLE = {}\n")
     assert cycles(import_graph(tmp_path, "pkg")) == []
+
+
+# ------------------------------------------------------------ third-party imports are declared
+
+ROOT = COMPANION.parent
+
+
+def _top_level_imports(source: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _notebook_cells(path: Path) -> list[str]:
+    """A notebook's code cells, each IPython magic or shell line replaced by ``pass``."""
+    cells = json.loads(path.read_text())["cells"]
+    return [re.sub(r"(?m)^(\s*)[%!].*$", r"\1pass", "".join(cell["source"]))
+            for cell in cells if cell["cell_type"] == "code"]
+
+
+def third_party_imports() -> dict[str, set[str]]:
+    """Top-level module -> files importing it, over the package, tests, benchmarks and chapters."""
+    sources = [(p, p.read_text()) for folder in ("companion", "tests", "benchmarks") for p in (ROOT / folder).rglob("*.py")]
+    sources += [(p, cell) for p in (ROOT / "book").glob("*.ipynb") for cell in _notebook_cells(p)]
+    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"normlab"}
+    found: dict[str, set[str]] = {}
+    for path, source in sources:
+        for name in _top_level_imports(source) - set(sys.stdlib_module_names) - local:
+            found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def declared_distributions() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"]) + [r for extra in project["optional-dependencies"].values() for r in extra]
+    return {re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.\-]+", r).group(0)).lower() for r in requirements}
+
+
+def test_every_third_party_import_is_declared() -> None:
+    """Each imported module belongs to a distribution listed in pyproject.toml (installed
+    modules are mapped to their distributions, e.g. PIL -> pillow, sklearn -> scikit-learn)."""
+    imports = third_party_imports()
+    assert {"torch", "PIL", "pygments", "sklearn"} <= set(imports)
+    owners = importlib.metadata.packages_distributions()
+    declared = declared_distributions()
+    missing = {name: sorted(files)[:3] for name, files in imports.items()
+               if not {re.sub(r"[-_.]+", "-", d).lower() for d in owners.get(name, [name])} & declared}
+    assert missing == {}, f"imported but not declared in pyproject.toml: {missing}"
