@@ -102,7 +102,15 @@ def write_pickle(path: Path, obj: dict) -> None:
         pickle.dump(obj, stream)
 
 
-def cifar_fixture(root: Path, which: str, per_batch: int = 4, n_test: int = 5) -> dict[str, np.ndarray]:
+def pin_cifar_md5s(monkeypatch: pytest.MonkeyPatch, cls: type, folder: Path) -> None:
+    """Point torchvision's per-file MD5s at the fixture's files, as the real ones pin the real batches."""
+    for attribute in ("train_list", "test_list"):
+        monkeypatch.setattr(cls, attribute, [[name, md5(folder / name)] for name, _ in getattr(cls, attribute)])
+    monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": md5(folder / cls.meta["filename"])})
+
+
+def cifar_fixture(root: Path, which: str, monkeypatch: pytest.MonkeyPatch, per_batch: int = 4,
+                  n_test: int = 5) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(1)
     cls = tvd.CIFAR10 if which == "cifar10" else tvd.CIFAR100
     folder = root / cls.base_folder
@@ -119,12 +127,13 @@ def cifar_fixture(root: Path, which: str, per_batch: int = 4, n_test: int = 5) -
     test_y = [int(v) for v in np.arange(n_test) * 7 % k]
     write_pickle(folder / cls.test_list[0][0], {"data": test_x, label_key: test_y})
     write_pickle(folder / cls.meta["filename"], {cls.meta["key"]: [f"class{i}" for i in range(k)]})
+    pin_cifar_md5s(monkeypatch, cls, folder)
     return {"train_x": np.concatenate(train_x), "train_y": np.array(train_y), "test_x": test_x, "test_y": np.array(test_y)}
 
 
 @pytest.mark.parametrize("which", ["cifar10", "cifar100"])
-def test_cifar_loaders_parse_pickle_batches(tmp_path: Path, which: str) -> None:
-    arrays = cifar_fixture(tmp_path, which)
+def test_cifar_loaders_parse_pickle_batches(tmp_path: Path, which: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = cifar_fixture(tmp_path, which, monkeypatch)
     n_train = len(arrays["train_y"])
     train = data.load(which, "train", root=tmp_path, download=False)
     test = data.load(which, "test", root=tmp_path, download=False)
@@ -139,7 +148,7 @@ def test_cifar_loaders_parse_pickle_batches(tmp_path: Path, which: str) -> None:
 
 def test_cifar_archive_is_verified_and_extracted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     staging = tmp_path / "staging"
-    arrays = cifar_fixture(staging, "cifar10")
+    arrays = cifar_fixture(staging, "cifar10", monkeypatch)
     root = tmp_path / "root"
     root.mkdir()
     archive = root / tvd.CIFAR10.filename
@@ -152,7 +161,15 @@ def test_cifar_archive_is_verified_and_extracted(tmp_path: Path, monkeypatch: py
     assert not [p for p in root.iterdir() if p.name.startswith(".extract")]
 
 
-def test_svhn_loader_parses_mat_files(tmp_path: Path) -> None:
+def test_cifar_batch_failing_torchvisions_md5_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cifar_fixture(tmp_path, "cifar10", monkeypatch)
+    batch = tmp_path / tvd.CIFAR10.base_folder / "data_batch_3"
+    batch.write_bytes(batch.read_bytes()[:-1] + b"\0")
+    with pytest.raises(data.ChecksumError, match="CIFAR10.*shapes_diverse"):
+        data.load("cifar10", "train", root=tmp_path, download=False)
+
+
+def test_svhn_loader_parses_mat_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from scipy.io import savemat
 
     rng = np.random.default_rng(2)
@@ -164,6 +181,8 @@ def test_svhn_loader_parses_mat_files(tmp_path: Path) -> None:
         y = (np.arange(n) % 10 + 1).reshape(n, 1)  # SVHN stores digit 0 as 10
         savemat(folder / f"{part}_32x32.mat", {"X": x, "y": y})
         mats[part] = (x, y)
+    monkeypatch.setattr(tvd.SVHN, "split_list", {part: [url, name, md5(folder / name) if part in mats else digest]
+                                                 for part, (url, name, digest) in tvd.SVHN.split_list.items()})
     train = data.load("svhn", "train", root=tmp_path, download=False)
     val = data.load("svhn", "val", root=tmp_path, download=False)
     test = data.load("svhn", "test", root=tmp_path, download=False)

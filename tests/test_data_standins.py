@@ -165,8 +165,37 @@ def test_for_profile_quick_returns_standins(task: str) -> None:
     assert train.x.shape[1:] == test.x.shape[1:]
     expected_task = {"ptb_pos": "tagging", "energy_efficiency": "regression", "california_housing": "regression"}
     assert train.task == expected_task.get(task, "classification")
+    assert (train.name, test.name) == (data.SOURCES[task, "quick"].fit, data.SOURCES[task, "quick"].test)
     if task == "cifar10_c":
         assert test.name == "shapes_diverse_c"
+
+
+def test_sources_table_covers_every_task_and_profile() -> None:
+    from normlab import PROFILES
+    from normlab.data import standins
+
+    assert set(data.SOURCES) == {(task, profile) for task in data.REAL for profile in PROFILES}
+    for (task, profile), chosen in data.SOURCES.items():
+        offline = profile in data.OFFLINE_PROFILES
+        for name in (chosen.fit, chosen.test):
+            assert (name in standins.LOADERS) == offline and name in data.names()
+        if not offline:
+            assert chosen.test == task and chosen.fit == ("cifar10" if task == "cifar10_c" else task)
+    assert data.SOURCES["mnist", "cpu"] == data.SOURCES["mnist", "quick"]
+
+
+def test_for_profile_loads_what_the_table_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    from normlab.data import sources
+
+    calls = []
+    monkeypatch.setattr(sources, "load", lambda name, split, root=None: calls.append((name, split, root)))
+    data.for_profile("cifar10_c", "paper", root="somewhere")
+    assert calls == [("cifar10", "train", "somewhere"), ("cifar10", "val", "somewhere"),
+                     ("cifar10_c", "test", "somewhere")]
+    monkeypatch.setenv("NORMLAB_PROFILE", "standard")
+    assert data.source("svhn") == data.Source("svhn", "svhn")
+    monkeypatch.setenv("NORMLAB_PROFILE", "quick")
+    assert data.source("svhn") == data.Source("shapes_diverse", "shapes_diverse")
 
 
 def test_for_profile_validates_arguments() -> None:

@@ -12,6 +12,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ._checks import fraction, non_negative_int
+
 
 def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
     """Zero-pad each image by ``padding`` pixels and crop it back at a random offset.
@@ -88,12 +90,10 @@ class Augment:
     mix_prob: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.crop_padding < 0:
-            raise ValueError(f"crop_padding must be >= 0, got {self.crop_padding!r}")
+        non_negative_int("crop_padding", self.crop_padding)
         if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
             raise ValueError("mixup_alpha and cutmix_alpha must be >= 0")
-        if not 0.0 <= self.mix_prob <= 1.0:
-            raise ValueError(f"mix_prob must lie in [0, 1], got {self.mix_prob!r}")
+        fraction("mix_prob", self.mix_prob, closed_right=True)
 
     @property
     def mixes(self) -> bool:

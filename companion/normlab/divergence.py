@@ -28,6 +28,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev
 
+from ._checks import positive_int
+
 __all__ = ["OptimizerSpec", "UpdateMeasurement", "measure_update", "tangent_kernel",
            "measure_each_sample", "single_sample_ratios", "ResidualBlock", "SelfAttention"]
 
@@ -167,8 +169,7 @@ def measure_update(layer: nn.Module, x: Tensor, g: Tensor,
     """
     if not isinstance(layer, nn.Module):
         raise TypeError(f"layer must be an nn.Module, got {type(layer).__name__}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    positive_int("steps", steps)
     if not isinstance(x, Tensor) or x.dim() < 1:
         raise ValueError("x must be a tensor with a batch dimension")
     work = copy.deepcopy(layer)

@@ -19,6 +19,8 @@ from typing import Callable
 
 import sympy as sp
 
+from ._checks import non_negative_int, one_of, positive_ints
+
 __all__ = ["KINDS", "Derivation", "linear_update", "batch_update", "conv1d_update", "vector_form"]
 
 KINDS: tuple[str, ...] = ("plain", "norm", "affine")
@@ -53,20 +55,9 @@ class Derivation:
     steps: list[tuple[str, sp.Basic]] = field(default_factory=list)
 
 
-def _check_kind(kind: str) -> None:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-
-
-def _check_sizes(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
 def _layer(kind: str) -> Forward:
     """The forward map ``z(W, b, x)`` of one kind of layer, for one input column ``x``."""
-    _check_kind(kind)
+    one_of("kind", kind, KINDS)
 
     def forward(W: sp.Matrix, b: sp.Matrix, x: sp.Matrix) -> sp.Matrix:
         sq_norm = (x.T * x)[0, 0]
@@ -118,8 +109,8 @@ def linear_update(kind: str = "plain", n_in: int = 3, n_out: int = 2) -> Derivat
 
     For ``"plain"`` the result is ``dz = -eta (|x|^2 + 1) g``; ``kernel`` is the 1x1 factor.
     """
-    _check_kind(kind)
-    _check_sizes(n_in=n_in, n_out=n_out)
+    one_of("kind", kind, KINDS)
+    positive_ints(n_in=n_in, n_out=n_out)
     W, b = _params(n_out, n_in)
     x = sp.Matrix(sp.symbols(f"x_1:{n_in + 1}", real=True))
     g = sp.Matrix(sp.symbols(f"g_1:{n_out + 1}", real=True))
@@ -132,8 +123,8 @@ def batch_update(kind: str = "plain", batch: int = 2, n_in: int = 2, n_out: int 
 
     For ``"plain"``: ``dz_i = -(eta/B) sum_j (x_i . x_j + 1) g_j``.
     """
-    _check_kind(kind)
-    _check_sizes(batch=batch, n_in=n_in, n_out=n_out)
+    one_of("kind", kind, KINDS)
+    positive_ints(batch=batch, n_in=n_in, n_out=n_out)
     W, b = _params(n_out, n_in)
     xs = [sp.Matrix(n_in, 1, lambda k, _, j=j: sp.Symbol(f"x_{j + 1}{k + 1}", real=True))
           for j in range(batch)]
@@ -153,10 +144,9 @@ def conv1d_update(kind: str = "plain", length: int = 4, kernel_size: int = 2,
     kernel is positions x positions: ``dz_p = -eta sum_q K_pq g_q``; for ``"plain"``,
     ``K_pq = P_p . P_q + 1``.
     """
-    _check_kind(kind)
-    _check_sizes(length=length, kernel_size=kernel_size, in_channels=in_channels)
-    if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
-        raise ValueError(f"padding must be a non-negative int, got {padding!r}")
+    one_of("kind", kind, KINDS)
+    positive_ints(length=length, kernel_size=kernel_size, in_channels=in_channels)
+    non_negative_int("padding", padding)
     positions = length + 2 * padding - kernel_size + 1
     if positions <= 0:
         raise ValueError(f"kernel_size={kernel_size} is larger than the padded length "
@@ -187,7 +177,7 @@ def vector_form(n_in: int | None = None, n_out: int | None = None) -> dict[str, 
     (``x^T x`` is a 1x1 matrix). With explicit sizes, ``.as_explicit()`` gives plain matrices.
     """
     if n_in is not None or n_out is not None:
-        _check_sizes(n_in=n_in, n_out=n_out)
+        positive_ints(n_in=n_in, n_out=n_out)
     n = n_in if n_in is not None else sp.Symbol("n", integer=True, positive=True)
     m = n_out if n_out is not None else sp.Symbol("m", integer=True, positive=True)
     W, b = sp.MatrixSymbol("W", m, n), sp.MatrixSymbol("b", m, 1)

@@ -1,19 +1,23 @@
 """Datasets: the papers' real datasets and the offline stand-ins of the quick profile.
 
 Every loader returns a :class:`DataSplit`. ``load(name, split)`` loads one dataset by name;
-``for_profile(task, profile)`` picks the real dataset or its stand-in; ``corrupt`` applies
-the CIFAR-10-C corruptions to any image batch; ``load_cifar10_c`` loads one CIFAR-10-C
+``SOURCES[task, profile]`` (or ``source(task, profile)``) says which datasets serve a task
+in a profile, and ``for_profile(task, profile)`` loads them; ``corrupt`` applies the
+CIFAR-10-C corruptions to any image batch; ``load_cifar10_c`` loads one CIFAR-10-C
 condition.
 """
 from __future__ import annotations
 
+from ._common import SPLITS
 from ._download import ChecksumError, OfflineError, cache_root
 from .corruptions import CORRUPTIONS, corrupt
-from .registry import REAL, SPLITS, for_profile, load, names
+from .registry import REAL, load, names
+from .sources import OFFLINE_PROFILES, SOURCES, Source, for_profile, source
 from .types import IGNORE_INDEX, PAD_ID, TASKS, DataSplit
 from .vision import CIFAR10_C_CORRUPTIONS, load_cifar10_c
 
 __all__ = [
-    "CIFAR10_C_CORRUPTIONS", "CORRUPTIONS", "ChecksumError", "DataSplit", "IGNORE_INDEX", "OfflineError",
-    "PAD_ID", "REAL", "SPLITS", "TASKS", "cache_root", "corrupt", "for_profile", "load", "load_cifar10_c", "names",
+    "CIFAR10_C_CORRUPTIONS", "CORRUPTIONS", "ChecksumError", "DataSplit", "IGNORE_INDEX", "OFFLINE_PROFILES",
+    "OfflineError", "PAD_ID", "REAL", "SOURCES", "SPLITS", "Source", "TASKS", "cache_root", "corrupt",
+    "for_profile", "load", "load_cifar10_c", "names", "source",
 ]

@@ -1,14 +1,21 @@
-"""Helpers every loader shares: fixed splits, train-only standardisation, vocabularies."""
+"""Helpers every loader shares: fixed splits, train-only standardisation, vocabularies.
+
+Real-data modules and the offline stand-ins both build on this module and never on each
+other, so :mod:`normlab.data.standins` loads without touching any real-data code.
+"""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import torch
 
-from .types import IGNORE_INDEX, PAD_ID
+from .._checks import one_of
+from .types import IGNORE_INDEX, PAD_ID, DataSplit
 
+SPLITS: tuple[str, ...] = ("train", "val", "test")
+SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 SPLIT_SEED = 0
 UNK = "<unk>"
 PAD = "<pad>"
@@ -32,8 +39,8 @@ def carve_val(n: int, n_val: int, seed: int = SPLIT_SEED) -> dict[str, np.ndarra
 
 
 def check_split(split: str) -> None:
-    if split not in ("train", "val", "test"):
-        raise ValueError(f"split={split!r} is not a split; expected one of train, val, test")
+    """Raise a ValueError naming ``split`` unless it is one of :data:`SPLITS`."""
+    one_of("split", split, SPLITS)
 
 
 def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:
@@ -51,6 +58,27 @@ def standardize(train: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, np.
     std = train.std(axis=0)
     std = np.where(std > 1e-12 * np.maximum(1.0, np.abs(mean)), std, 1.0)
     return mean, std, [((a - mean) / std).astype(np.float32) for a in arrays]
+
+
+def regression_split(name: str, split: str, features: np.ndarray, target: np.ndarray, meta: dict[str, Any]) -> DataSplit:
+    """Split rows 70/10/20 (seed 0) and standardise features and target with train statistics."""
+    check_split(split)
+    parts = split_indices(len(target))
+    x_mean, x_std, (x,) = standardize(features[parts["train"]], features[parts[split]])
+    y_mean, y_std, (y,) = standardize(target[parts["train"]], target[parts[split]])
+    return DataSplit(
+        x=torch.from_numpy(x), y=torch.from_numpy(y), task="regression", name=name, split=split,
+        meta={"feature_mean": x_mean.tolist(), "feature_std": x_std.tolist(),
+              "target_mean": float(y_mean), "target_scale": float(y_std), "stand_in": False, **meta},
+    )
+
+
+def mixed_conditions(n: int, corruptions: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Condition of each row of a mixed corrupted test split: row ``i`` gets corruption
+    ``corruptions[(i // 5) % len(corruptions)]`` at severity ``i % 5 + 1``, so every
+    (corruption, severity) pair appears equally often (up to rounding)."""
+    rows = np.arange(n)
+    return (rows // len(SEVERITIES)) % len(corruptions), rows % len(SEVERITIES) + 1
 
 
 def build_vocab(sentences: Iterable[Sequence[str]], min_freq: int = 1) -> list[str]:

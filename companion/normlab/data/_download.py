@@ -20,7 +20,9 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import IO, Callable, Iterator
+
+from .._io import write_atomic
 
 DATA_ENV = "NORMLAB_DATA"
 TIMEOUT = 3.0
@@ -75,13 +77,22 @@ def file_hash(path: str | Path, algorithm: str) -> str:
     return digest.hexdigest()
 
 
-def _mismatch(path: Path, resource: Resource) -> tuple[str, str, str] | None:
-    """(algorithm, expected, actual) when ``path`` fails its checksum, else None."""
+def _pin(resource: Resource) -> tuple[str, str] | None:
+    """(algorithm, expected hex digest) of the checksum that pins ``resource``, SHA-256 first;
+    None for an unpinned resource."""
     for algorithm, expected in (("sha256", resource.sha256), ("md5", resource.md5)):
         if expected is not None:
-            actual = file_hash(path, algorithm)
-            return None if actual == expected.lower() else (algorithm, expected, actual)
+            return algorithm, expected.lower()
     return None
+
+
+def _mismatch(path: Path, resource: Resource) -> tuple[str, str, str] | None:
+    """(algorithm, expected, actual) when ``path`` fails its checksum, else None."""
+    pin = _pin(resource)
+    if pin is None:
+        return None
+    actual = file_hash(path, pin[0])
+    return None if actual == pin[1] else (*pin, actual)
 
 
 def offline_message(resource: Resource, folder: Path, standin: str, reason: object) -> str:
@@ -110,31 +121,29 @@ def download(
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / resource.filename
     try:
         response = opener(resource.url, timeout=timeout)
     except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as error:
         raise OfflineError(offline_message(resource, folder, standin, error)) from error
 
-    handle, temp_name = tempfile.mkstemp(prefix=f".{resource.filename}.", suffix=".part", dir=folder)
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(handle, "wb") as sink, response:  # type: ignore[union-attr]
+    pin = _pin(resource)
+    digest = hashlib.new(pin[0]) if pin else None
+
+    def stream(sink: IO[bytes]) -> None:
+        with response:  # type: ignore[union-attr]
             for chunk in iter(lambda: response.read(CHUNK), b""):  # type: ignore[union-attr]
                 sink.write(chunk)
-        bad = _mismatch(temp, resource)
-        if bad is not None:
-            algorithm, expected, actual = bad
+                if digest is not None:
+                    digest.update(chunk)
+        if pin is not None and digest.hexdigest() != pin[1]:
             raise ChecksumError(
-                f"The file downloaded from {resource.url} is corrupted: its {algorithm} is {actual}, "
-                f"expected {expected}. It has been deleted. Call load again to retry; if it fails "
-                f"again, download {resource.filename!r} by hand into {folder} and check its {algorithm}."
+                f"The file downloaded from {resource.url} is corrupted: its {pin[0]} is {digest.hexdigest()}, "
+                f"expected {pin[1]}. It has been deleted. Call load again to retry; if it fails "
+                f"again, download {resource.filename!r} by hand into {folder} and check its {pin[0]}."
             )
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return target
+
+    # The checksum is checked before the rename: a bad download never appears under its name.
+    return write_atomic(folder / resource.filename, stream)
 
 
 def ensure_file(

@@ -39,6 +39,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .._checks import one_of
+
 SEVERITY_TABLE: dict[str, tuple] = {
     "gaussian_noise": (0.04, 0.06, 0.08, 0.09, 0.10),
     "shot_noise": (500, 250, 100, 75, 50),
@@ -179,8 +181,7 @@ def corrupt(images: torch.Tensor, name: str, severity: int, *, generator: torch.
         raise ValueError(f"images must have 1 or 3 channels, got C={images.shape[1]}")
     if images.numel() and (images.min() < 0 or images.max() > 1):
         raise ValueError("images must lie in [0, 1]")
-    if name not in _FUNCTIONS:
-        raise ValueError(f"name={name!r} is not a corruption; expected one of {', '.join(CORRUPTIONS)}")
+    one_of("name", name, CORRUPTIONS)
     if isinstance(severity, bool) or not isinstance(severity, int) or not 1 <= severity <= 5:
         raise ValueError(f"severity={severity!r} must be an int in 1..5")
     if generator is None:

@@ -1,34 +1,28 @@
-"""Name -> loader registry behind :func:`normlab.data.load`, and :func:`for_profile`."""
+"""Name -> loader table behind :func:`normlab.data.load`.
+
+The loader modules know nothing of this table: it imports them, never the reverse, and the
+offline stand-ins import no real-data module.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable
 
+from .._checks import one_of
+from . import standins, tabular, text, vision
+from ._common import check_split
 from .types import DataSplit
 
-SPLITS: tuple[str, ...] = ("train", "val", "test")
-REAL: tuple[str, ...] = ("mnist", "fashion_mnist", "cifar10", "cifar100", "svhn", "cifar10_c",
-                         "ptb_pos", "sst2", "energy_efficiency", "california_housing")
-
 Loader = Callable[..., DataSplit]
-_LOADERS: dict[str, Loader] = {}
-
-
-def register(name: str) -> Callable[[Loader], Loader]:
-    """Register ``fn(split, *, root, download) -> DataSplit`` under ``name``."""
-
-    def wrap(fn: Loader) -> Loader:
-        _LOADERS[name] = fn
-        return fn
-
-    return wrap
+# The papers' datasets, in the order of :func:`load`'s table.
+REAL_LOADERS: dict[str, Loader] = {**vision.LOADERS, **text.LOADERS, **tabular.LOADERS}
+REAL: tuple[str, ...] = tuple(REAL_LOADERS)
+LOADERS: dict[str, Loader] = {**REAL_LOADERS, **standins.LOADERS}
 
 
 def names() -> list[str]:
     """Every dataset name that :func:`load` accepts: the ten real sets and the stand-ins."""
-    from . import standins, tabular, text, vision  # noqa: F401  (each module registers its loaders)
-
-    return sorted(_LOADERS)
+    return sorted(LOADERS)
 
 
 def load(name: str, split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
@@ -65,63 +59,6 @@ def load(name: str, split: str, *, root: str | Path | None = None, download: boo
     ``digits``, ``shapes_stationary``, ``shapes_diverse``, ``shapes_diverse_c``,
     ``pos_grammar``, ``sentiment_grammar``, ``diabetes``.
     """
-    known = names()
-    if name not in known:
-        raise ValueError(f"name={name!r} is not a dataset; expected one of {', '.join(known)}")
-    if split not in SPLITS:
-        raise ValueError(f"split={split!r} is not a split; expected one of {', '.join(SPLITS)}")
-    return _LOADERS[name](split, root=root, download=download)
-
-
-# task -> (train/val source, test source) in the quick profile
-QUICK_STANDINS: dict[str, tuple[str, str]] = {
-    "mnist": ("digits", "digits"),
-    "fashion_mnist": ("shapes_stationary", "shapes_stationary"),
-    "cifar10": ("shapes_diverse", "shapes_diverse"),
-    "cifar100": ("shapes_diverse", "shapes_diverse"),
-    "svhn": ("shapes_diverse", "shapes_diverse"),
-    "cifar10_c": ("shapes_diverse", "shapes_diverse_c"),
-    "ptb_pos": ("pos_grammar", "pos_grammar"),
-    "sst2": ("sentiment_grammar", "sentiment_grammar"),
-    "energy_efficiency": ("diabetes", "diabetes"),
-    "california_housing": ("diabetes", "diabetes"),
-}
-
-
-def for_profile(task: str, profile: str | None = None, *, root: str | Path | None = None) -> dict[str, DataSplit]:
-    """The ``train``, ``val`` and ``test`` splits for ``task`` in ``profile``.
-
-    ``profile`` None means the active one (:func:`normlab.profile`). ``standard`` and
-    ``paper`` load the real dataset (downloading it if needed); ``quick`` loads its offline
-    stand-in, so notebooks never branch on the network themselves:
-
-    ====================  ============================  =====================================
-    task                  quick-profile stand-in        what it keeps
-    ====================  ============================  =====================================
-    mnist                 digits                        real grey digits, 10 classes
-    fashion_mnist         shapes_stationary             grey, one fixed style, 10 classes
-    cifar10               shapes_diverse                colour, diverse styles, 10 classes
-    cifar100              shapes_diverse                (10 classes, not 100)
-    svhn                  shapes_diverse                colour, diverse backgrounds
-    cifar10_c             shapes_diverse (train, val),  clean training, corrupted test
-                          shapes_diverse_c (test)
-    ptb_pos               pos_grammar                   tagging that needs context
-    sst2                  sentiment_grammar             labels that need negation, order
-    energy_efficiency     diabetes                      small tabular regression
-    california_housing    diabetes                      tabular regression
-    ====================  ============================  =====================================
-
-    ``cifar10_c`` in the standard and paper profiles trains and validates on ``cifar10``
-    and tests on ``cifar10_c``. Every returned split has ``meta["stand_in"]`` set.
-    """
-    from .._runtime import check_profile
-
-    profile = check_profile(profile)
-    if task not in REAL:
-        raise ValueError(f"task={task!r} is not a task; expected one of {', '.join(REAL)}")
-    if profile == "quick":
-        fit_name, test_name = QUICK_STANDINS[task]
-    else:
-        fit_name, test_name = ("cifar10", "cifar10_c") if task == "cifar10_c" else (task, task)
-    return {"train": load(fit_name, "train", root=root), "val": load(fit_name, "val", root=root),
-            "test": load(test_name, "test", root=root)}
+    one_of("name", name, names())
+    check_split(split)
+    return LOADERS[name](split, root=root, download=download)

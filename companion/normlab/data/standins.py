@@ -26,9 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._common import build_vocab, check_split, encode, encode_tags, split_indices
-from .registry import register
-from .tabular import regression_split
+from ._common import build_vocab, check_split, encode, encode_tags, mixed_conditions, regression_split, split_indices
+from .corruptions import CORRUPTIONS, corrupt
 from .types import DataSplit
 
 IMAGE_SIZE = 16
@@ -58,7 +57,6 @@ def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     return (bunch.images / 16.0).astype(np.float32), bunch.target.astype(np.int64)
 
 
-@register("digits")
 def digits(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """scikit-learn's digits: 1,797 real 8x8 grey images of 10 classes, shipped offline.
 
@@ -147,7 +145,6 @@ def _shapes_split(kind: str, split: str) -> DataSplit:
     )
 
 
-@register("shapes_stationary")
 def shapes_stationary(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """Generated grey shapes in one fixed style: 10 shape classes, white on black, centred
     (+-1 px), one size, faint noise. ``(N, 1, 16, 16)`` in [0, 1]; 2,000 / 500 / 1,000
@@ -155,7 +152,6 @@ def shapes_stationary(split: str, *, root: str | Path | None = None, download: b
     return _shapes_split("stationary", split)
 
 
-@register("shapes_diverse")
 def shapes_diverse(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """Generated colour shapes in diverse styles: 10 shape classes at random positions and
     sizes, random foreground/background colours, background textures and noise.
@@ -164,17 +160,13 @@ def shapes_diverse(split: str, *, root: str | Path | None = None, download: bool
     return _shapes_split("diverse", split)
 
 
-@register("shapes_diverse_c")
 def shapes_diverse_c(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """``shapes_diverse`` test images under the corruptions of :func:`normlab.data.corrupt`,
     stand-in for CIFAR-10-C: test only (train/val raise; train on ``shapes_diverse``).
-    Image ``i`` gets the condition of :func:`normlab.data.vision.mixed_conditions` over the
+    Image ``i`` gets the condition of :func:`normlab.data._common.mixed_conditions` over the
     implemented corruptions (every corruption and severity equally often), with
     ``meta["corruption_index"]``, ``meta["severity"]`` and ``meta["corruptions"]`` as for
     ``cifar10_c``. Deterministic (generator seeded 0)."""
-    from .corruptions import CORRUPTIONS, corrupt
-    from .vision import mixed_conditions
-
     check_split(split)
     if split != "test":
         raise ValueError(f"split={split!r}: shapes_diverse_c has only a test split; train on 'shapes_diverse'")
@@ -240,7 +232,6 @@ def _pos_corpus() -> dict[str, list[list[tuple[str, str]]]]:
             for split, n in SENTENCE_COUNTS.items() for rng in [_rng(3, split)]}
 
 
-@register("pos_grammar")
 def pos_grammar(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """Generated part-of-speech tagging corpus from a small probabilistic grammar.
 
@@ -304,7 +295,6 @@ def _sentiment_corpus() -> dict[str, tuple[list[list[str]], np.ndarray]]:
     return corpus
 
 
-@register("sentiment_grammar")
 def sentiment_grammar(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """Generated sentiment sentences whose label needs negation and word order.
 
@@ -330,7 +320,6 @@ def sentiment_grammar(split: str, *, root: str | Path | None = None, download: b
 
 # ---------------------------------------------------------------- diabetes (scikit-learn)
 
-@register("diabetes")
 def diabetes(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """scikit-learn's diabetes regression set (Efron et al. 2004), shipped offline: 442
     patients, 10 features, target a disease-progression score one year on.
@@ -345,3 +334,8 @@ def diabetes(split: str, *, root: str | Path | None = None, download: bool = Tru
     return regression_split("diabetes", split, bunch.data.astype(np.float64), bunch.target.astype(np.float64),
                             {"feature_names": list(bunch.feature_names), "target_names": ["progression"],
                              "source": "sklearn.datasets.load_diabetes", "stand_in": True})
+
+
+LOADERS = {"digits": digits, "shapes_stationary": shapes_stationary, "shapes_diverse": shapes_diverse,
+           "shapes_diverse_c": shapes_diverse_c, "pos_grammar": pos_grammar, "sentiment_grammar": sentiment_grammar,
+           "diabetes": diabetes}

@@ -12,11 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from ._common import check_split, split_indices, standardize
+from ._common import check_split, regression_split
 from ._download import Resource, cache_root, check_reachable, ensure_file
-from .registry import register
 from .types import DataSplit
 
 ENERGY_FEATURES = ["relative_compactness", "surface_area", "wall_area", "roof_area", "overall_height",
@@ -29,19 +27,6 @@ ENERGY = Resource(
 )
 ENERGY_CSV = "ENB2012_data.csv"
 ENERGY_ROWS = 768
-
-
-def regression_split(name: str, split: str, features: np.ndarray, target: np.ndarray, meta: dict) -> DataSplit:
-    """Split rows 70/10/20 (seed 0) and standardise features and target with train statistics."""
-    check_split(split)
-    parts = split_indices(len(target))
-    x_mean, x_std, (x,) = standardize(features[parts["train"]], features[parts[split]])
-    y_mean, y_std, (y,) = standardize(target[parts["train"]], target[parts[split]])
-    return DataSplit(
-        x=torch.from_numpy(x), y=torch.from_numpy(y), task="regression", name=name, split=split,
-        meta={"feature_mean": x_mean.tolist(), "feature_std": x_std.tolist(),
-              "target_mean": float(y_mean), "target_scale": float(y_std), "stand_in": False, **meta},
-    )
 
 
 def read_energy(path: str | Path) -> np.ndarray:
@@ -80,7 +65,6 @@ def _energy_array(root: str, download: bool) -> np.ndarray:
     return array
 
 
-@register("energy_efficiency")
 def energy_efficiency(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """UCI Energy Efficiency (Tsanas & Xifara 2012): 768 simulated buildings, 8 features.
 
@@ -117,7 +101,6 @@ def _california_arrays(root: str, download: bool) -> tuple[np.ndarray, np.ndarra
     return bunch.data.astype(np.float64), bunch.target.astype(np.float64), list(bunch.feature_names)
 
 
-@register("california_housing")
 def california_housing(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """California Housing (Pace & Barry 1997): 20,640 census block groups, 8 features.
 
@@ -132,3 +115,6 @@ def california_housing(split: str, *, root: str | Path | None = None, download: 
     return regression_split("california_housing", split, features, target,
                             {"feature_names": names, "target_names": ["MedHouseVal"],
                              "source": "sklearn.datasets.fetch_california_housing"})
+
+
+LOADERS = {"energy_efficiency": energy_efficiency, "california_housing": california_housing}

@@ -18,7 +18,6 @@ import torch
 
 from ._common import build_vocab, carve_val, check_split, encode, encode_tags
 from ._download import Resource, cache_root, check_reachable, ensure_file, extract
-from .registry import register
 from .types import DataSplit
 
 MIN_FREQ = 2
@@ -117,7 +116,6 @@ def _ptb_sentences(root: str | None, download: bool, wsj: str | None) -> tuple[d
     return words, tags, source
 
 
-@register("ptb_pos")
 def ptb_pos(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """Penn Treebank part-of-speech tagging (Marcus et al. 1993).
 
@@ -174,7 +172,6 @@ def _sst2_sentences(root: str, download: bool) -> tuple[dict, dict]:
     return sentences, labels
 
 
-@register("sst2")
 def sst2(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """SST-2, binary sentence sentiment (Socher et al. 2013), in its GLUE form.
 
@@ -190,3 +187,6 @@ def sst2(split: str, *, root: str | Path | None = None, download: bool = True) -
     sentences, labels = _sst2_sentences(str(cache_root(root)), download)
     return _text_split("sst2", split, sentences, labels,
                        {"classes": ["negative", "positive"], "source": "GLUE SST-2.zip"}, "classification")
+
+
+LOADERS = {"ptb_pos": ptb_pos, "sst2": sst2}

@@ -9,19 +9,24 @@ Splits: every source has a train and a test set. ``val`` is 10 % of the source's
 set chosen by a fixed permutation (seed 0); ``train`` is the other 90 %; ``test`` is the
 source's test set. Downloads use torchvision's URLs and MD5 checksums (CIFAR-10-C: the
 Zenodo record's MD5).
+
+MNIST, Fashion-MNIST, CIFAR and SVHN files are parsed by torchvision's own dataset classes
+with ``download=False``: we download (checksum first, then an atomic rename) and torchvision
+reads, re-checking the MD5 of every CIFAR and SVHN file it opens. CIFAR-10-C has no
+torchvision class and is read with NumPy.
 """
 from __future__ import annotations
 
-import pickle
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from ._common import carve_val, channel_stats, check_split
-from ._download import Resource, cache_root, ensure_file, extract
-from .registry import register
+from .._checks import one_of
+from ._common import SEVERITIES, carve_val, channel_stats, check_split, mixed_conditions
+from ._download import ChecksumError, Resource, cache_root, ensure_file, extract
 from .types import DataSplit
 
 VAL_FRACTION = 0.1
@@ -32,7 +37,6 @@ CIFAR10_C_CORRUPTIONS: tuple[str, ...] = (
     "zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate",
     "jpeg_compression", "speckle_noise", "gaussian_blur", "spatter", "saturate",
 )
-SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 CIFAR10_C = Resource(
     url="https://zenodo.org/records/2535967/files/CIFAR-10-C.tar?download=1",
     filename="CIFAR-10-C.tar",
@@ -62,6 +66,18 @@ def _vision_split(
     )
 
 
+def _parsed(cls: type, root: str | Path, standin: str, **kwargs: Any) -> Any:
+    """``cls(root, download=False, **kwargs)``, a torchvision dataset parsed from files already
+    in place; its "not found or corrupted" RuntimeError becomes a :class:`ChecksumError` that
+    says what to do."""
+    try:
+        return cls(str(root), download=False, **kwargs)
+    except RuntimeError as error:
+        raise ChecksumError(
+            f"torchvision's {cls.__name__} could not read the files in {root} ({error}). Delete them and call "
+            f"load again with download=True, or use the quick-profile stand-in {standin!r}.") from error
+
+
 # ---------------------------------------------------------------- MNIST and Fashion-MNIST
 
 @lru_cache(maxsize=2)
@@ -80,12 +96,11 @@ def _idx_arrays(root: str, dataset: str, download: bool) -> tuple[tuple[np.ndarr
             extract(gz, raw, filename[: -len(".gz")])
     arrays = []
     for train in (True, False):
-        parsed = cls(root, train=train, download=False)
+        parsed = _parsed(cls, root, standin, train=train)
         arrays.append((parsed.data.numpy()[:, None], parsed.targets.numpy().astype(np.int64)))
     return arrays[0], arrays[1]
 
 
-@register("mnist")
 def mnist(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """MNIST (LeCun et al.): 70,000 28x28 grey hand-written digits, 10 classes.
 
@@ -100,7 +115,6 @@ def mnist(split: str, *, root: str | Path | None = None, download: bool = True) 
                          {"source": "torchvision.datasets.MNIST"})
 
 
-@register("fashion_mnist")
 def fashion_mnist(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """Fashion-MNIST (Xiao et al. 2017): 70,000 28x28 grey clothing images, 10 classes.
 
@@ -118,19 +132,10 @@ def fashion_mnist(split: str, *, root: str | Path | None = None, download: bool 
 
 # ---------------------------------------------------------------- CIFAR-10 and CIFAR-100
 
-def _read_cifar_batches(folder: Path, files: list[str], label_key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Read CIFAR python pickle batches: ``data`` (N, 3072) uint8 rows, labels under ``label_key``."""
-    images, labels = [], []
-    for filename in files:
-        with open(folder / filename, "rb") as stream:
-            entry = pickle.load(stream, encoding="latin1")
-        images.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-        labels.append(np.asarray(entry[label_key], dtype=np.int64))
-    return np.concatenate(images), np.concatenate(labels)
-
-
 @lru_cache(maxsize=2)
 def _cifar_arrays(root: str, which: str, download: bool) -> tuple[tuple, tuple, list[str]]:
+    """Train and test arrays ``(N, 3, 32, 32)`` uint8 and labels, parsed by torchvision's
+    CIFAR class from the extracted python batches (downloaded and extracted if needed)."""
     import torchvision.datasets as tvd
 
     cls = {"cifar10": tvd.CIFAR10, "cifar100": tvd.CIFAR100}[which]
@@ -139,19 +144,18 @@ def _cifar_arrays(root: str, which: str, download: bool) -> tuple[tuple, tuple, 
         resource = Resource(url=cls.url, filename=cls.filename, md5=cls.tgz_md5)
         archive = ensure_file(resource, root, download_ok=download, standin="shapes_diverse", verify_existing=True)
         extract(archive, root, cls.base_folder)
-    label_key = "labels" if which == "cifar10" else "fine_labels"
-    train = _read_cifar_batches(folder, [f for f, _ in cls.train_list], label_key)
-    test = _read_cifar_batches(folder, [f for f, _ in cls.test_list], label_key)
-    with open(folder / cls.meta["filename"], "rb") as stream:
-        classes = list(pickle.load(stream, encoding="latin1")[cls.meta["key"]])
-    return train, test, classes
+    parts = [_parsed(cls, root, "shapes_diverse", train=train) for train in (True, False)]
+    # torchvision holds images channels-last (N, 32, 32, 3); ours are channels-first.
+    train, test = ((np.ascontiguousarray(p.data.transpose(0, 3, 1, 2)), np.asarray(p.targets, dtype=np.int64))
+                   for p in parts)
+    return train, test, list(parts[0].classes)
 
 
-@register("cifar10")
 def cifar10(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """CIFAR-10 (Krizhevsky 2009): 60,000 32x32 colour images, 10 classes.
 
-    Source: the python pickle batches ``cifar-10-python.tar.gz`` (torchvision's URL and MD5).
+    Source: the python pickle batches ``cifar-10-python.tar.gz`` (torchvision's URL and MD5),
+    parsed by ``torchvision.datasets.CIFAR10``.
     Splits: train 45,000 / val 5,000 (10 % of the official 50,000, seed 0) / test 10,000.
     Shape ``(N, 3, 32, 32)`` in [0, 1]. Licence: no formal licence; free for research with
     citation of the tech report. Quick-profile stand-in: ``shapes_diverse``.
@@ -161,11 +165,11 @@ def cifar10(split: str, *, root: str | Path | None = None, download: bool = True
     return _vision_split("cifar10", split, train, test, classes, {"source": "cifar-10-python.tar.gz"})
 
 
-@register("cifar100")
 def cifar100(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """CIFAR-100 (Krizhevsky 2009): 60,000 32x32 colour images, 100 fine classes.
 
-    Source: ``cifar-100-python.tar.gz`` (torchvision's URL and MD5); fine labels. Splits:
+    Source: ``cifar-100-python.tar.gz`` (torchvision's URL and MD5), parsed by
+    ``torchvision.datasets.CIFAR100``; fine labels. Splits:
     train 45,000 / val 5,000 (seed 0) / test 10,000. Shape ``(N, 3, 32, 32)`` in [0, 1].
     Licence: as CIFAR-10. Quick-profile stand-in: ``shapes_diverse`` (10 classes, not 100).
     """
@@ -176,37 +180,28 @@ def cifar100(split: str, *, root: str | Path | None = None, download: bool = Tru
 
 # ---------------------------------------------------------------- SVHN
 
-def _read_svhn(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read an SVHN ``*_32x32.mat``: ``X`` (32, 32, 3, N), ``y`` (N, 1) with digit 0 stored as 10."""
-    from scipy.io import loadmat
-
-    mat = loadmat(path)
-    images = np.ascontiguousarray(np.transpose(mat["X"], (3, 2, 0, 1)))
-    labels = mat["y"].astype(np.int64).reshape(-1)
-    labels[labels == 10] = 0
-    return images, labels
-
-
 @lru_cache(maxsize=1)
 def _svhn_arrays(root: str, download: bool) -> tuple[tuple, tuple]:
+    """Train and test arrays of the cropped digits, parsed by torchvision's SVHN class from
+    ``<root>/svhn/*_32x32.mat`` (downloaded if needed); torchvision maps label 10 to 0."""
     import torchvision.datasets as tvd
 
     folder = Path(root) / "svhn"
     arrays = []
     for part in ("train", "test"):
         url, filename, md5 = tvd.SVHN.split_list[part]
-        path = ensure_file(Resource(url=url, filename=filename, md5=md5), folder,
-                           download_ok=download, standin="shapes_diverse")
-        arrays.append(_read_svhn(path))
+        ensure_file(Resource(url=url, filename=filename, md5=md5), folder, download_ok=download, standin="shapes_diverse")
+        parsed = _parsed(tvd.SVHN, folder, "shapes_diverse", split=part)
+        arrays.append((np.ascontiguousarray(parsed.data), np.asarray(parsed.labels, dtype=np.int64).reshape(-1)))
     return arrays[0], arrays[1]
 
 
-@register("svhn")
 def svhn(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """SVHN (Netzer et al. 2011), cropped digits: 32x32 colour house-number digits, 10 classes.
 
     Source: ``train_32x32.mat`` and ``test_32x32.mat`` in ``<root>/svhn/`` (torchvision's
-    URLs and MD5s; the 531,131 "extra" images are not used). Label 10 (digit 0) becomes 0.
+    URLs and MD5s; the 531,131 "extra" images are not used), parsed by
+    ``torchvision.datasets.SVHN``. Label 10 (digit 0) becomes 0.
     Splits: train 65,931 / val 7,326 (10 % of 73,257, seed 0) / test 26,032. Shape
     ``(N, 3, 32, 32)`` in [0, 1]. Licence: non-commercial use only.
     Quick-profile stand-in: ``shapes_diverse``.
@@ -229,14 +224,6 @@ def _cifar10_c_folder(root: str | Path | None, download: bool) -> Path:
     return folder
 
 
-def _check_condition(corruption: str, severity: int) -> None:
-    if corruption not in CIFAR10_C_CORRUPTIONS:
-        raise ValueError(f"corruption={corruption!r} is not a CIFAR-10-C corruption; expected one of "
-                         f"{', '.join(CIFAR10_C_CORRUPTIONS)}")
-    if severity not in SEVERITIES:
-        raise ValueError(f"severity={severity!r} must be an int in 1..5")
-
-
 def load_cifar10_c(corruption: str, severity: int, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """The 10,000 CIFAR-10 test images under one corruption at one severity (1..5).
 
@@ -244,7 +231,8 @@ def load_cifar10_c(corruption: str, severity: int, *, root: str | Path | None = 
     ``(severity-1)*10000 .. severity*10000``) and ``labels.npy``. Shape ``(10000, 3, 32, 32)``
     in [0, 1].
     """
-    _check_condition(corruption, severity)
+    one_of("corruption", corruption, CIFAR10_C_CORRUPTIONS)
+    one_of("severity", severity, SEVERITIES)
     folder = _cifar10_c_folder(root, download)
     data = np.load(folder / f"{corruption}.npy", mmap_mode="r")
     labels = np.load(folder / "labels.npy")
@@ -260,15 +248,6 @@ def load_cifar10_c(corruption: str, severity: int, *, root: str | Path | None = 
     )
 
 
-def mixed_conditions(n: int, corruptions: tuple[str, ...] = CIFAR10_C_CORRUPTIONS) -> tuple[np.ndarray, np.ndarray]:
-    """Condition of each row of a mixed corrupted test split: row ``i`` gets corruption
-    ``corruptions[(i // 5) % len(corruptions)]`` at severity ``i % 5 + 1``, so every
-    (corruption, severity) pair appears equally often (up to rounding)."""
-    rows = np.arange(n)
-    return (rows // len(SEVERITIES)) % len(corruptions), rows % len(SEVERITIES) + 1
-
-
-@register("cifar10_c")
 def cifar10_c(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
     """CIFAR-10-C (Hendrycks & Dietterich 2019): the CIFAR-10 test set under 19 corruptions
     at 5 severities (950,000 images). A test-only set: ``train``/``val`` raise ValueError
@@ -279,7 +258,8 @@ def cifar10_c(split: str, *, root: str | Path | None = None, download: bool = Tr
 
     ``load("cifar10_c", "test")`` returns one mixed split of 10,000 images, the same size as
     the CIFAR-10 test set: test image ``i`` under the condition given by
-    :func:`mixed_conditions` (every corruption and severity equally often), with
+    :func:`normlab.data._common.mixed_conditions` (every corruption and severity equally
+    often), with
     ``meta["corruption_index"]`` and ``meta["severity"]`` (long tensors, one entry per
     row, in load order) and ``meta["corruptions"]``. Its accuracy estimates the benchmark's
     mean over corruptions and severities. For one exact condition use
@@ -291,7 +271,7 @@ def cifar10_c(split: str, *, root: str | Path | None = None, download: bool = Tr
     folder = _cifar10_c_folder(root, download)
     labels = np.load(folder / "labels.npy")
     per = len(labels) // len(SEVERITIES)
-    corruption_index, severity = mixed_conditions(per)
+    corruption_index, severity = mixed_conditions(per, CIFAR10_C_CORRUPTIONS)
     images = np.empty((per, 3, 32, 32), dtype=np.uint8)
     for c, corruption in enumerate(CIFAR10_C_CORRUPTIONS):
         data = np.load(folder / f"{corruption}.npy", mmap_mode="r")
@@ -306,3 +286,7 @@ def cifar10_c(split: str, *, root: str | Path | None = None, download: bool = Tr
               "row_keys": ("corruption_index", "severity"), "corruption_index": torch.from_numpy(corruption_index), "severity": torch.from_numpy(severity),
               "source": "Zenodo 2535967 CIFAR-10-C.tar", "stand_in": False},
     )
+
+
+LOADERS = {"mnist": mnist, "fashion_mnist": fashion_mnist, "cifar10": cifar10, "cifar100": cifar100, "svhn": svhn,
+           "cifar10_c": cifar10_c}

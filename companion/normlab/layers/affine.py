@@ -20,15 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import one_of, positive_ints, positive_number
+
 __all__ = ["AffineLikeLinear", "NormLikeLinear", "PatchNormConv2d", "L2Norm", "Gain", "PATCHNORM_MODES"]
 
 PATCHNORM_MODES: tuple[str, ...] = ("affine", "norm")
-
-
-def _check_positive(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def _inverse_norm(sq_norm: Tensor, eps: float) -> Tensor:
@@ -70,7 +66,7 @@ class AffineLikeLinear(nn.Linear):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
-        _check_positive(in_features=in_features, out_features=out_features)
+        positive_ints(in_features=in_features, out_features=out_features)
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -103,9 +99,8 @@ class NormLikeLinear(nn.Linear):
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None,
                  *, eps: float = 1e-12) -> None:
-        _check_positive(in_features=in_features, out_features=out_features)
-        if not eps > 0:
-            raise ValueError(f"eps must be positive, got {eps!r}")
+        positive_ints(in_features=in_features, out_features=out_features)
+        positive_number("eps", eps)
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.eps = eps
 
@@ -145,8 +140,7 @@ class L2Norm(nn.Module):
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
         if not dims or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
             raise TypeError(f"dim must be an int or a non-empty sequence of ints, got {dim!r}")
-        if not eps > 0:
-            raise ValueError(f"eps must be positive, got {eps!r}")
+        positive_number("eps", eps)
         self.dim = dims
         self.eps = eps
 
@@ -180,7 +174,7 @@ class Gain(nn.Module):
     def __init__(self, num_features: int, init: float = 1.0,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        _check_positive(num_features=num_features)
+        positive_ints(num_features=num_features)
         self.num_features = num_features
         self.init = float(init)
         self.weight = nn.Parameter(torch.empty(num_features, device=device, dtype=dtype))
@@ -231,13 +225,11 @@ class PatchNormConv2d(nn.Conv2d):
                  groups: int = 1, padding_mode: str = "zeros",
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None,
                  *, eps: float = 1e-12) -> None:
-        _check_positive(in_channels=in_channels, out_channels=out_channels)
-        if mode not in PATCHNORM_MODES:
-            raise ValueError(f"mode must be one of {PATCHNORM_MODES}, got {mode!r}")
+        positive_ints(in_channels=in_channels, out_channels=out_channels)
+        one_of("mode", mode, PATCHNORM_MODES)
         if groups != 1:
             raise ValueError(f"groups must be 1 (a patch spans every input channel), got {groups!r}")
-        if not eps > 0:
-            raise ValueError(f"eps must be positive, got {eps!r}")
+        positive_number("eps", eps)
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
                          dilation=dilation, groups=1, bias=bias, padding_mode=padding_mode,
                          device=device, dtype=dtype)

@@ -1,0 +1,86 @@
+"""Which datasets load for a task in a profile: the one table every experiment reads.
+
+A *task* is one of the papers' datasets (:data:`normlab.data.REAL`). In the offline
+profiles (``quick``, ``cpu``) it is served by its stand-in; in ``standard`` and ``paper``
+by the real dataset. :data:`SOURCES` maps every ``(task, profile)`` pair to the
+:class:`Source` that loads, and :func:`for_profile` loads it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._checks import one_of
+from .._runtime import PROFILES, check_profile
+from .registry import REAL, load
+from .types import DataSplit
+
+# Profiles that run on a CPU without a network, on the offline stand-ins.
+OFFLINE_PROFILES: tuple[str, ...] = ("quick", "cpu")
+
+
+@dataclass(frozen=True)
+class Source:
+    """The datasets behind one task in one profile: ``fit`` for the train and val splits,
+    ``test`` for the test split (different only for the corrupted test sets)."""
+
+    fit: str
+    test: str
+
+
+_STANDINS: dict[str, Source] = {
+    "mnist": Source("digits", "digits"),
+    "fashion_mnist": Source("shapes_stationary", "shapes_stationary"),
+    "cifar10": Source("shapes_diverse", "shapes_diverse"),
+    "cifar100": Source("shapes_diverse", "shapes_diverse"),
+    "svhn": Source("shapes_diverse", "shapes_diverse"),
+    "cifar10_c": Source("shapes_diverse", "shapes_diverse_c"),
+    "ptb_pos": Source("pos_grammar", "pos_grammar"),
+    "sst2": Source("sentiment_grammar", "sentiment_grammar"),
+    "energy_efficiency": Source("diabetes", "diabetes"),
+    "california_housing": Source("diabetes", "diabetes"),
+}
+# CIFAR-10-C is a test set only: train and validate on clean CIFAR-10.
+_REAL: dict[str, Source] = {task: Source("cifar10" if task == "cifar10_c" else task, task) for task in REAL}
+
+SOURCES: dict[tuple[str, str], Source] = {
+    (task, profile): (_STANDINS if profile in OFFLINE_PROFILES else _REAL)[task]
+    for task in REAL for profile in PROFILES
+}
+
+
+def source(task: str, profile: str | None = None) -> Source:
+    """The :class:`Source` of ``task`` in ``profile`` (None: the active profile)."""
+    one_of("task", task, REAL)
+    return SOURCES[task, check_profile(profile)]
+
+
+def for_profile(task: str, profile: str | None = None, *, root: str | Path | None = None) -> dict[str, DataSplit]:
+    """The ``train``, ``val`` and ``test`` splits for ``task`` in ``profile``.
+
+    ``profile`` None means the active one (:func:`normlab.profile`). ``standard`` and
+    ``paper`` load the real dataset (downloading it if needed); ``quick`` and ``cpu`` load
+    its offline stand-in, so notebooks never branch on the network themselves:
+
+    ====================  ============================  =====================================
+    task                  quick and cpu stand-in        what it keeps
+    ====================  ============================  =====================================
+    mnist                 digits                        real grey digits, 10 classes
+    fashion_mnist         shapes_stationary             grey, one fixed style, 10 classes
+    cifar10               shapes_diverse                colour, diverse styles, 10 classes
+    cifar100              shapes_diverse                (10 classes, not 100)
+    svhn                  shapes_diverse                colour, diverse backgrounds
+    cifar10_c             shapes_diverse (train, val),  clean training, corrupted test
+                          shapes_diverse_c (test)
+    ptb_pos               pos_grammar                   tagging that needs context
+    sst2                  sentiment_grammar             labels that need negation, order
+    energy_efficiency     diabetes                      small tabular regression
+    california_housing    diabetes                      tabular regression
+    ====================  ============================  =====================================
+
+    ``cifar10_c`` in the standard and paper profiles trains and validates on ``cifar10``
+    and tests on ``cifar10_c``. Every returned split has ``meta["stand_in"]`` set.
+    """
+    chosen = source(task, profile)
+    return {"train": load(chosen.fit, "train", root=root), "val": load(chosen.fit, "val", root=root),
+            "test": load(chosen.test, "test", root=root)}
