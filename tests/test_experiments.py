@@ -108,7 +108,7 @@ def test_part1_declarations() -> None:
         for profile in exp.profiles:
             grid = exp.grid(profile)
             assert len(grid.axes["lr"]) >= 3, "normalisers must be compared at their own learning rates"
-            assert set(grid.axes["normaliser"]) == {"none", "batchnorm", "layernorm", "rmsnorm", "norm_like",
+            assert set(grid.axes["normaliser"]) == {"none", "batchnorm", "layernorm", "rmsnorm", "l2", "norm_like",
                                                     "affine_like"}
             budget = grid.axes.get("budget", [grid.fixed.get("budget")])
             assert set(budget) <= {"fixed_epochs", "fixed_steps", "scaled_lr"} and None not in budget
