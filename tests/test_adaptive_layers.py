@@ -1,4 +1,4 @@
-"""Part II normalisers: DyT, AdaNorm, FiLMNorm, NormSelector, AutoNorm and the name table."""
+"""Part II normalisers: DyT, AdaNorm, FiLMNorm, NormSelector, AutoNorm and ``norm_layer`` by name."""
 from __future__ import annotations
 
 import math
@@ -10,18 +10,17 @@ from scipy import stats
 from torch import nn
 
 from normlab.layers import (
-    NORM_LAYERS,
     AdaNorm,
     AutoNorm,
     DyT,
     FiLMNorm,
     NormSelector,
     gumbel_softmax,
-    norm_layer,
     sample_gumbel,
     token_pool,
 )
 from normlab.gates import gate_entropy
+from normlab.normalisers import NORMALISERS, PART2, norm_layer
 
 
 def _randomise(module: nn.Module, seed: int = 0) -> None:
@@ -341,16 +340,19 @@ def test_gradcheck_dyt_parameters() -> None:
 
 # --- the name table and errors -----------------------------------------------------------
 
-def test_name_table() -> None:
-    assert set(NORM_LAYERS) == {"layernorm", "frozen_ln", "dyt", "adanorm", "film", "autonorm", "autonorm_random"}
+def test_norm_layer_by_name() -> None:
+    drop_ins = {"layernorm", "rmsnorm", "l2", *PART2}
+    assert {name for name, entry in NORMALISERS.items() if entry.drop_in} == drop_ins
     assert type(norm_layer("frozen_ln")(8)) is nn.LayerNorm
     assert norm_layer("autonorm_random")(8).selector is None
     assert norm_layer("autonorm", tau=0.2)(8).selector.tau == 0.2
-    for name in NORM_LAYERS:
+    assert isinstance(norm_layer("autonorm_s")(8), AutoNorm)  # AutoNorm-S is a schedule on the autonorm layer
+    for name in drop_ins:
         layer = norm_layer(name)((2, 3))
         assert layer(torch.randn(4, 5, 2, 3)).shape == (4, 5, 2, 3)
-    with pytest.raises(ValueError, match="unknown"):
-        norm_layer("batchnorm")
+    for name in ("batchnorm", "none", "norm_like", "groupnorm"):  # no drop-in norm layer, or not registered
+        with pytest.raises(ValueError, match=f"norm_layer name='{name}' is not known"):
+            norm_layer(name)
 
 
 def test_bad_arguments_raise_clear_errors() -> None:

@@ -1,4 +1,4 @@
-"""normlab.models.MLP: structure, factories and Part I's normaliser table."""
+"""normlab.models.MLP: structure, factories and Part I's normalisers by name."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,8 @@ import torch
 from torch import nn
 
 import normlab
-from normlab.models import MLP, MLPConfig, PART1_NORMALISERS, mlp_for
+from normlab.layers import AffineLikeLinear, L2Norm, NormLikeLinear
+from normlab.models import MLP, MLPConfig, mlp_for
 
 
 def test_structure_and_order() -> None:
@@ -59,15 +60,22 @@ def test_torch_normalisers(normaliser: str, norm_type: type | None) -> None:
     assert model(torch.randn(5, 1, 8, 8)).shape == (5, 10)
 
 
-@pytest.mark.parametrize("normaliser, layer_name", [("norm_like", "NormLikeLinear"), ("affine_like", "AffineLikeLinear")])
-def test_corrected_layers(normaliser: str, layer_name: str) -> None:
-    layers = pytest.importorskip("normlab.layers")
-    if not hasattr(layers, layer_name):
-        pytest.skip(f"normlab.layers has no {layer_name} yet")
+@pytest.mark.parametrize("normaliser, layer_type", [("norm_like", NormLikeLinear), ("affine_like", AffineLikeLinear)])
+def test_corrected_layers(normaliser: str, layer_type: type) -> None:
     model = mlp_for(normaliser, in_features=64, num_classes=10, width=16, depth=2)
-    corrected = [m for m in model.modules() if isinstance(m, getattr(layers, layer_name))]
+    corrected = [m for m in model.modules() if isinstance(m, layer_type)]
     assert len(corrected) == 3  # two hidden layers and the head
+    assert not any(isinstance(m, (nn.LayerNorm, nn.BatchNorm1d, L2Norm)) for m in model.modules())
     assert model(torch.randn(5, 64)).shape == (5, 10)
+
+
+def test_l2_divides_each_sample_by_its_norm() -> None:
+    model = mlp_for("l2", in_features=12, num_classes=3, width=6, depth=1).double()
+    assert [type(m) for m in model.hidden] == [nn.Linear, L2Norm, nn.Tanh]
+    x = torch.randn(5, 12, dtype=torch.float64)
+    z = model.hidden[0](x)
+    torch.testing.assert_close(model.hidden[1](z), z / z.norm(dim=1, keepdim=True), rtol=1e-12, atol=0)
+    assert not list(model.hidden[1].parameters())
 
 
 def test_unknown_normaliser_and_setting() -> None:
@@ -75,4 +83,5 @@ def test_unknown_normaliser_and_setting() -> None:
         mlp_for("groupnorm", in_features=4, num_classes=2)
     with pytest.raises(TypeError, match="dropout"):
         mlp_for("none", in_features=4, num_classes=2, dropout=0.1)
-    assert set(PART1_NORMALISERS) == {"none", "batchnorm", "layernorm", "rmsnorm", "norm_like", "affine_like"}
+    with pytest.raises(ValueError, match="normaliser='dyt'"):  # a Part II name: not an MLP normaliser
+        mlp_for("dyt", in_features=4, num_classes=2)

@@ -10,7 +10,8 @@ from torch import nn
 
 from normlab.data import IGNORE_INDEX, PAD_ID
 from normlab.gates import autonorm_layers
-from normlab.layers import AutoNorm, FiLMNorm, norm_layer
+from normlab.layers import AutoNorm, FiLMNorm
+from normlab.normalisers import norm_layer
 from normlab.models import (
     DropPath,
     LayerScale,
@@ -99,7 +100,7 @@ def test_named_configs() -> None:
     rates = [block.drop_path.p for block in model.encoder.blocks]
     assert rates == pytest.approx([0.1 * i / 7 for i in range(8)])
     assert all(block.ls1.gamma.eq(1e-4).all() for block in model.encoder.blocks)
-    with pytest.raises(ValueError, match="unknown"):
+    with pytest.raises(ValueError, match="'vit_huge' is not known"):
         vit_config("vit_huge")
 
 
@@ -183,7 +184,7 @@ def test_bad_arguments_raise_clear_errors() -> None:
         TabularTransformer(TabularConfig(num_features=3, **TINY))(torch.randn(2, 4))
     with pytest.raises(ValueError, match="drop_path"):
         ViTConfig(drop_path=1.0)
-    with pytest.raises(ValueError, match="unknown"):
+    with pytest.raises(ValueError, match="'groupnorm' is not known"):
         ViTLite(norm_layer="groupnorm")
     with pytest.raises(TypeError, match="norm_layer"):
         ViTLite(norm_layer=3)

@@ -4,6 +4,8 @@
 - :func:`gumbel_grad_moments` / :func:`gumbel_grad_variance`: the mean and variance of the
   reparameterised gradient as a function of the temperature, measured by sampling;
   :func:`categorical_grad` is the exact gradient it estimates as :math:`\\tau \\to 0`.
+- :class:`GateAverages`: per-layer means of the gate probabilities and entropy over training
+  steps, the one accumulator both callbacks below use.
 - :class:`GateTelemetry`: a callback recording, per AutoNorm layer and epoch, the gate
   probabilities, their entropy and a running estimate of the selector's gradient variance and
   signal-to-noise ratio.
@@ -12,16 +14,18 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 from torch import nn
 
+from ._checks import one_of, positive_int, positive_number
 from .callbacks import Callback, TrainState
-from .layers.adaptive import CANDIDATES, AutoNorm, gumbel_softmax, sample_gumbel
+from .layers.gate import CANDIDATES, AutoNorm, gumbel_softmax, sample_gumbel
 
 __all__ = [
     "AutoNormS",
+    "GateAverages",
     "GateTelemetry",
     "autonorm_layers",
     "categorical_grad",
@@ -132,6 +136,44 @@ def gumbel_grad_variance(
     return gumbel_grad_moments(logits, tau, n, values=values, hard=hard, generator=generator)[1].sum().item()
 
 
+class GateAverages:
+    """Per-layer means, over training steps, of each AutoNorm gate's probabilities and entropy.
+
+    :meth:`add` counts one step and sums, for every layer with gate probabilities
+    (``last_probs``; pinned layers have none), the batch means of the probabilities and of
+    their entropy, in float32. :meth:`means` divides the sums by the steps counted.
+    """
+
+    def __init__(self) -> None:
+        self.sums: dict[str, torch.Tensor] = {}
+        self.steps = 0
+
+    def reset(self) -> None:
+        self.sums, self.steps = {}, 0
+
+    def add(self, layers: Iterable[tuple[str, AutoNorm]]) -> None:
+        self.steps += 1
+        for name, layer in layers:
+            if layer.last_probs is None:
+                continue
+            probs = layer.last_probs.float()
+            row = torch.cat([probs.mean(dim=0), gate_entropy(probs).mean().reshape(1)])
+            self.sums[name] = self.sums[name] + row if name in self.sums else row
+
+    def means(self) -> dict[str, dict[str, float]]:
+        """Per layer: ``p_<candidate>`` for each of :data:`CANDIDATES`, and ``entropy`` (nats)."""
+        keys = [f"p_{c}" for c in CANDIDATES] + ["entropy"]
+        return {name: {key: total / self.steps for key, total in zip(keys, sums.tolist())}
+                for name, sums in self.sums.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"sums": {n: s.detach().cpu().clone() for n, s in self.sums.items()}, "steps": self.steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sums = {n: s.clone() for n, s in state["sums"].items()}
+        self.steps = int(state["steps"])
+
+
 class GateTelemetry(Callback):
     r"""Record what every AutoNorm gate does, per layer and epoch.
 
@@ -156,12 +198,12 @@ class GateTelemetry(Callback):
         self.beta = float(beta)
         self.records: list[dict[str, Any]] = []
         self._moments: dict[str, dict[str, Any]] = {}
-        self._sums: dict[str, torch.Tensor] = {}
-        self._steps = 0
+        self._averages = GateAverages()
         self._with_grad: set[str] = set()
 
     def on_epoch_start(self, state: TrainState) -> None:
-        self._sums, self._steps, self._with_grad = {}, 0, set()
+        self._averages.reset()
+        self._with_grad = set()
 
     def on_after_backward(self, state: TrainState) -> None:
         for name, layer in autonorm_layers(state.model):
@@ -176,13 +218,7 @@ class GateTelemetry(Callback):
             self._with_grad.add(name)
 
     def on_step_end(self, state: TrainState) -> None:
-        self._steps += 1
-        for name, layer in autonorm_layers(state.model):
-            if layer.last_probs is None:
-                continue
-            probs = layer.last_probs.float()
-            row = torch.cat([probs.mean(dim=0), gate_entropy(probs).mean().reshape(1)])
-            self._sums[name] = self._sums.get(name, torch.zeros_like(row)) + row
+        self._averages.add(autonorm_layers(state.model))
 
     def gradient_stats(self, name: str) -> tuple[float, float]:
         """``(grad_var, snr)`` of one layer's selector gradient so far (NaN before any gradient)."""
@@ -197,27 +233,22 @@ class GateTelemetry(Callback):
         return var.mean().item(), snr
 
     def on_epoch_end(self, state: TrainState) -> None:
+        means = self._averages.means()
         for name, _ in autonorm_layers(state.model):
-            if name not in self._sums:
+            if name not in means:
                 continue
-            means = (self._sums[name] / self._steps).tolist()
             grad_var, snr = self.gradient_stats(name) if name in self._with_grad else (math.nan, math.nan)
-            row = {"epoch": state.epoch, "layer": name}
-            row.update({f"p_{c}": means[i] for i, c in enumerate(CANDIDATES)})
-            row.update({"entropy": means[-1], "grad_var": grad_var, "snr": snr})
-            self.records.append(row)
+            self.records.append({"epoch": state.epoch, "layer": name, **means[name], "grad_var": grad_var, "snr": snr})
 
     def state_dict(self) -> dict[str, Any]:
         moments = {n: {"m1": m["m1"].clone(), "m2": m["m2"].clone(), "t": m["t"]} for n, m in self._moments.items()}
-        return {"records": [dict(r) for r in self.records], "moments": moments,
-                "sums": {n: s.detach().cpu().clone() for n, s in self._sums.items()}, "steps": self._steps,
+        return {"records": [dict(r) for r in self.records], "moments": moments, "averages": self._averages.state_dict(),
                 "with_grad": sorted(self._with_grad)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.records = [dict(r) for r in state["records"]]
         self._moments = {n: {"m1": m["m1"].clone(), "m2": m["m2"].clone(), "t": m["t"]} for n, m in state["moments"].items()}
-        self._sums = {n: s.clone() for n, s in state["sums"].items()}
-        self._steps = state["steps"]
+        self._averages.load_state_dict(state["averages"])
         self._with_grad = set(state["with_grad"])
 
 
@@ -244,25 +275,20 @@ class AutoNormS(Callback):
 
     def __init__(self, t_freeze: int = 10, eps_h: float = 0.1, *, tau: float | None = 0.5,
                  per_layer: bool = False, rule: str = "high") -> None:
-        if isinstance(t_freeze, bool) or not isinstance(t_freeze, int) or t_freeze < 1:
-            raise ValueError(f"t_freeze (T_freeze) must be an int >= 1, got {t_freeze!r}")
+        positive_int("t_freeze", t_freeze)
         max_entropy = math.log(len(CANDIDATES))
         if not isinstance(eps_h, (int, float)) or not 0.0 <= eps_h <= max_entropy:
             raise ValueError(f"eps_h (eps_H) must lie in [0, ln {len(CANDIDATES)}] = [0, {max_entropy:.4f}], got {eps_h!r}")
-        if rule not in FREEZE_RULES:
-            raise ValueError(f"rule={rule!r} is not a freezing rule; expected one of {', '.join(FREEZE_RULES)}")
-        if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau > 0):
-            raise ValueError(f"tau must be a float > 0 or None, got {tau!r}")
+        one_of("rule", rule, FREEZE_RULES)
         self.t_freeze = t_freeze
         self.eps_h = float(eps_h)
-        self.tau = None if tau is None else float(tau)
+        self.tau = None if tau is None else positive_number("tau", tau)
         self.per_layer = bool(per_layer)
         self.rule = rule
         self.entropy_records: list[dict[str, Any]] = []
         self.frozen: list[str] = []
         self.decided = False
-        self._sums: dict[str, torch.Tensor] = {}
-        self._steps = 0
+        self._averages = GateAverages()
 
     def _layers(self, model: nn.Module) -> list[tuple[str, AutoNorm]]:
         return [(name, layer) for name, layer in autonorm_layers(model) if layer.selector is not None]
@@ -284,7 +310,7 @@ class AutoNormS(Callback):
 
     def on_epoch_start(self, state: TrainState) -> None:
         if state.epoch <= self.t_freeze:
-            self._sums, self._steps = {}, 0
+            self._averages.reset()
 
     def on_after_backward(self, state: TrainState) -> None:
         for name, layer in self._layers(state.model):
@@ -293,17 +319,13 @@ class AutoNormS(Callback):
                     param.grad = None
 
     def on_step_end(self, state: TrainState) -> None:
-        if state.epoch > self.t_freeze:
-            return
-        self._steps += 1
-        for name, layer in self._layers(state.model):
-            if layer.last_probs is not None:
-                self._sums[name] = self._sums.get(name, 0.0) + gate_entropy(layer.last_probs).mean()
+        if state.epoch <= self.t_freeze:
+            self._averages.add(self._layers(state.model))
 
     def on_epoch_end(self, state: TrainState) -> None:
-        if state.epoch > self.t_freeze or self._steps == 0:
+        if state.epoch > self.t_freeze or self._averages.steps == 0:
             return
-        layers = {name: float(total) / self._steps for name, total in self._sums.items()}
+        layers = {name: means["entropy"] for name, means in self._averages.means().items()}
         mean = sum(layers.values()) / len(layers) if layers else math.nan
         self.entropy_records.append({"epoch": state.epoch, "mean": mean, "layers": layers})
         if state.epoch == self.t_freeze and not self.decided:
@@ -322,13 +344,11 @@ class AutoNormS(Callback):
             "entropy_records": [dict(r, layers=dict(r["layers"])) for r in self.entropy_records],
             "frozen": list(self.frozen),
             "decided": self.decided,
-            "sums": {name: float(total) for name, total in self._sums.items()},
-            "steps": self._steps,
+            "averages": self._averages.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.entropy_records = [dict(r, layers=dict(r["layers"])) for r in state["entropy_records"]]
         self.frozen = list(state["frozen"])
         self.decided = bool(state["decided"])
-        self._sums = {name: torch.tensor(total, dtype=torch.float32) for name, total in state["sums"].items()}
-        self._steps = int(state["steps"])
+        self._averages.load_state_dict(state["averages"])

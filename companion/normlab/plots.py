@@ -4,14 +4,16 @@
 - :func:`metric_vs`: a summary metric against a swept variable, 95 % CI error bars.
 - :func:`heatmap`: an annotated table of numbers.
 
-Each normaliser keeps its colour in every chapter (:data:`COLOURS`, :func:`colour`).
-Nothing here calls ``plt.show``; notebooks display the returned figure.
+Every figure of the book, these and :mod:`normlab.plots_theory`'s, is drawn in one style
+(:func:`style`, :func:`new_figure`) with one colour-blind-safe palette
+(:data:`normlab.normalisers.PALETTE`): each normaliser keeps its registered colour and label
+in every chapter (:func:`colours`, :func:`label`). Figures are built without pyplot, so
+nothing here calls ``plt.show`` or leaves a figure open; notebooks display the returned figure.
 """
 from __future__ import annotations
 
-import hashlib
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import matplotlib
 import numpy as np
@@ -19,24 +21,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-COLOURS: dict[str, str] = {
-    "none": "#7f7f7f",
-    "batchnorm": "#1f77b4",
-    "layernorm": "#2ca02c",
-    "rmsnorm": "#17becf",
-    "l2norm": "#bcbd22",
-    "norm_like": "#ff7f0e",
-    "affine_like": "#d62728",
-    "patchnorm": "#9467bd",
-    "dyt": "#8c564b",
-    "adanorm": "#e377c2",
-    "film": "#aec7e8",
-    "frozen_ln": "#98df8a",
-    "random_selector": "#c5b0d5",
-    "autonorm": "#ff9896",
-    "autonorm_s": "#9b1b30",
-}
-_EXTRA = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354")
+from . import normalisers
+from .normalisers import PALETTE
 
 STYLE: dict[str, Any] = {
     "figure.dpi": 110,
@@ -50,19 +36,28 @@ STYLE: dict[str, Any] = {
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
+    "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
 }
 
 
-def colour(name: str) -> str:
-    """The colour of a normaliser (or any label): fixed for known names, stable otherwise."""
-    if name in COLOURS:
-        return COLOURS[name]
-    digest = int(hashlib.sha256(name.encode()).hexdigest(), 16)
-    return _EXTRA[digest % len(_EXTRA)]
+def colours(names: Iterable[Any]) -> dict[Any, str]:
+    """A colour for each of ``names``, all distinct when the palette allows.
+
+    Registered normalisers get their registered colour; any other name (an optimiser, a
+    budget) gets the next palette colour that no name of this figure has, in order.
+    """
+    names = list(dict.fromkeys(names))
+    fixed = {n: normalisers.colour(n) for n in names if isinstance(n, str) and n in normalisers.NORMALISERS}
+    spare = [c for c in PALETTE if c not in fixed.values()] or list(PALETTE)
+    others = [n for n in names if n not in fixed]
+    return {n: fixed[n] if n in fixed else spare[others.index(n) % len(spare)] for n in names}
 
 
-def label(name: str) -> str:
-    """A display name: ``affine_like`` -> ``affine-like``."""
+def label(name: Any) -> str:
+    """A display name: a normaliser's registered label (``affine_like`` -> ``affine-like``,
+    ``layernorm`` -> ``LayerNorm``); any other name with ``_`` shown as ``-``."""
+    if isinstance(name, str) and name in normalisers.NORMALISERS:
+        return normalisers.label(name)
     return str(name).replace("_", "-")
 
 
@@ -73,9 +68,14 @@ def style() -> Iterator[None]:
         yield
 
 
-def _new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (5.0, 3.6)) -> tuple[Figure, np.ndarray]:
+def new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (5.0, 3.6),
+               **subplots: Any) -> tuple[Figure, np.ndarray]:
+    """A pyplot-free figure with an ``(nrows, ncols)`` array of axes, each panel ``size`` inches.
+
+    Call it inside :func:`style`; ``subplots`` go to ``Figure.subplots`` (e.g. ``sharey``).
+    """
     figure = Figure(figsize=(size[0] * ncols, size[1] * nrows), layout="constrained")
-    axes = figure.subplots(nrows, ncols, squeeze=False)
+    axes = figure.subplots(nrows, ncols, squeeze=False, **subplots)
     return figure, axes
 
 
@@ -98,8 +98,9 @@ def training_curves(runs: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], k
     to the shortest.
     """
     with style():
-        figure, axes = _new_figure()
+        figure, axes = new_figure()
         ax = axes[0, 0]
+        palette = colours(runs)
         for name, histories in runs.items():
             if not histories:
                 continue
@@ -107,8 +108,8 @@ def training_curves(runs: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], k
             curves = np.array([[float(r[key]) for r in h[:length]] for h in histories])
             epochs = np.array([r["epoch"] for r in histories[0][:length]])
             mean, half = _mean_band(curves)
-            ax.plot(epochs, mean, color=colour(name), label=f"{label(name)} (n={len(histories)})")
-            ax.fill_between(epochs, mean - half, mean + half, color=colour(name), alpha=0.2, linewidth=0)
+            ax.plot(epochs, mean, color=palette[name], label=f"{label(name)} (n={len(histories)})")
+            ax.fill_between(epochs, mean - half, mean + half, color=palette[name], alpha=0.2, linewidth=0)
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel or label(key))
         if logy:
@@ -128,15 +129,16 @@ def metric_vs(table: pd.DataFrame, x: str, *, y: str = "mean", err: str | None =
     point. ``col`` makes one panel per value. ``logx`` uses a log axis of ``base``.
     """
     panels = sorted(table[col].unique(), key=str) if col else [None]
+    palette = colours(table[hue].unique())
     with style():
-        figure, axes = _new_figure(ncols=len(panels))
+        figure, axes = new_figure(ncols=len(panels))
         for ax, panel in zip(axes[0], panels):
             part = table if panel is None else table[table[col] == panel]
             for name, rows in part.groupby(hue, sort=False):
                 rows = rows.sort_values(x)
                 yerr = rows[err].fillna(0.0).to_numpy() if err else None
                 ax.errorbar(rows[x], rows[y], yerr=yerr, marker="o", markersize=4, capsize=3,
-                            color=colour(str(name)), label=label(name))
+                            color=palette[name], label=label(name))
             if logx:
                 ax.set_xscale("log", base=base)
             if logy:
@@ -160,7 +162,7 @@ def heatmap(table: pd.DataFrame, *, fmt: str = ".2f", cmap: str = "viridis", ann
     """An annotated heatmap of a numeric table (rows x columns as in ``table``)."""
     values = table.to_numpy(dtype=float)
     with style():
-        figure, axes = _new_figure(size=(1.0 + 0.9 * max(values.shape[1], 3), 0.8 + 0.5 * max(values.shape[0], 3)))
+        figure, axes = new_figure(size=(1.0 + 0.9 * max(values.shape[1], 3), 0.8 + 0.5 * max(values.shape[0], 3)))
         ax = axes[0, 0]
         ax.grid(False)
         image = ax.imshow(values, cmap=cmap, aspect="auto")

@@ -19,12 +19,13 @@ import pandas as pd
 
 from .. import data
 from .._runtime import seed_everything
-from ..models.mlp import PART1_NORMALISERS, mlp_for
+from ..models.mlp import mlp_for
+from ..normalisers import PART1
 from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
 
-NORMALISERS: tuple[str, ...] = tuple(PART1_NORMALISERS)
+NORMALISERS: tuple[str, ...] = PART1  # the names the grids sweep, from normlab.normalisers
 BUDGETS: tuple[str, ...] = ("fixed_epochs", "fixed_steps", "scaled_lr")
 
 

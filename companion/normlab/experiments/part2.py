@@ -5,18 +5,9 @@ Every run trains one backbone (:class:`~normlab.models.ViTLite`,
 with one normaliser in every normalisation slot, then tests it. The normalisers are named
 as in the paper's tables:
 
-================  =====================================================================
-normaliser        what runs
-================  =====================================================================
-frozen_ln         plain LayerNorm (the paper's "FrozenLN")
-dyt               Dynamic Tanh only
-adanorm           AdaNorm (Xu et al., 2019)
-film              FiLM-style LayerNorm, scale and shift predicted from the pooled input
-autonorm          AutoNorm, learned Gumbel-Softmax gate, never frozen
-autonorm_random   AutoNorm with the Random Selector (uniform weights every step)
-autonorm_s        AutoNorm + AutoNorm-S, the paper's rule: freeze if H >= eps_H at T_freeze
-autonorm_s_low    AutoNorm + the opposite reading: freeze once H < eps_H at T_freeze
-================  =====================================================================
+``frozen_ln``, ``dyt``, ``adanorm``, ``film``, ``autonorm``, ``autonorm_random``,
+``autonorm_s`` and ``autonorm_s_low``: Part II of :mod:`normlab.normalisers`, which says what
+each one builds and which AutoNorm-S freezing rule it trains with.
 
 Data come from :func:`normlab.data.for_profile`: stand-ins in the quick profile, the real
 sets otherwise (the grid's ``data_profile`` setting, so it is part of every run id). The learning rate is chosen per configuration on the validation split.
@@ -39,32 +30,22 @@ from .._runtime import seed_everything
 from ..augment import Augment
 from ..callbacks import Callback
 from ..gates import AutoNormS, GateTelemetry
-from ..layers.adaptive import norm_layer
 from ..models import SequenceTransformer, TabularTransformer, ViTLite
 from ..models.sequence import sequence_config
 from ..models.tabular import tabular_config
 from ..models.vit import vit_config
+from ..normalisers import PART2, get, norm_layer
 from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
 
-# normaliser -> (norm_layer table name, AutoNorm-S freezing rule or None)
-NORMALISERS: dict[str, tuple[str, str | None]] = {
-    "frozen_ln": ("frozen_ln", None),
-    "dyt": ("dyt", None),
-    "adanorm": ("adanorm", None),
-    "film": ("film", None),
-    "autonorm": ("autonorm", None),
-    "autonorm_random": ("autonorm_random", None),
-    "autonorm_s": ("autonorm", "high"),
-    "autonorm_s_low": ("autonorm", "low"),
-}
+NORMALISERS: tuple[str, ...] = PART2  # the names the grids sweep, from normlab.normalisers
 FLIPPABLE = ("cifar10", "cifar100", "cifar10_c")
 
 
 def build_model(train: data.DataSplit, config: dict[str, Any]) -> nn.Module:
     """The backbone for the split's task, with ``config["normaliser"]`` in every slot."""
-    norm = norm_layer(NORMALISERS[config["normaliser"]][0])
+    norm = norm_layer(config["normaliser"])
     encoder = {key: config[key] for key in ("dim", "depth", "heads", "drop_path", "layer_scale_init", "dropout", "attn_dropout")
                if key in config}
     if train.task == "regression":
@@ -81,12 +62,12 @@ def build_model(train: data.DataSplit, config: dict[str, Any]) -> nn.Module:
 
 
 def _callbacks(config: dict[str, Any]) -> list[Callback]:
-    _, rule = NORMALISERS[config["normaliser"]]
+    normaliser = get(config["normaliser"])
     callbacks: list[Callback] = []
-    if config["normaliser"].startswith("autonorm"):
+    if normaliser.gated:
         callbacks.append(GateTelemetry())
-    if rule is not None:
-        callbacks.append(AutoNormS(config["t_freeze"], config["eps_h"], tau=config["tau"], rule=rule))
+    if normaliser.freeze_rule is not None:
+        callbacks.append(AutoNormS(config["t_freeze"], config["eps_h"], tau=config["tau"], rule=normaliser.freeze_rule))
     return callbacks
 
 
@@ -158,7 +139,7 @@ def _profiles(quick_data: list[str], real_data: list[str], quick: dict[str, Any]
 AUTONORM_VISION = register_experiment(Experiment(
     name="autonorm_vision",
     title="AutoNorm on images: stationary and diverse data",
-    chapter="10",
+    chapter="11",
     profiles=_profiles(
         ["mnist", "cifar10"], ["mnist", "fashion_mnist", "svhn", "cifar10", "cifar100", "cifar10_c"],
         quick={"epochs": 10, "batch_size": 32, "t_freeze": 3},
@@ -175,7 +156,7 @@ AUTONORM_VISION = register_experiment(Experiment(
 AUTONORM_LANGUAGE = register_experiment(Experiment(
     name="autonorm_language",
     title="AutoNorm on language: POS tagging and sentence classification",
-    chapter="12",
+    chapter="13",
     profiles=_profiles(
         ["ptb_pos", "sst2"], ["ptb_pos", "sst2"],
         quick={"epochs": 6, "batch_size": 64, "t_freeze": 3},
@@ -191,7 +172,7 @@ AUTONORM_LANGUAGE = register_experiment(Experiment(
 AUTONORM_TABULAR = register_experiment(Experiment(
     name="autonorm_tabular",
     title="AutoNorm on tabular regression",
-    chapter="13",
+    chapter="14",
     profiles=_profiles(
         ["energy_efficiency"], ["energy_efficiency", "california_housing"],
         quick={"epochs": 6, "batch_size": 32, "t_freeze": 3},

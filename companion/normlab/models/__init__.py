@@ -7,13 +7,13 @@ Part I: ``MLP`` (with ``mlp_for(normaliser, ...)``). Part II: ``ViTLite``,
 from __future__ import annotations
 
 from .blocks import Attention, Block, DropPath, Encoder, EncoderConfig, FeedForward, LayerScale, apply_norm
-from .mlp import MLP, PART1_NORMALISERS, MLPConfig, mlp_for
+from .mlp import MLP, MLPConfig, mlp_for
 from .sequence import SEQUENCE_CONFIGS, SequenceConfig, SequenceTransformer, sequence_config
 from .tabular import TABULAR_CONFIGS, FeatureTokenizer, TabularConfig, TabularTransformer, tabular_config
 from .vit import VIT_CONFIGS, ViTConfig, ViTLite, vit_config
 
 __all__ = [
-    "MLP", "MLPConfig", "PART1_NORMALISERS", "mlp_for",
+    "MLP", "MLPConfig", "mlp_for",
     "Attention", "Block", "DropPath", "Encoder", "EncoderConfig", "FeedForward", "LayerScale", "apply_norm",
     "ViTLite", "ViTConfig", "VIT_CONFIGS", "vit_config",
     "SequenceTransformer", "SequenceConfig", "SEQUENCE_CONFIGS", "sequence_config",

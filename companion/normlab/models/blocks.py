@@ -9,29 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Mapping, TypeVar
+from typing import Mapping, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-NormFactory = Callable[[int], nn.Module]
+from .._checks import fraction, one_of, positive_ints, positive_number
+from ..normalisers import NormFactory
+
 Config = TypeVar("Config")
-
-
-def check_positive_ints(config: object, *names: str) -> None:
-    """Raise a ValueError naming the first of ``names`` that is not a positive int on ``config``."""
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def named_config(table: Mapping[str, Config], kind: str, name: str, **overrides: object) -> Config:
     """``table[name]`` with fields replaced; a ValueError lists the known names otherwise."""
-    if name not in table:
-        raise ValueError(f"{kind} config {name!r} is unknown; expected one of {', '.join(table)}")
-    return dataclasses.replace(table[name], **overrides)
+    return dataclasses.replace(table[one_of(f"{kind} config", name, table)], **overrides)
 
 
 def apply_norm(norm: nn.Module, x: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
@@ -51,9 +43,7 @@ class DropPath(nn.Module):
 
     def __init__(self, p: float = 0.0) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"drop path rate p must lie in [0, 1), got {p!r}")
-        self.p = float(p)
+        self.p = fraction("drop path rate p", p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
@@ -222,15 +212,12 @@ class EncoderConfig:
     attn_dropout: float = 0.1
 
     def __post_init__(self) -> None:
-        check_positive_ints(self, "dim", "depth", "heads")
+        positive_ints(dim=self.dim, depth=self.depth, heads=self.heads)
         if self.dim % self.heads:
             raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
-        if not self.mlp_ratio > 0:
-            raise ValueError(f"mlp_ratio must be > 0, got {self.mlp_ratio!r}")
+        positive_number("mlp_ratio", self.mlp_ratio)
         for name in ("drop_path", "dropout", "attn_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
+            fraction(name, getattr(self, name))
 
     def encoder(self, norm_layer: NormFactory) -> Encoder:
         """Build the :class:`Encoder` this config describes."""

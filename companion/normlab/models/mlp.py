@@ -8,17 +8,15 @@ normaliser placed after each hidden linear layer, before the activation)::
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, fields
 from typing import Callable
 
 import torch
 from torch import nn
 
-from .blocks import check_positive_ints
-
-LinearFactory = Callable[[int, int], nn.Module]
-NormFactory = Callable[[int], nn.Module]
+from .. import normalisers
+from .._checks import non_negative_int, one_of, positive_ints
+from ..normalisers import LinearFactory, NormFactory
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "tanh": nn.Tanh,
@@ -46,11 +44,9 @@ class MLPConfig:
     norm_layer: NormFactory | None = None
 
     def __post_init__(self) -> None:
-        check_positive_ints(self, "in_features", "num_classes", "width")
-        if not isinstance(self.depth, int) or self.depth < 0:
-            raise ValueError(f"depth must be a non-negative int, got {self.depth!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation={self.activation!r} is not known; expected one of {', '.join(ACTIVATIONS)}")
+        positive_ints(in_features=self.in_features, num_classes=self.num_classes, width=self.width)
+        non_negative_int("depth", self.depth)
+        one_of("activation", self.activation, ACTIVATIONS)
 
 
 class MLP(nn.Module):
@@ -95,36 +91,17 @@ class MLP(nn.Module):
         return f"width={c.width}, depth={c.depth}, activation={c.activation}"
 
 
-def _corrected(name: str) -> LinearFactory:
-    """Look up a corrected linear layer in ``normlab.layers`` when it is first needed."""
-    layers = importlib.import_module("normlab.layers")
-    if not hasattr(layers, name):
-        raise ImportError(f"normlab.layers has no {name}; the Part I corrected layers are missing")
-    return getattr(layers, name)
-
-
-# Part I's normalisers as (linear_layer, norm_layer) pairs, resolved lazily by name.
-PART1_NORMALISERS: dict[str, Callable[[], tuple[LinearFactory, NormFactory | None]]] = {
-    "none": lambda: (nn.Linear, None),
-    "batchnorm": lambda: (nn.Linear, nn.BatchNorm1d),
-    "layernorm": lambda: (nn.Linear, nn.LayerNorm),
-    "rmsnorm": lambda: (nn.Linear, nn.RMSNorm),
-    "norm_like": lambda: (_corrected("NormLikeLinear"), None),
-    "affine_like": lambda: (_corrected("AffineLikeLinear"), None),
-}
-
-
 def mlp_for(normaliser: str, **config: object) -> MLP:
     """Build an :class:`MLP` using one of Part I's normalisers by name.
 
-    ``config`` holds the other :class:`MLPConfig` fields (``in_features``,
+    ``normaliser`` is one of :data:`normlab.normalisers.PART1`; its registered
+    ``(linear_layer, norm_layer)`` pair builds the layers. ``config`` holds the other :class:`MLPConfig` fields (``in_features``,
     ``num_classes``, ``width``, ``depth``, ``activation``).
     """
-    if normaliser not in PART1_NORMALISERS:
-        raise ValueError(f"normaliser={normaliser!r} is not known; expected one of {', '.join(PART1_NORMALISERS)}")
+    one_of("normaliser", normaliser, normalisers.PART1)
     known = {f.name for f in fields(MLPConfig)} - {"linear_layer", "norm_layer"}
     unknown = set(config) - known
     if unknown:
         raise TypeError(f"unknown MLP settings: {', '.join(sorted(unknown))}")
-    linear_layer, norm_layer = PART1_NORMALISERS[normaliser]()
+    linear_layer, norm_layer = normalisers.get(normaliser).pair
     return MLP(MLPConfig(linear_layer=linear_layer, norm_layer=norm_layer, **config))  # type: ignore[arg-type]

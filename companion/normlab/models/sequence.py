@@ -18,8 +18,9 @@ import torch
 from torch import nn
 
 from ..data.types import PAD_ID
-from ..layers.adaptive import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig, check_positive_ints, named_config
+from .._checks import positive_ints
+from ..normalisers import NormFactory, resolve_norm_layer
+from .blocks import EncoderConfig, named_config
 
 SEQUENCE_TASKS: tuple[str, ...] = ("tagging", "classification")
 POOLING: tuple[str, ...] = ("mean", "cls")
@@ -40,7 +41,7 @@ class SequenceConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_ints(self, "vocab_size", "max_len", "num_outputs")
+        positive_ints(vocab_size=self.vocab_size, max_len=self.max_len, num_outputs=self.num_outputs)
         if self.task not in SEQUENCE_TASKS:
             raise ValueError(f"task={self.task!r} is not a sequence task; expected one of {', '.join(SEQUENCE_TASKS)}")
         if self.pool not in POOLING:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..layers.adaptive import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig, check_positive_ints, named_config
+from .._checks import positive_ints
+from ..normalisers import NormFactory, resolve_norm_layer
+from .blocks import EncoderConfig, named_config
 
 
 @dataclass
@@ -29,7 +30,7 @@ class TabularConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_ints(self, "num_features", "num_outputs")
+        positive_ints(num_features=self.num_features, num_outputs=self.num_outputs)
 
 
 TABULAR_CONFIGS: dict[str, TabularConfig] = {

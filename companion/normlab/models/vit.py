@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..layers.adaptive import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig, check_positive_ints, named_config
+from .._checks import positive_ints
+from ..normalisers import NormFactory, resolve_norm_layer
+from .blocks import EncoderConfig, named_config
 
 
 @dataclass
@@ -27,7 +28,7 @@ class ViTConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_ints(self, "img_size", "in_chans", "patch_size", "num_classes")
+        positive_ints(img_size=self.img_size, in_chans=self.in_chans, patch_size=self.patch_size, num_classes=self.num_classes)
         if self.img_size % self.patch_size:
             raise ValueError(f"img_size={self.img_size} must be divisible by patch_size={self.patch_size}")
 

@@ -1,0 +1,167 @@
+"""Part II: the candidate normalisers AutoNorm chooses among or is compared with.
+
+:class:`DyT`, :class:`AdaNorm` and :class:`FiLMNorm` take the same ``normalized_shape`` as
+:class:`torch.nn.LayerNorm` (an int or a tuple: the trailing dimensions they normalise) plus
+``device``/``dtype``, so each drops into a timm-style model as ``norm_layer=``. The gate that
+mixes candidates is in :mod:`normlab.layers.gate`; names live in :mod:`normlab.normalisers`.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._checks import positive_number
+from ._common import ShapeLike, as_shape, check_input, pooled_mlp, token_pool
+
+__all__ = ["DyT", "AdaNorm", "FiLMNorm"]
+
+
+class DyT(nn.Module):
+    r"""Dynamic Tanh (Zhu et al., 2025), a normaliser without statistics.
+
+    .. math::
+        \mathrm{DyT}(x) = \gamma \odot \tanh(\alpha x) + \beta
+
+    :math:`\alpha` is one learnable scalar (``alpha``, initialised to ``alpha_init``, 0.5 in
+    the paper for non-LLM models); :math:`\gamma` (``weight``, ones) and :math:`\beta`
+    (``bias``, zeros) are per channel over ``normalized_shape``.
+
+    Shape:
+        - Input: :math:`(*, \text{normalized\_shape})`
+        - Output: same shape as the input
+    """
+
+    def __init__(
+        self,
+        normalized_shape: ShapeLike,
+        alpha_init: float = 0.5,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if not math.isfinite(alpha_init):
+            raise ValueError(f"alpha_init must be a finite float, got {alpha_init!r}")
+        factory = {"device": device, "dtype": dtype}
+        self.normalized_shape = as_shape(normalized_shape)
+        self.alpha_init = float(alpha_init)
+        self.alpha = nn.Parameter(torch.empty((), **factory))
+        self.weight = nn.Parameter(torch.empty(self.normalized_shape, **factory))
+        self.bias = nn.Parameter(torch.empty(self.normalized_shape, **factory))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.alpha, self.alpha_init)
+        nn.init.ones_(self.weight)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_input(x, self.normalized_shape)
+        return torch.addcmul(self.bias, self.weight, torch.tanh(self.alpha * x))
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, alpha_init={self.alpha_init}"
+
+
+class AdaNorm(nn.Module):
+    r"""AdaNorm (Xu et al., 2019): LayerNorm without gain or bias, with an adaptive scale.
+
+    .. math::
+        y = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}}, \qquad
+        \mathrm{AdaNorm}(x) = C \,\bigl(1 - k\, \mathrm{sg}(y)\bigr) \odot y
+
+    :math:`\mu, \sigma^2` are the mean and biased variance over ``normalized_shape`` (the
+    LayerNorm convention, so ``k=0, scale=1`` is exactly LayerNorm without affine; Xu et
+    al.'s script divides by the unbiased std plus eps instead). ``sg`` is stop-gradient: the
+    factor :math:`1 - k y` is treated as a constant in the backward pass, which is what makes
+    the gradient of AdaNorm differ from that of the plain cubic :math:`C(y - k y^2)`.
+    ``k`` defaults to the paper's 0.1. ``scale`` (:math:`C`) defaults to 1 (our choice: it
+    keeps the output at LayerNorm's unit scale, like the gain LN starts with; Xu et al.'s
+    IWSLT script uses 2). No learned parameters.
+
+    Shape:
+        - Input: :math:`(*, \text{normalized\_shape})`
+        - Output: same shape as the input
+    """
+
+    def __init__(
+        self,
+        normalized_shape: ShapeLike,
+        k: float = 0.1,
+        scale: float = 1.0,
+        eps: float = 1e-5,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if not math.isfinite(k) or k < 0:
+            raise ValueError(f"k must be a finite float >= 0, got {k!r}")
+        self.normalized_shape = as_shape(normalized_shape)
+        self.k = float(k)
+        self.scale = positive_number("scale", scale)
+        self.eps = positive_number("eps", eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_input(x, self.normalized_shape)
+        y = F.layer_norm(x, self.normalized_shape, eps=self.eps)
+        return self.scale * (1.0 - self.k * y.detach()) * y
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, k={self.k}, scale={self.scale}, eps={self.eps}"
+
+
+class FiLMNorm(nn.Module):
+    r"""FiLM-style adaptive LayerNorm, conditioned on the sample's own pooled input.
+
+    .. math::
+        \bar x = \mathrm{pool}(x), \qquad
+        [\Delta\gamma, \beta] = W_2\, \mathrm{ReLU}(W_1 \bar x + b_1) + b_2, \qquad
+        \mathrm{FiLMNorm}(x) = \mathrm{LN}(x) \odot (1 + \Delta\gamma) + \beta
+
+    ``LN`` has no affine parameters; ``pool`` is the mean over the token dimensions (none
+    for a 2-D input, real tokens only when ``token_mask`` is given). Perez et al.'s FiLM
+    predicts :math:`\gamma, \beta` from an external condition; with none, the input itself
+    conditions (the adaLN form). The last layer starts at zero, so the layer starts as plain
+    LayerNorm. ``hidden`` defaults to ``max(1, D // 2)`` with ``D = prod(normalized_shape)``.
+
+    Shape:
+        - Input: :math:`(N, *, \text{normalized\_shape})`
+        - Output: same shape as the input
+    """
+
+    pools_tokens = True
+
+    def __init__(
+        self,
+        normalized_shape: ShapeLike,
+        hidden: int | None = None,
+        eps: float = 1e-5,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.normalized_shape = as_shape(normalized_shape)
+        features = math.prod(self.normalized_shape)
+        self.eps = positive_number("eps", eps)
+        self.condition = pooled_mlp(features, hidden, 2 * features, **factory)
+        self.hidden = self.condition[0].out_features
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.condition[0].reset_parameters()
+        nn.init.zeros_(self.condition[2].weight)
+        nn.init.zeros_(self.condition[2].bias)
+
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        check_input(x, self.normalized_shape, min_extra_dims=1)
+        pooled = token_pool(x, len(self.normalized_shape), token_mask)
+        d_gamma, beta = self.condition(pooled).chunk(2, dim=-1)
+        view = (x.shape[0], *([1] * (x.dim() - 1 - len(self.normalized_shape))), *self.normalized_shape)
+        y = F.layer_norm(x, self.normalized_shape, eps=self.eps)
+        return torch.addcmul(beta.reshape(view), y, 1.0 + d_gamma.reshape(view))
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, hidden={self.hidden}, eps={self.eps}"

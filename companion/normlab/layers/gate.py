@@ -1,0 +1,239 @@
+"""Part II: AutoNorm's learned gate (Gumbel-Softmax sampling, :class:`NormSelector`, :class:`AutoNorm`).
+
+The gate mixes the candidates :data:`CANDIDATES` = ``("dyt", "ln")`` per sample. Inputs have
+shape ``(N, *tokens, *normalized_shape)``; the selector pools over the token dimensions and
+accepts an optional boolean ``token_mask`` of shape ``(N, *tokens)`` (True = a real token),
+so that padding does not leak into the pooled vector.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._checks import one_of, positive_number
+from ._common import ShapeLike, as_shape, at_least_float32, check_input, per_sample, pooled_mlp, token_pool
+from .candidates import DyT
+
+__all__ = ["CANDIDATES", "SELECTOR_MODES", "sample_gumbel", "gumbel_softmax", "NormSelector", "AutoNorm"]
+
+CANDIDATES: tuple[str, ...] = ("dyt", "ln")
+SELECTOR_MODES: tuple[str, ...] = ("learned", "random")
+
+
+def sample_gumbel(shape: Sequence[int] | torch.Size, *, device: torch.device | str | None = None,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    r"""Standard Gumbel noise :math:`G = -\log E`, :math:`E \sim \mathrm{Exp}(1)`, in float32.
+
+    Sampling :math:`E` directly (rather than :math:`-\log(-\log U)`) needs one logarithm; it
+    is clamped away from zero so that :math:`G` is always finite (at most about 87).
+    """
+    e = torch.empty(tuple(shape), device=device, dtype=torch.float32).exponential_(generator=generator)
+    return -e.clamp_min_(torch.finfo(torch.float32).tiny).log()
+
+
+def gumbel_softmax(logits: torch.Tensor, tau: float, hard: bool = False,
+                   generator: torch.Generator | None = None) -> torch.Tensor:
+    r"""Gumbel-Softmax (Jang et al. 2017; Maddison et al. 2017) over the last dimension.
+
+    .. math::
+        w = \mathrm{softmax}\bigl((\ell + G) / \tau\bigr), \qquad G_i \sim \mathrm{Gumbel}(0, 1)
+
+    As :math:`\tau \to 0`, :math:`w` tends to the one-hot vector of
+    :math:`\arg\max(\ell + G)`, which is distributed as :math:`\mathrm{softmax}(\ell)` (the
+    Gumbel-max trick). ``hard=True`` is the straight-through estimator: the forward value is
+    that one-hot vector, the gradient is the soft one. Computed in float32 whatever the
+    dtype of ``logits`` is lower (bf16 or fp16 overflow at small ``tau``); returns float32
+    (float64 for float64 logits).
+    """
+    tau = positive_number("tau", tau)
+    noise = sample_gumbel(logits.shape, device=logits.device, generator=generator)
+    soft = torch.softmax((at_least_float32(logits) + noise) / tau, dim=-1)
+    if not hard:
+        return soft
+    index = soft.argmax(dim=-1, keepdim=True)
+    one_hot = torch.zeros_like(soft).scatter_(-1, index, 1.0)
+    return one_hot - soft.detach() + soft
+
+
+class NormSelector(nn.Module):
+    r"""AutoNorm's gate: per-sample mixing weights over ``k`` candidate normalisers.
+
+    .. math::
+        \ell = W_2\, \mathrm{ReLU}(W_1\, \mathrm{pool}(x) + b_1) + b_2 \in \mathbb{R}^k, \qquad
+        w = \mathrm{GumbelSoftmax}(\ell, \tau)
+
+    ``pool`` is the mean over tokens (:func:`token_pool`); ``hidden`` defaults to
+    ``max(1, D // 2)`` as in the AutoNorm code. In training mode the weights are sampled
+    (soft, or one-hot straight-through when ``hard``). In eval mode, or when ``frozen`` (set
+    by the AutoNorm-S schedule), they are deterministic: :math:`\mathrm{softmax}(\ell)`, the
+    probabilities the samples follow, or its one-hot argmax when ``hard``. Every forward
+    stores ``last_logits`` and ``last_probs`` (:math:`\mathrm{softmax}(\ell)`, float32,
+    detached) for telemetry.
+
+    Shape:
+        - Input: :math:`(N, *, \text{normalized\_shape})`
+        - Output: :math:`(N, k)`, float32 (float64 for float64 input)
+    """
+
+    pools_tokens = True
+
+    def __init__(
+        self,
+        normalized_shape: ShapeLike,
+        k: int = 2,
+        hidden: int | None = None,
+        tau: float = 0.5,
+        hard: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.normalized_shape = as_shape(normalized_shape)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+            raise ValueError(f"k (the number of candidates) must be an int >= 2, got {k!r}")
+        if not isinstance(hard, bool):
+            raise TypeError(f"hard must be a bool, got {hard!r}")
+        self.k = k
+        self.tau = tau
+        self.hard = hard
+        self.frozen = False
+        self.mlp = pooled_mlp(math.prod(self.normalized_shape), hidden, k, **factory)
+        self.hidden = self.mlp[0].out_features
+        self.last_logits: torch.Tensor | None = None
+        self.last_probs: torch.Tensor | None = None
+
+    @property
+    def tau(self) -> float:
+        """The Gumbel-Softmax temperature, a float > 0."""
+        return self._tau
+
+    @tau.setter
+    def tau(self, value: float) -> None:
+        self._tau = positive_number("tau", value)
+
+    def reset_parameters(self) -> None:
+        self.mlp[0].reset_parameters()
+        self.mlp[2].reset_parameters()
+
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        check_input(x, self.normalized_shape, min_extra_dims=1)
+        logits = at_least_float32(self.mlp(token_pool(x, len(self.normalized_shape), token_mask)))
+        probs = torch.softmax(logits, dim=-1)
+        self.last_logits = logits.detach()
+        self.last_probs = probs.detach()
+        if self.training and not self.frozen:
+            return gumbel_softmax(logits, self.tau, self.hard)
+        if self.hard:
+            return F.one_hot(logits.argmax(dim=-1), self.k).to(logits.dtype)
+        return probs
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, k={self.k}, hidden={self.hidden}, tau={self.tau}, hard={self.hard}"
+
+
+class AutoNorm(nn.Module):
+    r"""AutoNorm: a learned, per-sample mixture of DyT and LayerNorm.
+
+    .. math::
+        \mathrm{AutoNorm}(x) = w_{\mathrm{DyT}}(x)\, \mathrm{DyT}(x) + w_{\mathrm{LN}}(x)\, \mathrm{LN}(x),
+        \qquad w_{\mathrm{DyT}} + w_{\mathrm{LN}} = 1
+
+    With ``selector="learned"`` the weights come from a :class:`NormSelector` (Gumbel-Softmax
+    at temperature ``tau``, soft by default as in the paper, straight-through when ``hard``).
+    With ``selector="random"`` (the paper's Random Selector) there are no gate parameters:
+    in training, each sample draws :math:`w_{\mathrm{DyT}} \sim U(0, 1)` afresh at every
+    forward and :math:`w_{\mathrm{LN}} = 1 - w_{\mathrm{DyT}}` (per sample, our choice); in
+    eval both weights are 1/2, the mean of that distribution.
+
+    ``pin`` (``"dyt"``, ``"ln"`` or None) forces the gate onto one candidate: the layer then
+    returns exactly that candidate's output, for tests and ablations. The candidates are
+    ordered as :data:`CANDIDATES` = ``("dyt", "ln")``; ``last_probs`` (per-sample gate
+    probabilities, ``(N, 2)``, at least float32) and ``last_logits`` hold the last forward's gate, detached
+    (the drawn weights for the random selector, which has no logits; None when pinned).
+
+    Shape:
+        - Input: :math:`(N, *, \text{normalized\_shape})`
+        - Output: same shape as the input
+    """
+
+    pools_tokens = True
+
+    def __init__(
+        self,
+        normalized_shape: ShapeLike,
+        tau: float = 0.5,
+        hard: bool = False,
+        selector_hidden: int | None = None,
+        selector: str = "learned",
+        alpha_init: float = 0.5,
+        eps: float = 1e-5,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        one_of("selector", selector, SELECTOR_MODES)
+        factory = {"device": device, "dtype": dtype}
+        self.normalized_shape = as_shape(normalized_shape)
+        self.selector_mode = selector
+        self.dyt = DyT(self.normalized_shape, alpha_init=alpha_init, **factory)
+        self.ln = nn.LayerNorm(self.normalized_shape, eps=eps, **factory)
+        self.selector = (
+            NormSelector(self.normalized_shape, k=len(CANDIDATES), hidden=selector_hidden, tau=tau, hard=hard, **factory)
+            if selector == "learned" else None
+        )
+        if selector == "random":
+            positive_number("tau", tau)  # unused by the random selector, but the same arguments are checked
+        self.pin = None
+        self.last_logits: torch.Tensor | None = None
+        self.last_probs: torch.Tensor | None = None
+
+    @property
+    def pin(self) -> str | None:
+        """The candidate the gate is forced onto (``"dyt"``, ``"ln"``), or None."""
+        return self._pin
+
+    @pin.setter
+    def pin(self, value: str | None) -> None:
+        self._pin = one_of("pin", value, (*CANDIDATES, None))
+
+    def reset_parameters(self) -> None:
+        self.dyt.reset_parameters()
+        self.ln.reset_parameters()
+        if self.selector is not None:
+            self.selector.reset_parameters()
+
+    def gate(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The mixing weights ``(N, 2)`` (float32) for ``x``, in the order of ``CANDIDATES``."""
+        if self.selector is not None:
+            weights = self.selector(x, token_mask)
+            self.last_logits, self.last_probs = self.selector.last_logits, self.selector.last_probs
+            return weights
+        if self.training:
+            w_dyt = torch.rand(x.shape[0], device=x.device)
+        else:
+            w_dyt = torch.full((x.shape[0],), 0.5, device=x.device)
+        weights = torch.stack([w_dyt, 1.0 - w_dyt], dim=-1)
+        self.last_logits, self.last_probs = None, weights
+        return weights
+
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        check_input(x, self.normalized_shape, min_extra_dims=1)
+        if self.pin is not None:
+            self.last_logits = self.last_probs = None
+            return self.dyt(x) if self.pin == "dyt" else self.ln(x)
+        weights = self.gate(x, token_mask).to(x.dtype)
+        w_dyt, w_ln = per_sample(weights[:, 0], x), per_sample(weights[:, 1], x)
+        # w_dyt (g_d tanh(a x) + b_d) + w_ln (g_l y + b_l), with the per-channel affines folded
+        # into per-sample coefficients: two full-size products instead of four.
+        scale_dyt, scale_ln = w_dyt * self.dyt.weight, w_ln * self.ln.weight
+        shift = torch.addcmul(w_ln * self.ln.bias, w_dyt, self.dyt.bias)
+        y = F.layer_norm(x, self.normalized_shape, eps=self.ln.eps)
+        return torch.addcmul(torch.addcmul(shift, scale_ln, y), scale_dyt, torch.tanh(self.dyt.alpha * x))
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, selector={self.selector_mode!r}, pin={self.pin!r}"

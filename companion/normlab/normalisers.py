@@ -1,0 +1,186 @@
+"""The one normaliser registry: every normaliser name the book uses, and what it means.
+
+Each name maps to a :class:`Normaliser`: the layers it builds, the label figures and tables
+show, its colour, and the part of the book it belongs to. Experiments, models, figures and
+chapters all read this table, so a name is spelled one way everywhere.
+
+Part I compares normalisers on fully-connected nets as a (linear layer, norm layer) pair:
+
+==============  ======================  =========================================
+name            linear layer            norm layer after it
+==============  ======================  =========================================
+none            ``nn.Linear``           none (a plain affine layer)
+batchnorm       ``nn.Linear``           ``nn.BatchNorm1d``
+layernorm       ``nn.Linear``           ``nn.LayerNorm``
+rmsnorm         ``nn.Linear``           ``nn.RMSNorm``
+l2              ``nn.Linear``           ``L2Norm`` over the features, ``x / |x|``
+norm_like       ``NormLikeLinear``      none (the correction is in the layer)
+affine_like     ``AffineLikeLinear``    none
+==============  ======================  =========================================
+
+Part II puts one normaliser in every normalisation slot of a Transformer:
+``frozen_ln`` (plain LayerNorm, the paper's "FrozenLN"), ``dyt``, ``adanorm``, ``film``,
+``autonorm`` (learned gate), ``autonorm_random`` (the Random Selector), and ``autonorm_s`` /
+``autonorm_s_low``: the ``autonorm`` layer trained under :class:`normlab.gates.AutoNormS`
+with the paper's freezing rule (``"high"``) or its opposite reading (``"low"``).
+
+Colours come from one colour-blind-safe palette, :data:`PALETTE` (Okabe and Ito, 2008).
+Parts never share a figure, so a colour repeats across parts but never within one; a
+normaliser that plays the same role in both parts (LayerNorm, FrozenLN) keeps one colour.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import torch
+from torch import nn
+
+from ._checks import one_of
+from .gates import FREEZE_RULES
+from .layers import AdaNorm, AffineLikeLinear, AutoNorm, DyT, FiLMNorm, L2Norm, NormLikeLinear
+from .layers._common import ShapeLike, as_shape
+
+__all__ = [
+    "PALETTE", "PARTS", "NORMALISERS", "PART1", "PART2", "Normaliser", "LinearFactory", "NormFactory",
+    "get", "names", "label", "colour", "norm_layer", "resolve_norm_layer", "l2_norm",
+]
+
+LinearFactory = Callable[..., nn.Module]
+"""``(in_features, out_features) -> nn.Module``, like ``nn.Linear``."""
+NormFactory = Callable[..., nn.Module]
+"""``normalized_shape -> nn.Module``, like ``nn.LayerNorm`` (``num_features`` for BatchNorm)."""
+
+# Okabe-Ito: black, orange, sky blue, bluish green, yellow, blue, vermillion, reddish purple.
+PALETTE: tuple[str, ...] = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
+_BLACK, _ORANGE, _SKY, _GREEN, _YELLOW, _BLUE, _VERMILLION, _PURPLE = PALETTE
+
+PARTS: tuple[int, ...] = (1, 2)
+
+
+def l2_norm(normalized_shape: ShapeLike, device: torch.device | str | None = None,
+            dtype: torch.dtype | None = None) -> L2Norm:
+    """:class:`~normlab.layers.L2Norm` over the trailing ``normalized_shape`` dimensions.
+
+    A drop-in for ``nn.LayerNorm(normalized_shape)``: in an MLP of width ``d``, ``l2_norm(d)``
+    divides each sample's ``d`` features by their norm. ``device`` and ``dtype`` are accepted
+    for the common factory signature; the layer has no parameters.
+    """
+    return L2Norm(dim=tuple(range(-len(as_shape(normalized_shape)), 0)))
+
+
+@dataclass(frozen=True)
+class Normaliser:
+    """One registered normaliser.
+
+    ``norm_layer`` builds the normalisation layer (None: there is none); ``linear_layer``
+    is the linear layer it goes with in Part I's MLPs. ``drop_in`` says that ``norm_layer``
+    takes a ``normalized_shape`` like ``nn.LayerNorm``, so it fits a Transformer's
+    normalisation slots. ``freeze_rule`` is the AutoNorm-S rule trained with it (Part II),
+    ``gated`` whether its layers have an AutoNorm gate to record.
+    """
+
+    name: str
+    part: int
+    label: str
+    colour: str
+    norm_layer: NormFactory | None
+    linear_layer: LinearFactory = nn.Linear
+    drop_in: bool = True
+    freeze_rule: str | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        one_of("part", self.part, PARTS)
+        one_of("colour", self.colour, PALETTE)
+        one_of("freeze_rule", self.freeze_rule, (*FREEZE_RULES, None))
+
+    @property
+    def pair(self) -> tuple[LinearFactory, NormFactory | None]:
+        """Part I's ``(linear_layer, norm_layer)`` pair."""
+        return self.linear_layer, self.norm_layer
+
+    @property
+    def gated(self) -> bool:
+        """Whether the normaliser's layers carry an AutoNorm gate."""
+        return self.norm_layer is AutoNorm or getattr(self.norm_layer, "func", None) is AutoNorm
+
+
+def _table(*entries: Normaliser) -> Mapping[str, Normaliser]:
+    return MappingProxyType({entry.name: entry for entry in entries})
+
+
+NORMALISERS: Mapping[str, Normaliser] = _table(
+    # Part I: (linear layer, norm layer) pairs in an MLP.
+    Normaliser("none", 1, "plain", _BLACK, None, drop_in=False, description="plain affine layers, no normaliser"),
+    Normaliser("batchnorm", 1, "BatchNorm", _BLUE, nn.BatchNorm1d, drop_in=False,
+               description="batch statistics per feature"),
+    Normaliser("layernorm", 1, "LayerNorm", _GREEN, nn.LayerNorm, description="mean and variance over the features"),
+    Normaliser("rmsnorm", 1, "RMSNorm", _SKY, nn.RMSNorm, description="root mean square over the features"),
+    Normaliser("l2", 1, "L2", _PURPLE, l2_norm, description="parameter-free x / |x| over the features"),
+    Normaliser("norm_like", 1, "norm-like", _ORANGE, None, NormLikeLinear, drop_in=False,
+               description="z = W x / |x| + b"),
+    Normaliser("affine_like", 1, "affine-like", _VERMILLION, None, AffineLikeLinear, drop_in=False,
+               description="z = (W x + b) / sqrt(|x|^2 + 1)"),
+    # Part II: one normaliser in every normalisation slot of a Transformer.
+    Normaliser("frozen_ln", 2, "FrozenLN", _GREEN, nn.LayerNorm, description="plain LayerNorm"),
+    Normaliser("dyt", 2, "DyT", _BLUE, DyT, description="Dynamic Tanh"),
+    Normaliser("adanorm", 2, "AdaNorm", _SKY, AdaNorm, description="LayerNorm with an adaptive scale"),
+    Normaliser("film", 2, "FiLM", _PURPLE, FiLMNorm, description="LayerNorm, scale and shift from the pooled input"),
+    Normaliser("autonorm", 2, "AutoNorm", _ORANGE, AutoNorm, description="learned Gumbel-Softmax gate, never frozen"),
+    Normaliser("autonorm_random", 2, "Random Selector", _BLACK, functools.partial(AutoNorm, selector="random"),
+               description="AutoNorm with uniform random weights"),
+    Normaliser("autonorm_s", 2, "AutoNorm-S", _VERMILLION, AutoNorm, freeze_rule="high",
+               description="AutoNorm-S, the paper's rule: freeze if H >= eps_H at T_freeze"),
+    Normaliser("autonorm_s_low", 2, "AutoNorm-S (low)", _YELLOW, AutoNorm, freeze_rule="low",
+               description="AutoNorm-S, the opposite reading: freeze once H < eps_H at T_freeze"),
+)
+
+PART1: tuple[str, ...] = tuple(name for name, n in NORMALISERS.items() if n.part == 1)
+PART2: tuple[str, ...] = tuple(name for name, n in NORMALISERS.items() if n.part == 2)
+
+
+def get(name: str) -> Normaliser:
+    """The registered :class:`Normaliser` called ``name``; a ValueError lists the names otherwise."""
+    return NORMALISERS[one_of("normaliser", name, NORMALISERS)]
+
+
+def names(part: int | None = None) -> tuple[str, ...]:
+    """Every registered name in book order, or those of one part."""
+    if part is None:
+        return tuple(NORMALISERS)
+    return PART1 if one_of("part", part, PARTS) == 1 else PART2
+
+
+def label(name: str) -> str:
+    """The label figures and tables show for ``name``."""
+    return get(name).label
+
+
+def colour(name: str) -> str:
+    """The colour of ``name`` in every figure."""
+    return get(name).colour
+
+
+def norm_layer(name: str, **kwargs: Any) -> NormFactory:
+    """The factory ``normalized_shape -> nn.Module`` of a drop-in normaliser, by name.
+
+    ``kwargs`` are bound into the factory (``norm_layer("autonorm", tau=0.5)``). Every Part II
+    name is accepted (``autonorm_s`` and ``autonorm_s_low`` build the ``autonorm`` layer;
+    their freezing comes from :class:`normlab.gates.AutoNormS` with the entry's
+    ``freeze_rule``), and so are Part I's ``layernorm``, ``rmsnorm`` and ``l2``.
+    """
+    drop_ins = [n for n, entry in NORMALISERS.items() if entry.drop_in]
+    factory = NORMALISERS[one_of("norm_layer name", name, drop_ins)].norm_layer
+    return functools.partial(factory, **kwargs) if kwargs else factory
+
+
+def resolve_norm_layer(norm_layer_or_name: NormFactory | str) -> NormFactory:
+    """Accept a factory or a registered name; return a factory."""
+    if isinstance(norm_layer_or_name, str):
+        return norm_layer(norm_layer_or_name)
+    if not callable(norm_layer_or_name):
+        raise TypeError(f"norm_layer must be a callable factory or a name, got {norm_layer_or_name!r}")
+    return norm_layer_or_name
