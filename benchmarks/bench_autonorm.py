@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from normlab.layers import norm_layer
+from normlab.normalisers import norm_layer
 from normlab.models import ViTLite, vit_config
 
 

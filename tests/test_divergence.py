@@ -66,20 +66,20 @@ def _conv_kernel(layer: nn.Conv2d, x: torch.Tensor, mode: str) -> torch.Tensor:
     cols = F.unfold(x, layer.kernel_size, dilation=layer.dilation, padding=layer.padding,
                     stride=layer.stride)
     patches = cols.transpose(1, 2).reshape(-1, cols.shape[1])    # sites in (n, h, w) order
-    if mode == "plain":
+    if mode == "none":
         return patches @ patches.T + 1
-    if mode == "norm":
+    if mode == "norm_like":
         ph = F.normalize(patches, dim=1)
         return ph @ ph.T + 1
     aug = F.normalize(torch.cat([patches, torch.ones(len(patches), 1, dtype=x.dtype)], 1), dim=1)
     return aug @ aug.T
 
 
-@pytest.mark.parametrize("mode", ["plain", "affine", "norm"])
+@pytest.mark.parametrize("mode", ["none", "affine_like", "norm_like"])
 @pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (1, 2, 2)])
 def test_conv_update_follows_patch_kernel(mode: str, stride: int, padding: int, dilation: int) -> None:
     torch.manual_seed(stride * 10 + padding + dilation)
-    if mode == "plain":
+    if mode == "none":
         layer = nn.Conv2d(2, 3, 3, stride=stride, padding=padding, dilation=dilation, dtype=F64)
     else:
         layer = PatchNormConv2d(2, 3, 3, stride=stride, padding=padding, dilation=dilation,
@@ -94,9 +94,9 @@ def test_conv_update_follows_patch_kernel(mode: str, stride: int, padding: int, 
     g_sites = g.permute(0, 2, 3, 1).reshape(-1, g.shape[1])
     expected = (-(lr / x.shape[0]) * K @ g_sites).reshape(g.shape[0], g.shape[2], g.shape[3], -1)
     assert_rel(m.effective, expected.permute(0, 3, 1, 2))
-    if mode == "affine":
+    if mode == "affine_like":
         torch.testing.assert_close(m.kernel.diagonal(), torch.ones(len(K), dtype=F64), rtol=0, atol=1e-12)
-    if mode == "norm":
+    if mode == "norm_like":
         torch.testing.assert_close(m.kernel.diagonal(), torch.full((len(K),), 2.0, dtype=F64), rtol=0, atol=1e-12)
 
 

@@ -24,7 +24,7 @@ def patchnorm_reference(layer: PatchNormConv2d, x: torch.Tensor) -> torch.Tensor
     patches = unfold_patches(x, layer)                      # (N, L, D)
     w = layer.weight.reshape(layer.out_channels, -1)        # (C_out, D)
     sq = patches.square().sum(-1, keepdim=True)             # (N, L, 1)
-    if layer.mode == "affine":
+    if layer.mode == "affine_like":
         out = (patches @ w.T + layer.bias) / torch.sqrt(sq + 1)
     else:
         out = (patches / torch.sqrt(sq)) @ w.T + layer.bias
@@ -90,7 +90,7 @@ def test_gain_scales_each_feature() -> None:
     assert "init=2.0" in repr(gain)
 
 
-@pytest.mark.parametrize("mode", ["affine", "norm"])
+@pytest.mark.parametrize("mode", ["affine_like", "norm_like"])
 @pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (1, 2, 2), (2, 0, 2)])
 def test_patchnorm_matches_unfold_reference(mode: str, stride: int, padding: int, dilation: int) -> None:
     torch.manual_seed(5)
@@ -130,7 +130,7 @@ def test_patchnorm_initialises_like_nn_conv2d() -> None:
     ref = nn.Conv2d(3, 5, 3, padding=1)
     assert torch.equal(ours.weight, ref.weight) and torch.equal(ours.bias, ref.bias)
     assert set(ours.state_dict()) == set(ref.state_dict())
-    assert "mode='affine'" in repr(ours)
+    assert "mode='affine_like'" in repr(ours)
 
 
 def test_extra_repr_names_the_settings() -> None:
@@ -166,7 +166,7 @@ def test_l2norm_and_gain_gradcheck() -> None:
     assert torch.autograd.gradcheck(gain, (x,))
 
 
-@pytest.mark.parametrize("mode", ["affine", "norm"])
+@pytest.mark.parametrize("mode", ["affine_like", "norm_like"])
 def test_patchnorm_gradcheck(mode: str) -> None:
     torch.manual_seed(10)
     layer = PatchNormConv2d(2, 2, 3, stride=2, padding=1, dilation=1, mode=mode, dtype=F64)
@@ -184,7 +184,7 @@ def _all_layers(dtype: torch.dtype) -> list[tuple[nn.Module, tuple[int, ...]]]:
         (L2Norm(), (4, 16)),
         (L2Norm(dim=(1, 2, 3)), (2, 3, 6, 6)),
         (PatchNormConv2d(3, 4, 3, padding=1, dtype=dtype), (2, 3, 6, 6)),
-        (PatchNormConv2d(3, 4, 3, padding=1, mode="norm", dtype=dtype), (2, 3, 6, 6)),
+        (PatchNormConv2d(3, 4, 3, padding=1, mode="norm_like", dtype=dtype), (2, 3, 6, 6)),
     ]
 
 

@@ -17,7 +17,7 @@ def sq(v: sp.Matrix) -> sp.Expr:
     return (v.T * v)[0, 0]
 
 
-@pytest.mark.parametrize("kind,factor", [("plain", None), ("norm", 2), ("affine", 1)])
+@pytest.mark.parametrize("kind,factor", [("none", None), ("norm_like", 2), ("affine_like", 1)])
 def test_single_sample_update(kind: str, factor: int | None) -> None:
     d = symbolic.linear_update(kind, n_in=3, n_out=2)
     x, g = d.symbols["x"][0], d.symbols["g"][0]
@@ -28,7 +28,7 @@ def test_single_sample_update(kind: str, factor: int | None) -> None:
 
 
 def test_plain_gradients_are_outer_product_and_g() -> None:
-    d = symbolic.linear_update("plain", n_in=2, n_out=2)
+    d = symbolic.linear_update("none", n_in=2, n_out=2)
     x, g = d.symbols["x"][0], d.symbols["g"][0]
     assert is_zero(d.grads["W"] - g * x.T)
     assert is_zero(d.grads["b"] - g)
@@ -36,9 +36,9 @@ def test_plain_gradients_are_outer_product_and_g() -> None:
 
 def _expected_batch_kernel(kind: str, xs: list[sp.Matrix]) -> sp.Matrix:
     n = len(xs)
-    if kind == "plain":
+    if kind == "none":
         return sp.Matrix(n, n, lambda i, j: (xs[i].T * xs[j])[0, 0] + 1)
-    if kind == "norm":
+    if kind == "norm_like":
         return sp.Matrix(n, n, lambda i, j: (xs[i].T * xs[j])[0, 0] / sp.sqrt(sq(xs[i]) * sq(xs[j])) + 1)
     return sp.Matrix(n, n, lambda i, j: ((xs[i].T * xs[j])[0, 0] + 1)
                      / (sp.sqrt(sq(xs[i]) + 1) * sp.sqrt(sq(xs[j]) + 1)))
@@ -56,9 +56,9 @@ def test_batch_kernel_and_update(kind: str) -> None:
 
 
 def test_batch_with_several_outputs_keeps_units_separate() -> None:
-    d = symbolic.batch_update("plain", batch=2, n_in=1, n_out=2)
+    d = symbolic.batch_update("none", batch=2, n_in=1, n_out=2)
     xs, gs = d.symbols["x"], d.symbols["g"]
-    K = _expected_batch_kernel("plain", xs)
+    K = _expected_batch_kernel("none", xs)
     expected = -(d.eta / 2) * (K[0, 0] * gs[0] + K[0, 1] * gs[1])
     assert is_zero(d.effective[:, 0] - expected)
 
@@ -66,7 +66,7 @@ def test_batch_with_several_outputs_keeps_units_separate() -> None:
 @pytest.mark.parametrize("in_channels,padding", [(1, 0), (2, 1)])
 def test_conv1d_couples_positions_through_patch_products(in_channels: int, padding: int) -> None:
     length, k = 3, 2
-    d = symbolic.conv1d_update("plain", length=length, kernel_size=k, in_channels=in_channels,
+    d = symbolic.conv1d_update("none", length=length, kernel_size=k, in_channels=in_channels,
                                padding=padding)
     # independent patches, built here from the symbol names
     names = (lambda c, t: f"x_{t + 1}") if in_channels == 1 else (lambda c, t: f"x_{c + 1}{t + 1}")
@@ -84,7 +84,7 @@ def test_conv1d_couples_positions_through_patch_products(in_channels: int, paddi
 
 
 def test_conv1d_affine_mode_has_unit_diagonal_and_cross_terms() -> None:
-    d = symbolic.conv1d_update("affine", length=3, kernel_size=2)
+    d = symbolic.conv1d_update("affine_like", length=3, kernel_size=2)
     assert all(sp.simplify(d.kernel[p, p] - 1) == 0 for p in range(2))
     assert sp.simplify(d.kernel[0, 1]) != 0
 
@@ -102,6 +102,6 @@ def test_bad_arguments_raise() -> None:
     with pytest.raises(ValueError, match="kind"):
         symbolic.linear_update("batch")
     with pytest.raises(ValueError, match="n_in"):
-        symbolic.linear_update("plain", n_in=0)
+        symbolic.linear_update("none", n_in=0)
     with pytest.raises(ValueError, match="kernel_size"):
         symbolic.conv1d_update(length=2, kernel_size=3)

@@ -11,7 +11,11 @@ Submodules (imported on first use, so ``import normlab`` stays light):
 - ``normlab.callbacks``: the callback protocol of the training loop.
 - ``normlab.experiments``: declared experiment grids and their runner.
 - ``normlab.gates``: AutoNorm gate telemetry and the AutoNorm-S schedule.
-- ``normlab.plots``: the book's figures.
+- ``normlab.plots``: the book's figures; ``normlab.plots_theory``: Part I's theory figures.
+- ``normlab.normalisers``: the one registry of normaliser names, labels, colours and layers.
+- ``normlab.claims``: every claim of both papers, with its test and verdict rule.
+- ``normlab.results``: saved result sets that ship with the book, and their checks.
+- ``normlab.stats``: confidence intervals, paired differences, slopes and equivalence tests.
 """
 from __future__ import annotations
 
@@ -34,6 +38,11 @@ _SUBMODULES = (
     "experiments",
     "gates",
     "plots",
+    "plots_theory",
+    "normalisers",
+    "claims",
+    "results",
+    "stats",
 )
 
 __all__ = ["PROFILES", "device", "profile", "seed_everything", "show_source", *_SUBMODULES]

@@ -336,7 +336,7 @@ def _measure_a6() -> list[Check]:
     patches = torch.nn.functional.unfold(x, 3, padding=1)[0].T  # (positions, C*k*k)
     plain = _rel(tangent_kernel(conv, x), patches @ patches.T + 1)
     torch.manual_seed(0)
-    corrected = PatchNormConv2d(2, 3, 3, padding=1, mode="affine", dtype=torch.float64)
+    corrected = PatchNormConv2d(2, 3, 3, padding=1, mode="affine_like", dtype=torch.float64)
     K = tangent_kernel(corrected, x)
     g = torch.randn(corrected(x).shape, generator=gen, dtype=torch.float64)
     (m,) = measure_each_sample(corrected, x, g, lr=0.1)

@@ -9,7 +9,8 @@ gradients ``g_j``, the loss is the mean ``L = (1/B) sum_j g_j . z_j``, so ``dL/d
 The induced kernel ``K`` is read off the result by differentiation:
 ``dz_i = -(eta/B) sum_j K_ij g_j``, so ``K_ij = -(B/eta) d(dz_i)/d(g_j)`` (first output unit).
 
-Layer kinds: ``"plain"`` (``z = W x + b``), ``"norm"`` (``z = W x/|x| + b``) and ``"affine"``
+Layer kinds (the registry's Part I names): ``"none"`` (``z = W x + b``), ``"norm_like"`` (``z = W x/|x| + b``) and
+``"affine_like"``
 (``z = (W x + b)/sqrt(|x|^2 + 1)``).
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ._checks import non_negative_int, one_of, positive_ints
 
 __all__ = ["KINDS", "Derivation", "linear_update", "batch_update", "conv1d_update", "vector_form"]
 
-KINDS: tuple[str, ...] = ("plain", "norm", "affine")
+KINDS: tuple[str, ...] = ("none", "norm_like", "affine_like")  # the registry's Part I spellings
 
 Forward = Callable[[sp.Matrix, sp.Matrix, sp.Matrix], sp.Matrix]
 
@@ -61,9 +62,9 @@ def _layer(kind: str) -> Forward:
 
     def forward(W: sp.Matrix, b: sp.Matrix, x: sp.Matrix) -> sp.Matrix:
         sq_norm = (x.T * x)[0, 0]
-        if kind == "plain":
+        if kind == "none":
             return W * x + b
-        if kind == "norm":
+        if kind == "norm_like":
             return W * (x / sp.sqrt(sq_norm)) + b
         return (W * x + b) / sp.sqrt(sq_norm + 1)
 
@@ -104,10 +105,10 @@ def _params(n_out: int, n_in: int) -> tuple[sp.Matrix, sp.Matrix]:
     return W, b
 
 
-def linear_update(kind: str = "plain", n_in: int = 3, n_out: int = 2) -> Derivation:
+def linear_update(kind: str = "none", n_in: int = 3, n_out: int = 2) -> Derivation:
     """One sample, one SGD step on a ``kind`` layer with ``n_in`` inputs and ``n_out`` outputs.
 
-    For ``"plain"`` the result is ``dz = -eta (|x|^2 + 1) g``; ``kernel`` is the 1x1 factor.
+    For ``"none"`` the result is ``dz = -eta (|x|^2 + 1) g``; ``kernel`` is the 1x1 factor.
     """
     one_of("kind", kind, KINDS)
     positive_ints(n_in=n_in, n_out=n_out)
@@ -118,10 +119,10 @@ def linear_update(kind: str = "plain", n_in: int = 3, n_out: int = 2) -> Derivat
     return _derive(f"{kind} layer, one sample", _layer(kind), W, b, [x], [g], 1, eta)
 
 
-def batch_update(kind: str = "plain", batch: int = 2, n_in: int = 2, n_out: int = 1) -> Derivation:
+def batch_update(kind: str = "none", batch: int = 2, n_in: int = 2, n_out: int = 1) -> Derivation:
     """``batch`` samples, mean-reduced loss, one SGD step on a ``kind`` layer.
 
-    For ``"plain"``: ``dz_i = -(eta/B) sum_j (x_i . x_j + 1) g_j``.
+    For ``"none"``: ``dz_i = -(eta/B) sum_j (x_i . x_j + 1) g_j``.
     """
     one_of("kind", kind, KINDS)
     positive_ints(batch=batch, n_in=n_in, n_out=n_out)
@@ -134,14 +135,14 @@ def batch_update(kind: str = "plain", batch: int = 2, n_in: int = 2, n_out: int 
     return _derive(f"{kind} layer, batch of {batch}", _layer(kind), W, b, xs, gs, batch, eta)
 
 
-def conv1d_update(kind: str = "plain", length: int = 4, kernel_size: int = 2,
+def conv1d_update(kind: str = "none", length: int = 4, kernel_size: int = 2,
                   in_channels: int = 1, padding: int = 0) -> Derivation:
     """One sample of a 1-D convolution (one output channel, stride 1), one SGD step.
 
     The output at position ``p`` is the ``kind`` layer applied to the patch ``P_p`` (all
     ``in_channels x kernel_size`` inputs it sees, padding zeros included), with the weights
     shared across positions. The loss sums over positions, ``L = sum_p g_p z_p``, so the
-    kernel is positions x positions: ``dz_p = -eta sum_q K_pq g_q``; for ``"plain"``,
+    kernel is positions x positions: ``dz_p = -eta sum_q K_pq g_q``; for ``"none"``,
     ``K_pq = P_p . P_q + 1``.
     """
     one_of("kind", kind, KINDS)

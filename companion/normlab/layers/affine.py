@@ -24,7 +24,7 @@ from .._checks import one_of, positive_ints, positive_number
 
 __all__ = ["AffineLikeLinear", "NormLikeLinear", "PatchNormConv2d", "L2Norm", "Gain", "PATCHNORM_MODES"]
 
-PATCHNORM_MODES: tuple[str, ...] = ("affine", "norm")
+PATCHNORM_MODES: tuple[str, ...] = ("affine_like", "norm_like")
 
 
 def _inverse_norm(sq_norm: Tensor, eps: float) -> Tensor:
@@ -197,9 +197,9 @@ class PatchNormConv2d(nn.Conv2d):
     Let :math:`P_p` be the receptive field (patch) of output position :math:`p`: all
     :math:`C_{in} \times k_h \times k_w` input values, padding zeros included.
 
-    - ``mode="affine"``: :math:`z_p = (W * P_p + b) / \sqrt{\lVert P_p \rVert^2 + 1}`
+    - ``mode="affine_like"``: :math:`z_p = (W * P_p + b) / \sqrt{\lVert P_p \rVert^2 + 1}`
       (the tangent kernel between a position and itself is exactly 1);
-    - ``mode="norm"``: :math:`z_p = W * (P_p / \lVert P_p \rVert) + b`, computed as
+    - ``mode="norm_like"``: :math:`z_p = W * (P_p / \lVert P_p \rVert) + b`, computed as
       :math:`(W * P_p)/\lVert P_p \rVert + b` since the convolution is linear.
 
     :math:`\lVert P_p \rVert^2` comes from one extra single-channel convolution: the channel
@@ -210,8 +210,8 @@ class PatchNormConv2d(nn.Conv2d):
     (``groups`` must be 1), plus:
 
     Args:
-        mode: ``"affine"`` or ``"norm"``. Default: ``"affine"``.
-        eps: floor on :math:`\lVert P_p \rVert` in norm mode. Default: ``1e-12``.
+        mode: ``"affine_like"`` or ``"norm_like"``. Default: ``"affine_like"``.
+        eps: floor on :math:`\lVert P_p \rVert` in norm_like mode. Default: ``1e-12``.
 
     Shape:
         - Input: :math:`(N, C_{in}, H, W)` or :math:`(C_{in}, H, W)`.
@@ -221,7 +221,7 @@ class PatchNormConv2d(nn.Conv2d):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
                  stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] | str = 0,
-                 dilation: int | tuple[int, int] = 1, bias: bool = True, mode: str = "affine",
+                 dilation: int | tuple[int, int] = 1, bias: bool = True, mode: str = "affine_like",
                  groups: int = 1, padding_mode: str = "zeros",
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None,
                  *, eps: float = 1e-12) -> None:
@@ -255,7 +255,7 @@ class PatchNormConv2d(nn.Conv2d):
         if unbatched:
             x = x.unsqueeze(0)
         sq_norm = self.patch_sq_norm(x)
-        if self.mode == "affine":
+        if self.mode == "affine_like":
             out = self._conv_forward(x, self.weight, self.bias) * torch.rsqrt(sq_norm + 1)
         else:
             out = self._conv_forward(x, self.weight, None) * _inverse_norm(sq_norm, self.eps)
