@@ -154,6 +154,9 @@ def test_a_model_that_does_not_fit_the_data_names_the_sample_shape(digits) -> No
     assert untouched(model, before)
     with pytest.raises(ValueError, match=r"split digits/val \(sample shape \(1, 8, 8\).*mat1 and mat2"):
         evaluate(model, val)
+    cropped = DataSplit(val.x[:, :, :7, :7], val.y, val.task, val.name, val.split, val.meta)
+    with pytest.raises(ValueError, match=r"split digits/val \(sample shape \(1, 7, 7\).*mat1 and mat2"):
+        quick_fit(small_model(), train, cropped)  # train fits the model, val does not
 
 
 def test_checkpoint_dir_pointing_at_a_file_is_refused(digits, tmp_path: Path) -> None:
@@ -163,3 +166,14 @@ def test_checkpoint_dir_pointing_at_a_file_is_refused(digits, tmp_path: Path) ->
         quick_fit(small_model(), *digits, checkpoint_dir=existing)
     with pytest.raises(ValueError, match=r"checkpoint_dir=.*lies under .*notes\.txt, which is a file"):
         FitConfig(epochs=1, batch_size=1, lr=0.1, checkpoint_dir=existing / "run")
+
+
+def test_large_finite_inputs_are_not_mistaken_for_non_finite(digits) -> None:
+    """The fast check sums the inputs; a sum that overflows must fall back to the exact scan."""
+    x = torch.full((4, 3), 3e38)
+    assert not torch.isfinite(x.sum())
+    split = DataSplit(x, torch.zeros(4), "regression", "toy", "val")
+    training._check_finite(split)  # no error: every value is finite
+    x[1, 2] = float("-inf")
+    with pytest.raises(ValueError, match=r"1 non-finite value\(s\).*row 1"):
+        training._check_finite(split)

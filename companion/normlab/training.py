@@ -375,11 +375,20 @@ def _check_split(split: Any, role: str) -> None:
 
 
 def _check_finite(*splits: DataSplit) -> None:
-    """Every float tensor of ``splits`` is finite: one pass on the device, one host sync."""
+    """Every float tensor of ``splits`` is finite: one reduction each on the device, one host sync.
+
+    A sum is finite whenever every term is (NaN and inf propagate through it), so a finite
+    sum proves the tensor clean at the cost of one read; ``isfinite`` would cost several
+    passes and a boolean copy. Only a non-finite sum (bad data, or an overflow of large
+    values) pays for the exact element-wise scan, which then names the first bad row.
+    """
     tensors = [(split, key, t) for split in splits for key, t in (("x", split.x), ("y", split.y)) if t.is_floating_point()]
-    if not tensors or torch.stack([torch.isfinite(t).all() for _, _, t in tensors]).all():
+    if not tensors:
         return
-    for split, key, t in tensors:  # the slow path, only to describe the failure
+    sums = torch.stack([t.sum(dtype=torch.promote_types(t.dtype, torch.float32)).float() for _, _, t in tensors])
+    if torch.isfinite(sums).all():
+        return
+    for split, key, t in tensors:
         bad = ~torch.isfinite(t.reshape(len(t), -1))
         if bad.any():
             row = int(bad.any(1).nonzero()[0])
@@ -410,6 +419,19 @@ def _dry_run(model: nn.Module, split: DataSplit, autocast: Callable[[], ContextM
         ) from err
     finally:
         model.train(was_training)
+
+
+def _check_data(model: nn.Module, train: DataSplit, val: DataSplit, autocast: Callable[[], ContextManager[Any]]) -> None:
+    """What ``fit`` checks on the device before its first step: finite inputs, and a dry run of
+    the model on train (and on val when its samples differ in shape or dtype)."""
+    _check_finite(train, val)
+    _dry_run(model, train, autocast)
+    if _sample_kind(val) != _sample_kind(train):
+        _dry_run(model, val, autocast)
+
+
+def _sample_kind(split: DataSplit) -> tuple[Any, ...]:
+    return split.x.shape[1:], split.x.dtype, split.y.shape[1:]
 
 
 def evaluate(model: nn.Module, split: DataSplit, *, batch_size: int = 1024, device: torch.device | str | None = None,
@@ -459,8 +481,8 @@ def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | 
     first unused callback of the same class; a callback without one starts fresh.
 
     Before the first step the splits are checked: both non-empty, of one task, with finite
-    inputs, and the model is run on two samples of each so that a shape mismatch is
-    reported with the split's sample shape.
+    inputs, and the model is run on two samples of train (and of val, when its samples differ
+    in shape or dtype) so that a shape mismatch is reported with the split's sample shape.
 
     Returns:
         The :class:`History` (also ``TrainState.history`` for callbacks).
@@ -492,9 +514,7 @@ def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | 
     model.to(device)
     train, val = train.to(device), val.to(device)
     autocast = _autocast(device, cfg.amp)
-    _check_finite(train, val)
-    _dry_run(model, train, autocast)
-    _dry_run(model, val, autocast)
+    _check_data(model, train, val, autocast)
 
     generator = torch.Generator()
     opt = _build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.optimizer_kwargs)
