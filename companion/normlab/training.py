@@ -1,4 +1,4 @@
-"""The one training loop of the book: :func:`fit`, :func:`evaluate` and resumable checkpoints.
+"""The one training loop of the book: :func:`fit`, its :class:`FitConfig`, and :func:`evaluate`.
 
 ``fit(model, train, val, ...)`` trains on a :class:`normlab.data.DataSplit`; the split's
 ``task`` decides the loss and the metric:
@@ -14,6 +14,12 @@ regression     mean squared error                         RMSE (original units w
 
 Design, in short:
 
+- **One config.** Every setting is a field of :class:`FitConfig`, validated in its
+  constructor; ``fit(model, train, val, config)`` and ``fit(model, train, val, epochs=...,
+  batch_size=..., lr=...)`` are the same call.
+- **Data checked before training.** Empty splits, non-finite inputs and a model that cannot
+  take the data fail with a message naming the split, before the first step (the split's
+  own checks, dtypes and label range, run when it is built; see :class:`DataSplit`).
 - **Data on the device.** Both splits are moved to the device once; a batch is an
   ``index_select`` of a shuffled index, and augmentations (:mod:`normlab.augment`) run on
   whole batches there. No DataLoader, no worker processes.
@@ -22,38 +28,42 @@ Design, in short:
   (:func:`normlab.seed_everything`), which dropout and stochastic depth use. On the CPU the
   same seed gives identical numbers. Build the model after ``seed_everything(seed)`` for
   identical initial weights.
-- **Checkpoints.** With ``checkpoint_dir``, the model, optimiser, scheduler, every RNG state,
-  the callbacks' ``state_dict`` and the history are saved atomically at each epoch end;
-  calling ``fit`` again with the same arguments resumes from there, and an interrupted run
-  ends with exactly the numbers of an uninterrupted one (on the CPU).
+- **Checkpoints** (:mod:`normlab.checkpoint`). With ``checkpoint_dir``, the whole loop state
+  is saved atomically at each epoch end; calling ``fit`` again with the same settings
+  resumes from there, and an interrupted run ends with exactly the numbers of an
+  uninterrupted one (on the CPU).
 - **Speed.** bf16 autocast on CUDA by default, optional ``torch.compile``, and no host sync
   in the inner loop unless callbacks need ``state.loss``.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-import random
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import checkpoint
+from ._checks import fraction, non_negative_int, one_of, positive_int, positive_number
 from ._runtime import device as default_device
 from ._runtime import seed_everything
 from .augment import Augment
 from .callbacks import Callback, TrainState
+from .checkpoint import CHECKPOINT_NAME, CheckpointError, model_signature
 from .data.types import IGNORE_INDEX, DataSplit
 
 __all__ = [
     "CHECKPOINT_NAME",
     "CheckpointError",
+    "FitConfig",
     "History",
     "METRICS",
     "OPTIMIZERS",
@@ -79,13 +89,143 @@ METRICS: dict[str, tuple[str, bool]] = {
     "regression": ("rmse", False),
 }
 TIMING_KEYS: tuple[str, ...] = ("epoch_time_s", "samples_per_s")
-CHECKPOINT_NAME = "last.pt"
-CHECKPOINT_FORMAT = 1
 PROGRESS_ENV = "NORMLAB_PROGRESS"
+DRY_RUN_SAMPLES = 2
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint cannot be used: unreadable, or written by another model or run."""
+# ------------------------------------------------------------------------- config
+
+
+def _how(default: Any = None, **kwargs: Any) -> Any:
+    """A field that changes how, not what, is computed: left out of the run record."""
+    return field(default=default, metadata={"in_record": False}, **kwargs)
+
+
+def _flag(name: str, value: Any, *, optional: bool = False) -> None:
+    if not (isinstance(value, bool) or (optional and value is None)):
+        raise TypeError(f"{name} must be True or False{' or None' if optional else ''}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """Every setting of :func:`fit`, checked when the config is built.
+
+    Args:
+        epochs, batch_size, lr: the budget; all must be positive. ``max_steps`` (optional)
+            ends training after that many optimiser steps (fixed-steps budgets).
+        optimizer: ``"sgd"``, ``"adam"``, ``"adamw"`` or ``"rmsprop"``; ``optimizer_kwargs``
+            go to its constructor (e.g. ``{"momentum": 0.9}``). ``weight_decay`` applies to
+            weights with ``ndim >= 2`` only.
+        schedule: ``"constant"``, ``"cosine"`` or ``"warmup_cosine"`` (linear warm-up over
+            the fraction ``warmup`` of all steps, then cosine to zero); stepped per
+            optimiser step.
+        seed: seeds the loop's shuffling generator and, for a fresh run, the global RNGs.
+        label_smoothing: of the training loss, in ``[0, 1)``.
+        augment: an :class:`normlab.augment.Augment` for image batches (training only).
+        drop_last: drop the last incomplete batch of each epoch (every sample is still
+            seen across epochs; keeps BatchNorm away from one-sample batches).
+        stop_on_divergence: stop after an epoch whose training loss is not finite.
+        amp: bf16 autocast; ``None`` means on for CUDA with bf16 support, off otherwise.
+        device: defaults to :func:`normlab.device`. The model and both splits move there.
+        compile: wrap the model in ``torch.compile`` for the forward passes.
+        checkpoint_dir: a folder (created if missing); ``last.pt`` is saved there at each
+            epoch end and a run resumes from it (:mod:`normlab.checkpoint`).
+        progress: a tqdm bar; ``None`` follows :func:`progress_default`.
+        eval_batch_size: batch size of the validation passes.
+
+    A checkpoint records :meth:`run_record`: every field except those that change how, not
+    what, is computed (``device``, ``compile``, ``checkpoint_dir``, ``progress``,
+    ``eval_batch_size``). A new field is recorded unless it is declared with ``_how``.
+    """
+
+    epochs: int
+    batch_size: int
+    lr: float
+    optimizer: str = "adamw"
+    weight_decay: float = 0.0
+    optimizer_kwargs: Mapping[str, Any] | None = None
+    schedule: str = "constant"
+    warmup: float = 0.0
+    seed: int = 0
+    label_smoothing: float = 0.0
+    augment: Augment | None = None
+    max_steps: int | None = None
+    drop_last: bool = True
+    stop_on_divergence: bool = True
+    amp: bool | None = None
+    device: torch.device | str | None = _how()
+    compile: bool = _how(False)
+    checkpoint_dir: str | Path | None = _how()
+    progress: bool | None = _how()
+    eval_batch_size: int = _how(1024)
+
+    def __post_init__(self) -> None:
+        def normalise(name: str, value: Any) -> None:  # frozen: the one place fields are rewritten
+            object.__setattr__(self, name, value)
+
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            positive_int(name, getattr(self, name))
+        if self.max_steps is not None:
+            positive_int("max_steps", self.max_steps)
+        non_negative_int("seed", self.seed)
+        normalise("lr", positive_number("lr", self.lr))
+        wd = self.weight_decay
+        if isinstance(wd, bool) or not isinstance(wd, (int, float)) or not math.isfinite(wd) or wd < 0:
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {wd!r}")
+        normalise("weight_decay", float(wd))
+        normalise("warmup", fraction("warmup", self.warmup))
+        normalise("label_smoothing", fraction("label_smoothing", self.label_smoothing))
+        one_of("optimizer", self.optimizer, OPTIMIZERS)
+        one_of("schedule", self.schedule, SCHEDULES)
+        if self.optimizer_kwargs is not None and not isinstance(self.optimizer_kwargs, Mapping):
+            raise TypeError(f"optimizer_kwargs must be a mapping, got {type(self.optimizer_kwargs).__name__}")
+        normalise("optimizer_kwargs", dict(self.optimizer_kwargs or {}))
+        if self.augment is not None and not isinstance(self.augment, Augment):
+            raise TypeError(f"augment must be a normlab.augment.Augment or None, got {type(self.augment).__name__}")
+        for name in ("drop_last", "stop_on_divergence", "compile"):
+            _flag(name, getattr(self, name))
+        for name in ("amp", "progress"):
+            _flag(name, getattr(self, name), optional=True)
+        if self.device is not None:
+            try:
+                torch.device(self.device)
+            except (RuntimeError, TypeError) as err:
+                raise ValueError(f"device={self.device!r} is not a torch device ({err})") from err
+        if self.checkpoint_dir is not None:
+            self._check_checkpoint_dir()
+
+    def _check_checkpoint_dir(self) -> None:
+        if not isinstance(self.checkpoint_dir, (str, os.PathLike)):
+            raise TypeError(f"checkpoint_dir must be a path or None, got {type(self.checkpoint_dir).__name__}")
+        folder = Path(self.checkpoint_dir)
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        if not existing.is_dir():
+            what = "is an existing file" if existing == folder else f"lies under {existing}, which is a file"
+            raise ValueError(f"checkpoint_dir={str(self.checkpoint_dir)!r} {what}; expected a folder (created if missing)")
+
+    def run_record(self) -> dict[str, Any]:
+        """What a checkpoint must share with the run resuming it: the recorded fields, as plain types."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.metadata.get("in_record", True)}
+
+
+def _plain(value: Any) -> Any:
+    """A value comparable across processes and ``weights_only``-loadable: objects by their repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return repr(sorted(value.items()))
+    return repr(value)
+
+
+def _resolve_config(config: FitConfig | None, settings: Mapping[str, Any]) -> FitConfig:
+    """``config`` with ``settings`` replacing its fields, or a config of ``settings`` alone."""
+    if config is not None and not isinstance(config, FitConfig):
+        raise TypeError(f"config must be a normlab.training.FitConfig, got {type(config).__name__}")
+    known = {f.name for f in dataclasses.fields(FitConfig)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise TypeError(f"fit got unknown setting(s) {', '.join(unknown)}; FitConfig has {', '.join(sorted(known))}")
+    return dataclasses.replace(config, **settings) if config is not None else FitConfig(**settings)
 
 
 class History(list):
@@ -136,17 +276,6 @@ def progress_default(device: torch.device | str | None = None) -> bool:
         return value.lower() not in ("0", "false", "no", "off")
     on_gpu = device is not None and torch.device(device).type == "cuda"
     return on_gpu or bool(getattr(sys.stderr, "isatty", lambda: False)())
-
-
-def model_signature(model: nn.Module) -> list[list[Any]]:
-    """``[name, shape]`` of every entry of the model's state dict: what a checkpoint must match."""
-    return [[name, list(t.shape)] for name, t in model.state_dict().items()]
-
-
-def _check_positive(name: str, value: Any, kind: type) -> None:
-    ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
-    if not ok or not value > 0 or (kind is float and not math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive {'number' if kind is float else 'int'}, got {value!r}")
 
 
 def _autocast(device: torch.device, amp: bool | None) -> Callable[[], ContextManager[Any]]:
@@ -235,6 +364,76 @@ def _evaluate_on_device(model: nn.Module, split: DataSplit, batch_size: int, aut
     return {"loss": loss_sum / count, metric: value}
 
 
+# ---------------------------------------------------------------------- data checks
+
+
+def _check_split(split: Any, role: str) -> None:
+    if not isinstance(split, DataSplit):
+        raise TypeError(f"{role} must be a normlab.data.DataSplit, got {type(split).__name__}")
+    if len(split) == 0:
+        raise ValueError(f"{role} split {split.title} is empty; it needs at least one sample")
+
+
+def _check_finite(*splits: DataSplit) -> None:
+    """Every float tensor of ``splits`` is finite: one reduction each on the device, one host sync.
+
+    A sum is finite whenever every term is (NaN and inf propagate through it), so a finite
+    sum proves the tensor clean at the cost of one read; ``isfinite`` would cost several
+    passes and a boolean copy. Only a non-finite sum (bad data, or an overflow of large
+    values) pays for the exact element-wise scan, which then names the first bad row.
+    """
+    tensors = [(split, key, t) for split in splits for key, t in (("x", split.x), ("y", split.y)) if t.is_floating_point()]
+    if not tensors:
+        return
+    sums = torch.stack([t.sum(dtype=torch.promote_types(t.dtype, torch.float32)).float() for _, _, t in tensors])
+    if torch.isfinite(sums).all():
+        return
+    for split, key, t in tensors:
+        bad = ~torch.isfinite(t.reshape(len(t), -1))
+        if bad.any():
+            row = int(bad.any(1).nonzero()[0])
+            raise ValueError(f"{key} of split {split.title} holds {int(bad.sum())} non-finite value(s) (NaN or inf), "
+                             f"the first in row {row}; clean or drop those rows")
+
+
+@torch.no_grad()
+def _dry_run(model: nn.Module, split: DataSplit, autocast: Callable[[], ContextManager[Any]]) -> None:
+    """One forward pass and loss on the first samples of ``split``, in eval mode.
+
+    A model that cannot take the data then fails before training, with a message naming the
+    split's sample shape around torch's own error. Eval mode keeps BatchNorm's running
+    statistics and dropout's RNG untouched; ``fit`` seeds (or restores) every RNG afterwards.
+    """
+    x, y = split.x[:DRY_RUN_SAMPLES], split.y[:DRY_RUN_SAMPLES]
+    was_training = model.training
+    model.eval()
+    try:
+        with autocast():
+            _task_loss(split.task, model(x), y, 0.0)
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except (RuntimeError, IndexError, ValueError) as err:
+        raise ValueError(
+            f"the model cannot take the samples of split {split.title} (sample shape {tuple(x.shape[1:])}, "
+            f"dtype {x.dtype}, task {split.task}): {type(err).__name__}: {err}"
+        ) from err
+    finally:
+        model.train(was_training)
+
+
+def _check_data(model: nn.Module, train: DataSplit, val: DataSplit, autocast: Callable[[], ContextManager[Any]]) -> None:
+    """What ``fit`` checks on the device before its first step: finite inputs, and a dry run of
+    the model on train (and on val when its samples differ in shape or dtype)."""
+    _check_finite(train, val)
+    _dry_run(model, train, autocast)
+    if _sample_kind(val) != _sample_kind(train):
+        _dry_run(model, val, autocast)
+
+
+def _sample_kind(split: DataSplit) -> tuple[Any, ...]:
+    return split.x.shape[1:], split.x.dtype, split.y.shape[1:]
+
+
 def evaluate(model: nn.Module, split: DataSplit, *, batch_size: int = 1024, device: torch.device | str | None = None,
              amp: bool | None = None) -> dict[str, float]:
     """Loss and metric of ``model`` on ``split`` (e.g. the test split), in eval mode.
@@ -242,238 +441,105 @@ def evaluate(model: nn.Module, split: DataSplit, *, batch_size: int = 1024, devi
     Returns ``{"loss": ..., <metric>: ...}`` with the metric of the split's task
     (``accuracy``, ``token_accuracy`` or ``rmse``). The loss has no label smoothing.
     ``device`` defaults to the model's own device; the model's train/eval mode is restored.
+
+    Raises:
+        ValueError: for an empty split, non-finite inputs, a model that cannot take the
+            split's samples, or a bad argument.
     """
-    if not isinstance(split, DataSplit):
-        raise TypeError(f"split must be a normlab.data.DataSplit, got {type(split).__name__}")
-    _check_positive("batch_size", batch_size, int)
+    _check_split(split, "split")
+    positive_int("batch_size", batch_size)
     if device is None:
         first = next(iter(model.parameters()), None)
         device = first.device if first is not None else torch.device("cpu")
     device = torch.device(device)
+    split = split.to(device)
+    _check_finite(split)
+    autocast = _autocast(device, amp)
+    _dry_run(model, split, autocast)
     was_training = model.training
     model.eval()
     try:
-        return _evaluate_on_device(model, split.to(device), batch_size, _autocast(device, amp))
+        return _evaluate_on_device(model, split, batch_size, autocast)
     finally:
         model.train(was_training)
-
-
-# ----------------------------------------------------------------------- checkpoints
-
-
-def _rng_state(generator: torch.Generator) -> dict[str, Any]:
-    """Every RNG state as tensors and primitives (``weights_only``-loadable)."""
-    py_version, py_state, py_gauss = random.getstate()
-    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "shuffle": generator.get_state(),
-        "python": {"version": py_version, "state": torch.tensor(py_state, dtype=torch.int64), "gauss": py_gauss},
-        "numpy": {"kind": np_kind, "keys": torch.from_numpy(np_keys.astype(np.int64)), "pos": int(np_pos),
-                  "has_gauss": int(np_has_gauss), "gauss": float(np_gauss)},
-    }
-
-
-def _set_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> None:
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    generator.set_state(state["shuffle"])
-    py = state["python"]
-    random.setstate((py["version"], tuple(py["state"].tolist()), py["gauss"]))
-    npy = state["numpy"]
-    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["gauss"]))
-
-
-def _save_atomic(payload: dict[str, Any], path: Path) -> None:
-    """Write to a temporary file in the same folder, then rename over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-
-
-def _load_checkpoint(path: Path) -> dict[str, Any]:
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises several types for a damaged file
-        raise CheckpointError(
-            f"checkpoint {path} is unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
-            f"delete it (or its folder) to start the run afresh"
-        ) from err
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint {path} is not a normlab.training checkpoint (format {CHECKPOINT_FORMAT}); delete it to start afresh")
-    return payload
-
-
-def _check_compatible(payload: Mapping[str, Any], path: Path, signature: list[list[Any]], run_config: Mapping[str, Any]) -> None:
-    if payload["signature"] != signature:
-        theirs = {name: shape for name, shape in payload["signature"]}
-        ours = {name: shape for name, shape in signature}
-        diff = sorted(k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k))
-        shown = ", ".join(f"{k}: checkpoint {theirs.get(k)} vs model {ours.get(k)}" for k in diff[:4])
-        raise CheckpointError(
-            f"checkpoint {path} was written by another model ({len(diff)} parameter(s) differ: {shown}); "
-            f"use another checkpoint_dir or delete it"
-        )
-    saved = payload["run_config"]
-    diff = sorted(k for k in saved.keys() | run_config.keys() if saved.get(k) != run_config.get(k))
-    if diff:
-        shown = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {run_config.get(k)!r}" for k in diff)
-        raise CheckpointError(f"checkpoint {path} was written by a run with other settings ({shown}); "
-                              f"use another checkpoint_dir or delete it")
-
-
-def _restore_callbacks(callbacks: Sequence[Callback], saved: list[list[Any]]) -> None:
-    """Give each callback the saved state of the same class, in order; others start fresh."""
-    remaining = list(saved)
-    for callback in callbacks:
-        name = type(callback).__name__
-        for i, (saved_name, state) in enumerate(remaining):
-            if saved_name == name:
-                callback.load_state_dict(state)
-                del remaining[i]
-                break
 
 
 # ------------------------------------------------------------------------------ fit
 
 
-def fit(
-    model: nn.Module,
-    train: DataSplit,
-    val: DataSplit,
-    *,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    optimizer: str = "adamw",
-    weight_decay: float = 0.0,
-    optimizer_kwargs: Mapping[str, Any] | None = None,
-    schedule: str = "constant",
-    warmup: float = 0.0,
-    seed: int = 0,
-    label_smoothing: float = 0.0,
-    augment: Augment | None = None,
-    max_steps: int | None = None,
-    drop_last: bool = True,
-    device: torch.device | str | None = None,
-    amp: bool | None = None,
-    compile: bool = False,
-    callbacks: Sequence[Callback] = (),
-    checkpoint_dir: str | Path | None = None,
-    progress: bool | None = None,
-    eval_batch_size: int = 1024,
-    stop_on_divergence: bool = True,
-) -> History:
+def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | None = None, *,
+        callbacks: Sequence[Callback] = (), **settings: Any) -> History:
     """Train ``model`` on ``train``, evaluating on ``val`` after every epoch.
 
-    Args:
-        epochs, batch_size, lr: the budget; all must be positive. ``max_steps`` (optional)
-            ends training after that many optimiser steps (fixed-steps budgets).
-        optimizer: ``"sgd"``, ``"adam"``, ``"adamw"`` or ``"rmsprop"``; ``optimizer_kwargs``
-            go to its constructor (e.g. ``{"momentum": 0.9}``). ``weight_decay`` applies to
-            weights with ``ndim >= 2`` only.
-        schedule: ``"constant"``, ``"cosine"`` or ``"warmup_cosine"`` (linear warm-up over
-            the fraction ``warmup`` of all steps, then cosine to zero); stepped per
-            optimiser step.
-        seed: seeds the loop's shuffling generator and, for a fresh run, the global RNGs.
-        augment: an :class:`normlab.augment.Augment` for image batches (training only).
-        drop_last: drop the last incomplete batch of each epoch (every sample is still
-            seen across epochs; keeps BatchNorm away from one-sample batches).
-        device: defaults to :func:`normlab.device`. The model and both splits move there.
-        amp: bf16 autocast; ``None`` means on for CUDA with bf16 support, off otherwise.
-        compile: wrap the model in ``torch.compile`` for the forward passes.
-        callbacks: :class:`normlab.callbacks.Callback` objects, called as documented in
-            :mod:`normlab.callbacks`. ``state.loss`` is set after every step only when
-            callbacks are given (it costs a host sync).
-        checkpoint_dir: save ``last.pt`` there at each epoch end and resume from it. On
-            resume each callback gets the saved state of the first unused callback of the
-            same class; a callback without one starts fresh.
-        progress: a tqdm bar; ``None`` follows :func:`progress_default`.
-        stop_on_divergence: stop after an epoch whose training loss is not finite.
+    The settings are the fields of :class:`FitConfig`, given as a ``config``, as keywords
+    (``fit(model, train, val, epochs=10, batch_size=64, lr=1e-3)``), or both: keywords then
+    replace the config's fields.
+
+    ``callbacks`` are :class:`normlab.callbacks.Callback` objects, called as documented in
+    :mod:`normlab.callbacks`. ``state.loss`` is set after every step only when callbacks
+    are given (it costs a host sync). On resume each callback gets the saved state of the
+    first unused callback of the same class; a callback without one starts fresh.
+
+    Before the first step the splits are checked: both non-empty, of one task, with finite
+    inputs, and the model is run on two samples of train (and of val, when its samples differ
+    in shape or dtype) so that a shape mismatch is reported with the split's sample shape.
 
     Returns:
         The :class:`History` (also ``TrainState.history`` for callbacks).
 
     Raises:
-        ValueError: for a bad argument. CheckpointError: for an unreadable checkpoint or
-        one written by another model or with other settings.
+        ValueError: for a bad setting or bad data (TypeError for a wrong kind of object).
+        CheckpointError: for an unreadable checkpoint or one written by another model or
+            with other settings.
     """
-    if not isinstance(train, DataSplit) or not isinstance(val, DataSplit):
-        raise TypeError("train and val must be normlab.data.DataSplit objects")
+    cfg = _resolve_config(config, settings)
+    _check_split(train, "train")
+    _check_split(val, "val")
     if train.task != val.task:
         raise ValueError(f"train and val have different tasks: {train.task!r} and {val.task!r}")
-    _check_positive("epochs", epochs, int)
-    _check_positive("batch_size", batch_size, int)
-    _check_positive("lr", lr, float)
-    _check_positive("eval_batch_size", eval_batch_size, int)
-    if max_steps is not None:
-        _check_positive("max_steps", max_steps, int)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer={optimizer!r} is not known; expected one of {', '.join(OPTIMIZERS)}")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule={schedule!r} is not known; expected one of {', '.join(SCHEDULES)}")
-    if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
-        raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
-    if not 0.0 <= warmup < 1.0:
-        raise ValueError(f"warmup must be a fraction of the steps in [0, 1), got {warmup!r}")
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"label_smoothing must lie in [0, 1), got {label_smoothing!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    if augment is not None and augment.mixes and train.task != "classification":
+    if cfg.augment is not None and cfg.augment.mixes and train.task != "classification":
         raise ValueError("MixUp/CutMix need a classification task")
-    steps_per_epoch = len(train) // batch_size if drop_last else math.ceil(len(train) / batch_size)
+    batch_size = cfg.batch_size
+    steps_per_epoch = len(train) // batch_size if cfg.drop_last else math.ceil(len(train) / batch_size)
     if steps_per_epoch == 0:
         raise ValueError(f"batch_size={batch_size} exceeds the {len(train)} training samples (with drop_last=True)")
 
-    device = torch.device(device) if device is not None else default_device()
-    total_steps = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
+    device = torch.device(cfg.device) if cfg.device is not None else default_device()
+    total_steps = cfg.epochs * steps_per_epoch
+    if cfg.max_steps is not None:
+        total_steps = min(cfg.max_steps, total_steps)
     metric, higher_is_better = METRICS[train.task]
-    run_config = {
-        "epochs": epochs, "batch_size": batch_size, "lr": float(lr), "optimizer": optimizer,
-        "optimizer_kwargs": repr(sorted(dict(optimizer_kwargs or {}).items())), "weight_decay": float(weight_decay),
-        "schedule": schedule, "warmup": float(warmup), "seed": seed, "label_smoothing": float(label_smoothing),
-        "augment": repr(augment), "max_steps": max_steps, "drop_last": drop_last, "n_train": len(train),
-    }
+    run_record = {**cfg.run_record(), "n_train": len(train)}
 
     model.to(device)
     train, val = train.to(device), val.to(device)
-    generator = torch.Generator()
-    opt = _build_optimizer(model, optimizer, lr, weight_decay, optimizer_kwargs or {})
-    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(schedule, total_steps, max(1, round(warmup * total_steps))))
-    history = History(metric=metric, higher_is_better=higher_is_better)
-    state = TrainState(model=model, optimizer=opt, scheduler=scheduler, epochs=epochs, history=history)
+    autocast = _autocast(device, cfg.amp)
+    _check_data(model, train, val, autocast)
 
-    path = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir is not None else None
-    if path is not None and path.exists():
-        payload = _load_checkpoint(path)
-        _check_compatible(payload, path, model_signature(model), run_config)
-        model.load_state_dict(payload["model"])
-        opt.load_state_dict(payload["optimizer"])
-        scheduler.load_state_dict(payload["scheduler"])
-        _restore_callbacks(callbacks, payload["callbacks"])
-        history.extend(payload["history"])
-        state.epoch, state.step, state.stop_training = payload["epoch"], payload["step"], payload["stopped"]
-        _set_rng_state(payload["rng"], generator)
-    else:
-        seed_everything(seed)
-        generator.manual_seed(seed)
+    generator = torch.Generator()
+    opt = _build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.optimizer_kwargs)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg.schedule, total_steps, max(1, round(cfg.warmup * total_steps))))
+    history = History(metric=metric, higher_is_better=higher_is_better)
+    state = TrainState(model=model, optimizer=opt, scheduler=scheduler, epochs=cfg.epochs, history=history)
+
+    path = Path(cfg.checkpoint_dir) / CHECKPOINT_NAME if cfg.checkpoint_dir is not None else None
+    saving = dict(run_record=run_record, generator=generator, callbacks=callbacks)
+    if path is None or not checkpoint.resume(path, state, **saving):
+        seed_everything(cfg.seed)
+        generator.manual_seed(cfg.seed)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
 
-    step_model = torch.compile(model) if compile else model
-    autocast = _autocast(device, amp)
+    step_model = torch.compile(model) if cfg.compile else model
     bar = None
-    if progress if progress is not None else progress_default(device):
+    if cfg.progress if cfg.progress is not None else progress_default(device):
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total_steps, initial=state.step, unit="step", desc=f"{train.name} {metric}", leave=False)
 
     for callback in callbacks:
         callback.on_train_start(state)
-    for epoch in range(state.epoch + 1, epochs + 1):
+    for epoch in range(state.epoch + 1, cfg.epochs + 1):
         if state.stop_training or state.step >= total_steps:
             break
         state.epoch = epoch
@@ -490,13 +556,13 @@ def fit(
             index = order[batch * batch_size : (batch + 1) * batch_size]
             x, y = train.x.index_select(0, index), train.y.index_select(0, index)
             y_mix, lam = y, 1.0
-            if augment is not None:
-                x, y_mix, lam = augment(x, y, generator)
+            if cfg.augment is not None:
+                x, y_mix, lam = cfg.augment(x, y, generator)
             with autocast():
                 out = step_model(x)
-                loss = _task_loss(train.task, out, y, label_smoothing)
+                loss = _task_loss(train.task, out, y, cfg.label_smoothing)
                 if lam != 1.0:
-                    loss = lam * loss + (1.0 - lam) * _task_loss(train.task, out, y_mix, label_smoothing)
+                    loss = lam * loss + (1.0 - lam) * _task_loss(train.task, out, y_mix, cfg.label_smoothing)
             opt.zero_grad(set_to_none=True)  # frozen parameters keep grad None: no momentum/decay update
             loss.backward()
             for callback in callbacks:
@@ -515,7 +581,7 @@ def fit(
         train_loss = (loss_sum / max(seen, 1)).item()
         train_time = time.perf_counter() - started
         model.eval()
-        scores = _evaluate_on_device(step_model, val, eval_batch_size, autocast)
+        scores = _evaluate_on_device(step_model, val, cfg.eval_batch_size, autocast)
         state.loss = train_loss
         history.append({
             "epoch": epoch,
@@ -529,25 +595,12 @@ def fit(
         })
         if bar is not None:
             bar.set_postfix(epoch=epoch, train_loss=f"{train_loss:.3g}", **{f"val_{metric}": f"{scores[metric]:.4g}"})
-        if stop_on_divergence and not math.isfinite(train_loss):
+        if cfg.stop_on_divergence and not math.isfinite(train_loss):
             state.stop_training = True
         for callback in callbacks:
             callback.on_epoch_end(state)
         if path is not None:
-            _save_atomic({
-                "format": CHECKPOINT_FORMAT,
-                "signature": model_signature(model),
-                "run_config": run_config,
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": _rng_state(generator),
-                "callbacks": [[type(callback).__name__, callback.state_dict()] for callback in callbacks],
-                "history": [dict(record) for record in history],
-                "epoch": epoch,
-                "step": state.step,
-                "stopped": bool(state.stop_training),
-            }, path)
+            checkpoint.save(path, state, **saving)
     if bar is not None:
         bar.close()
     for callback in callbacks:

@@ -1,0 +1,153 @@
+"""Resumable checkpoints of :func:`normlab.training.fit`: one file, ``last.pt``, per run.
+
+A checkpoint holds everything an exact resume needs: the model, optimiser and scheduler
+states, every RNG state (torch, CUDA, the loop's shuffling generator, Python, NumPy), each
+callback's ``state_dict``, the history so far and the loop's counters. It also holds what
+makes a resume safe: the model's :func:`model_signature` and the run's compatibility record
+(:meth:`normlab.training.FitConfig.run_record`); a resume with another model or other
+settings raises :class:`CheckpointError` instead of silently mixing two runs.
+
+Files are written atomically (:func:`normlab._io.write_atomic`), so a run killed while
+saving leaves the previous checkpoint intact. Everything is stored as tensors and plain
+types, so loading uses ``torch.load(weights_only=True)``.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ._io import write_atomic
+from .callbacks import Callback, TrainState
+
+__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CheckpointError", "model_signature", "resume", "save"]
+
+CHECKPOINT_NAME = "last.pt"
+CHECKPOINT_FORMAT = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be used: unreadable, or written by another model or run."""
+
+
+def model_signature(model: nn.Module) -> list[list[Any]]:
+    """``[name, shape]`` of every entry of the model's state dict: what a checkpoint must match."""
+    return [[name, list(t.shape)] for name, t in model.state_dict().items()]
+
+
+def save(path: Path, state: TrainState, *, run_record: Mapping[str, Any], generator: torch.Generator,
+         callbacks: Sequence[Callback]) -> None:
+    """Write the loop's state after epoch ``state.epoch`` to ``path``, atomically."""
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "signature": model_signature(state.model),
+        "run_config": dict(run_record),
+        "model": state.model.state_dict(),
+        "optimizer": state.optimizer.state_dict(),
+        "scheduler": state.scheduler.state_dict(),
+        "rng": _rng_state(generator),
+        "callbacks": [[type(callback).__name__, callback.state_dict()] for callback in callbacks],
+        "history": [dict(record) for record in state.history],
+        "epoch": state.epoch,
+        "step": state.step,
+        "stopped": bool(state.stop_training),
+    }
+    write_atomic(path, lambda f: torch.save(payload, f))
+
+
+def resume(path: Path, state: TrainState, *, run_record: Mapping[str, Any], generator: torch.Generator,
+           callbacks: Sequence[Callback]) -> bool:
+    """Restore the loop's state from ``path`` if it exists; say whether it did.
+
+    The model, optimiser and scheduler in ``state`` must already be built. On resume each
+    callback gets the saved state of the first unused callback of the same class; a callback
+    without one starts fresh.
+
+    Raises:
+        CheckpointError: the file is unreadable, or was written by another model or by a run
+            whose record differs from ``run_record``.
+    """
+    if not path.exists():
+        return False
+    payload = _load(path)
+    _check_compatible(payload, path, model_signature(state.model), run_record)
+    state.model.load_state_dict(payload["model"])
+    state.optimizer.load_state_dict(payload["optimizer"])
+    state.scheduler.load_state_dict(payload["scheduler"])
+    _restore_callbacks(callbacks, payload["callbacks"])
+    state.history.extend(payload["history"])
+    state.epoch, state.step, state.stop_training = payload["epoch"], payload["step"], payload["stopped"]
+    _set_rng_state(payload["rng"], generator)
+    return True
+
+
+def _rng_state(generator: torch.Generator) -> dict[str, Any]:
+    """Every RNG state as tensors and primitives (``weights_only``-loadable)."""
+    py_version, py_state, py_gauss = random.getstate()
+    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "shuffle": generator.get_state(),
+        "python": {"version": py_version, "state": torch.tensor(py_state, dtype=torch.int64), "gauss": py_gauss},
+        "numpy": {"kind": np_kind, "keys": torch.from_numpy(np_keys.astype(np.int64)), "pos": int(np_pos),
+                  "has_gauss": int(np_has_gauss), "gauss": float(np_gauss)},
+    }
+
+
+def _set_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    generator.set_state(state["shuffle"])
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["state"].tolist()), py["gauss"]))
+    npy = state["numpy"]
+    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["gauss"]))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for a damaged file
+        raise CheckpointError(
+            f"checkpoint {path} is unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+            f"delete it (or its folder) to start the run afresh"
+        ) from err
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"checkpoint {path} is not a normlab.training checkpoint (format {CHECKPOINT_FORMAT}); delete it to start afresh")
+    return payload
+
+
+def _check_compatible(payload: Mapping[str, Any], path: Path, signature: list[list[Any]], run_record: Mapping[str, Any]) -> None:
+    if payload["signature"] != signature:
+        theirs = {name: shape for name, shape in payload["signature"]}
+        ours = {name: shape for name, shape in signature}
+        diff = sorted(k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k))
+        shown = ", ".join(f"{k}: checkpoint {theirs.get(k)} vs model {ours.get(k)}" for k in diff[:4])
+        raise CheckpointError(
+            f"checkpoint {path} was written by another model ({len(diff)} parameter(s) differ: {shown}); "
+            f"use another checkpoint_dir or delete it"
+        )
+    saved = payload["run_config"]
+    diff = sorted(k for k in saved.keys() | run_record.keys() if saved.get(k) != run_record.get(k))
+    if diff:
+        shown = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {run_record.get(k)!r}" for k in diff)
+        raise CheckpointError(f"checkpoint {path} was written by a run with other settings ({shown}); "
+                              f"use another checkpoint_dir or delete it")
+
+
+def _restore_callbacks(callbacks: Sequence[Callback], saved: list[list[Any]]) -> None:
+    """Give each callback the saved state of the same class, in order; others start fresh."""
+    remaining = list(saved)
+    for callback in callbacks:
+        name = type(callback).__name__
+        for i, (saved_name, state) in enumerate(remaining):
+            if saved_name == name:
+                callback.load_state_dict(state)
+                del remaining[i]
+                break

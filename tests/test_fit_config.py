@@ -1,0 +1,105 @@
+"""FitConfig: one validated config for fit, and the checkpoint record derived from it (issue 9)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import normlab
+from normlab.augment import Augment
+from normlab.checkpoint import CHECKPOINT_NAME
+from normlab.data import DataSplit, load
+from normlab.training import CheckpointError, FitConfig, fit
+
+BASE = dict(epochs=2, batch_size=64, lr=0.05, optimizer="sgd", optimizer_kwargs={"momentum": 0.9}, seed=2,
+            device="cpu", progress=False)
+
+
+@pytest.fixture(scope="module")
+def digits() -> tuple[DataSplit, DataSplit]:
+    return load("digits", "train"), load("digits", "val")
+
+
+def small_model(seed: int = 0) -> nn.Module:
+    normlab.seed_everything(seed)
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.Tanh(), nn.Dropout(0.1), nn.Linear(16, 10))
+
+
+def test_a_config_and_keywords_are_the_same_call(digits) -> None:
+    runs = []
+    for call in ("keywords", "config", "config+override"):
+        model = small_model()
+        if call == "keywords":
+            history = fit(model, *digits, **BASE)
+        elif call == "config":
+            history = fit(model, *digits, FitConfig(**BASE))
+        else:
+            history = fit(model, *digits, FitConfig(**{**BASE, "lr": 0.5}), lr=0.05)
+        runs.append((history.without_timing(), model.state_dict()))
+    for history, params in runs[1:]:
+        assert history == runs[0][0]
+        assert all(torch.equal(params[k], v) for k, v in runs[0][1].items())
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "match"),
+    [
+        ({"lr": float("inf")}, ValueError, "lr"),
+        ({"weight_decay": float("nan")}, ValueError, "weight_decay"),
+        ({"label_smoothing": 1.0}, ValueError, "label_smoothing"),
+        ({"max_steps": 0}, ValueError, "max_steps"),
+        ({"eval_batch_size": 0}, ValueError, "eval_batch_size"),
+        ({"drop_last": "yes"}, TypeError, "drop_last"),
+        ({"stop_on_divergence": None}, TypeError, "stop_on_divergence"),
+        ({"amp": 1}, TypeError, "amp"),
+        ({"optimizer_kwargs": [("momentum", 0.9)]}, TypeError, "optimizer_kwargs"),
+        ({"augment": "crop"}, TypeError, "augment"),
+        ({"device": "tpu:x"}, ValueError, "device"),
+        ({"checkpoint_dir": 3}, TypeError, "checkpoint_dir"),
+    ],
+)
+def test_every_setting_is_checked_by_the_config(settings: dict, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        FitConfig(**{"epochs": 1, "batch_size": 8, "lr": 0.1, **settings})
+
+
+def test_unknown_settings_and_wrong_config_are_refused(digits) -> None:
+    with pytest.raises(TypeError, match=r"unknown setting\(s\) lrate.*FitConfig has .*\blr\b"):
+        fit(small_model(), *digits, epochs=1, batch_size=8, lrate=0.1)
+    with pytest.raises(TypeError, match="config must be a normlab.training.FitConfig"):
+        fit(small_model(), *digits, {"epochs": 1})
+
+
+def test_the_config_is_frozen_and_normalised() -> None:
+    config = FitConfig(epochs=1, batch_size=8, lr=1, optimizer_kwargs=None)
+    assert isinstance(config.lr, float) and config.optimizer_kwargs == {}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.lr = 2.0
+
+
+def test_the_run_record_is_every_field_but_the_runtime_ones() -> None:
+    """Derived, not listed: a new field is in the record unless declared as a runtime choice."""
+    record = FitConfig(**BASE).run_record()
+    runtime = {"device", "compile", "checkpoint_dir", "progress", "eval_batch_size"}
+    assert set(record) == {f.name for f in dataclasses.fields(FitConfig)} - runtime
+    assert record["stop_on_divergence"] is True and record["optimizer_kwargs"] == "[('momentum', 0.9)]"
+    others = dict(epochs=3, batch_size=32, lr=0.1, optimizer="adam", weight_decay=0.1,
+                  optimizer_kwargs={"momentum": 0.5}, schedule="cosine", warmup=0.1, seed=3, label_smoothing=0.1,
+                  augment=Augment(hflip=True), max_steps=7, drop_last=False, stop_on_divergence=False, amp=True)
+    assert set(others) == set(record)
+    for name, value in others.items():  # each recorded setting shows up in the record
+        changed = FitConfig(**{**BASE, name: value}).run_record()
+        assert {k for k in record if record[k] != changed[k]} == {name}
+    assert FitConfig(**{**BASE, "eval_batch_size": 7, "progress": True}).run_record() == record
+
+
+def test_resume_with_another_stop_on_divergence_is_refused(digits, tmp_path: Path) -> None:
+    fit(small_model(), *digits, **{**BASE, "epochs": 1}, checkpoint_dir=tmp_path)
+    assert (tmp_path / CHECKPOINT_NAME).exists()
+    with pytest.raises(CheckpointError, match=r"other settings \(stop_on_divergence: checkpoint True vs now False\)"):
+        fit(small_model(), *digits, **{**BASE, "epochs": 1}, checkpoint_dir=tmp_path, stop_on_divergence=False)
+    # runtime choices may change between an interrupted run and its resume
+    fit(small_model(), *digits, **{**BASE, "epochs": 1}, checkpoint_dir=tmp_path, eval_batch_size=50)
