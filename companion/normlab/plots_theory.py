@@ -2,13 +2,13 @@
 
 Each function measures with :mod:`normlab.divergence` and draws with matplotlib; it returns
 the figure so a chapter can display it, and the interactive widget of chapter 3 wires its
-sliders straight to :func:`plot_update_sizes`.
+sliders straight to :func:`plot_update_sizes`. Like :mod:`normlab.plots`, nothing registers a
+figure with pyplot, so a figure returned as a cell's last expression is shown exactly once.
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
@@ -66,7 +66,8 @@ def plot_update_sizes(x_norm: float = 3.0, lr: float = 0.05, batch_size: int = 1
                       dim: int = 16, seed: int = 0) -> Figure:
     """Bars of ideal versus effective update size for plain, norm-like and affine-like layers."""
     sizes = update_sizes(x_norm, lr, batch_size, dim=dim, seed=seed)
-    fig, (ax_size, ax_cos) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig = Figure(figsize=(9, 3.4))
+    ax_size, ax_cos = fig.subplots(1, 2)
     kinds = list(sizes)
     pos = torch.arange(len(kinds)).tolist()
     ax_size.bar([p - 0.2 for p in pos], [sizes[k]["ideal"] for k in kinds], width=0.4, label="ideal eta |g| / B")
@@ -87,8 +88,8 @@ def plot_update_sizes(x_norm: float = 3.0, lr: float = 0.05, batch_size: int = 1
 def plot_update_size_curves(x_norms: Sequence[float], lr: float, batch_sizes: Sequence[int], *,
                             dim: int = 16, seed: int = 0) -> Figure:
     """Static companion of the widget: ``|effective| / |ideal|`` against ``|x|``, per batch size."""
-    fig, axes = plt.subplots(1, len(batch_sizes), figsize=(4.2 * len(batch_sizes), 3.4), sharey=True,
-                             squeeze=False)
+    fig = Figure(figsize=(4.2 * len(batch_sizes), 3.4))
+    axes = fig.subplots(1, len(batch_sizes), sharey=True, squeeze=False)
     for ax, batch in zip(axes[0], batch_sizes):
         curves: dict[str, list[float]] = {kind: [] for kind in LAYER_KINDS}
         for x_norm in x_norms:
@@ -108,7 +109,8 @@ def plot_update_size_curves(x_norms: Sequence[float], lr: float, batch_sizes: Se
 
 def plot_ratio_scatter(sq_norms: Tensor, ratios: Mapping[str, Tensor], *, title: str = "") -> Figure:
     """Per-sample update ratio against ``|x|^2``, one series per label, with the line ``|x|^2 + 1``."""
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig = Figure(figsize=(6, 3.8))
+    ax = fig.subplots()
     for label, r in ratios.items():
         ax.scatter(sq_norms.cpu(), r.cpu(), s=8, alpha=0.6, label=label)
     grid = torch.linspace(float(sq_norms.min()), float(sq_norms.max()), 50)
@@ -124,7 +126,8 @@ def plot_ratio_scatter(sq_norms: Tensor, ratios: Mapping[str, Tensor], *, title:
 
 def plot_kernels(kernels: Mapping[str, Tensor], *, title: str = "") -> Figure:
     """Heat maps of induced kernels (sites x sites), one panel each, on a shared colour scale."""
-    fig, axes = plt.subplots(1, len(kernels), figsize=(3.6 * len(kernels), 3.4), squeeze=False)
+    fig = Figure(figsize=(3.6 * len(kernels), 3.4))
+    axes = fig.subplots(1, len(kernels), squeeze=False)
     vmax = max(float(k.abs().max()) for k in kernels.values())
     for ax, (label, K) in zip(axes[0], kernels.items()):
         image = ax.imshow(K.cpu(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
@@ -142,7 +145,8 @@ def plot_ratio_bars(values: Mapping[str, Mapping[str, float]], *, ylabel: str, l
     groups = list(values)
     series = list(next(iter(values.values())))
     width = 0.8 / len(series)
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(groups), 3.4))
+    fig = Figure(figsize=(1.8 + 1.6 * len(groups), 3.4))
+    ax = fig.subplots()
     for s_idx, name in enumerate(series):
         xs = [g_idx + (s_idx - (len(series) - 1) / 2) * width for g_idx in range(len(groups))]
         ax.bar(xs, [values[g][name] for g in groups], width=width, label=name)
