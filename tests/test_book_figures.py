@@ -87,7 +87,9 @@ def write_chapter(book: Path, html: Path, source: str, images: dict[str, bytes])
     (html / "_images").mkdir(exist_ok=True)
     for name, data in images.items():
         (html / "_images" / name).write_bytes(data)
-    tags = "".join(f'<img src="../_images/{name}" />' for name in images)
+    (html / "_static").mkdir(exist_ok=True)
+    (html / "_static" / "logo.png").write_bytes(png_bytes())  # the theme's: not a figure
+    tags = '<img src="../_static/logo.png" />' + "".join(f'<img src="../_images/{name}" />' for name in images)
     (html / "book" / "ch.html").write_text(f"<html><body>{tags}</body></html>")
 
 

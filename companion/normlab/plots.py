@@ -5,7 +5,10 @@
 - :func:`heatmap`: an annotated table of numbers.
 
 Each normaliser keeps its colour in every chapter (:data:`COLOURS`, :func:`colour`).
-Nothing here calls ``plt.show``; notebooks display the returned figure.
+Nothing here calls ``plt.show``; notebooks display the returned figure. Importing this module
+loads matplotlib's configured backend, which under IPython's inline backend (Jupyter, Colab)
+registers the PNG display of ``Figure``: a figure returned as a cell's last expression is shown,
+once, even in a notebook that never touches pyplot.
 """
 from __future__ import annotations
 
@@ -16,8 +19,13 @@ from typing import Any, Iterator, Mapping, Sequence
 import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.backends import backend_registry
 from matplotlib.figure import Figure
 from scipy import stats
+
+_BACKEND = matplotlib.get_backend(auto_select=False)
+if _BACKEND is not None:  # None: nothing chose a backend (a plain script); nothing to display
+    backend_registry.load_backend_module(_BACKEND)
 
 COLOURS: dict[str, str] = {
     "none": "#7f7f7f",

@@ -2,8 +2,9 @@
 
 Each function measures with :mod:`normlab.divergence` and draws with matplotlib; it returns
 the figure so a chapter can display it, and the interactive widget of chapter 3 wires its
-sliders straight to :func:`plot_update_sizes`. Like :mod:`normlab.plots`, nothing registers a
-figure with pyplot, so a figure returned as a cell's last expression is shown exactly once.
+sliders straight to :func:`plot_update_sizes`. Like :mod:`normlab.plots` (imported here for the
+inline display it sets up), nothing registers a figure with pyplot, so a figure returned as a
+cell's last expression is shown exactly once.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
+from . import plots  # noqa: F401  (loads the backend, so IPython displays the figures returned here)
 from .divergence import measure_update
 from .layers import AffineLikeLinear, NormLikeLinear
 
