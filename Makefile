@@ -1,12 +1,20 @@
-# Two set-up commands: `make book` and `make test` (see README.md).
+# Set-up and everyday commands: `make test`, `make book`, `make lab` (see README.md).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The book and the tests always run in the quick profile: CPU, offline, shipped or generated data.
-RUN := NORMLAB_PROFILE=quick MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1 OMP_NUM_THREADS=1
+# BOOK_ENV is the environment of every notebook kernel (`make book`, `make test-notebooks`): it
+# removes MPLBACKEND so the kernels use IPython's inline backend and figures become cell outputs
+# (tests/test_book_figures.py executes a fixture notebook in exactly this environment).
+BOOK_ENV := env -u MPLBACKEND NORMLAB_PROFILE=quick PYDEVD_DISABLE_FILE_VALIDATION=1 OMP_NUM_THREADS=1
+# Unit tests draw nothing to a screen: they keep the non-interactive Agg backend.
+UNIT_ENV := NORMLAB_PROFILE=quick MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1 OMP_NUM_THREADS=1
 NB_WORKERS ?= 2
+# `make lab PROFILE=standard`: the profile the notebooks run in (empty: chosen by device).
+PROFILE ?=
+LAB_ARGS ?=
 
-.PHONY: book test test-unit test-notebooks test-structure clean
+.PHONY: book check-figures test test-unit test-notebooks test-structure lab book-env clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,26 +28,45 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e ".[test]"
 	touch $@ $(VENV)/.book-installed
 
+$(VENV)/.lab-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e ".[lab]"
+	touch $@
+
 book: $(VENV)/.book-installed
-	$(RUN) $(BIN)/jupyter-book build . -W -n --keep-going
+	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
+	$(MAKE) check-figures
+
+# Every chapter whose notebook draws a figure shows at least one image, and each is a valid PNG.
+check-figures:
+	$(BIN)/python tests/book_figures.py _build/html
 
 test: $(VENV)/.test-installed
 	$(MAKE) test-unit test-notebooks test-structure
 
 test-unit:
-	$(RUN) $(BIN)/python -m pytest tests -n $(NB_WORKERS)
+	$(UNIT_ENV) $(BIN)/python -m pytest tests -n $(NB_WORKERS)
 
 # Each notebook runs once, in a fresh kernel, with its asserts as the claims it checks.
 test-notebooks:
-	$(RUN) $(BIN)/python -m pytest --nbval-lax --nbval-current-env \
+	$(BOOK_ENV) $(BIN)/python -m pytest --nbval-lax --nbval-current-env \
 		-n $(NB_WORKERS) --dist loadscope book
 
 # Warnings-as-errors Sphinx build of the book's structure, without executing notebooks again.
 test-structure:
 	$(BIN)/jupyter-book config sphinx . > /dev/null
-	$(RUN) $(BIN)/python -m sphinx -W -n --keep-going -q -b html \
+	$(UNIT_ENV) $(BIN)/python -m sphinx -W -n --keep-going -q -b html \
 		-D nb_execution_mode=off -c . . _build/structure
 	rm -f conf.py
+
+# JupyterLab on the book's notebooks, with the widget extension; e.g. `make lab PROFILE=standard`.
+lab: $(VENV)/.lab-installed
+	$(if $(PROFILE),NORMLAB_PROFILE=$(PROFILE) $(BIN)/python -c "import normlab; normlab.profile()")
+	cd book && env -u MPLBACKEND $(if $(PROFILE),NORMLAB_PROFILE=$(PROFILE)) \
+		$(abspath $(BIN))/jupyter-lab $(LAB_ARGS)
+
+# The notebook kernels' environment, for tests/test_book_figures.py.
+book-env:
+	@echo '$(BOOK_ENV)'
 
 clean:
 	rm -rf _build conf.py

@@ -9,6 +9,9 @@ Every figure of the book, these and :mod:`normlab.plots_theory`'s, is drawn in o
 (:data:`normlab.normalisers.PALETTE`): each normaliser keeps its registered colour and label
 in every chapter (:func:`colours`, :func:`label`). Figures are built without pyplot, so
 nothing here calls ``plt.show`` or leaves a figure open; notebooks display the returned figure.
+Importing this module loads matplotlib's configured backend, which under IPython's inline
+backend (Jupyter, Colab) registers the PNG display of ``Figure``: a figure returned as a cell's
+last expression is shown, once, even in a notebook that never touches pyplot.
 """
 from __future__ import annotations
 
@@ -18,11 +21,16 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.backends import backend_registry
 from matplotlib.figure import Figure
 from scipy import stats
 
 from . import normalisers
 from .normalisers import PALETTE
+
+_BACKEND = matplotlib.get_backend(auto_select=False)
+if _BACKEND is not None:  # None: nothing chose a backend (a plain script); nothing to display
+    backend_registry.load_backend_module(_BACKEND)
 
 STYLE: dict[str, Any] = {
     "figure.dpi": 110,

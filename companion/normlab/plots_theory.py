@@ -5,7 +5,9 @@ Each function measures with :mod:`normlab.divergence` and draws in the book's on
 the figure so a chapter can display it, and the interactive widget of chapter 3 wires its
 sliders straight to :func:`plot_update_sizes`. The layer kinds are the Part I normalisers
 ``none`` (a plain affine layer), ``norm_like`` and ``affine_like`` of
-:mod:`normlab.normalisers`.
+:mod:`normlab.normalisers`. Importing :mod:`normlab.plots` here loads the inline display, and
+nothing registers a figure with pyplot, so a figure returned as a cell's last expression is
+shown exactly once.
 """
 from __future__ import annotations
 
