@@ -16,7 +16,10 @@ def test_list(capsys) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "fc_normalisers" in out and "batch_size" in out
-    assert "120 runs" in out  # fc_normalisers, quick: 2 activations x 6 normalisers x 5 lrs x 2 seeds
+    from normlab import experiments
+
+    quick = experiments.get("fc_normalisers").grid("quick").size()
+    assert f"{quick} runs" in out
 
 
 def test_run_then_report(tmp_path: Path, capsys) -> None:

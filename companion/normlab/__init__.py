@@ -7,7 +7,8 @@ Submodules (imported on first use, so ``import normlab`` stays light):
 - ``normlab.divergence``: numerical measurement of effective activation updates.
 - ``normlab.data``: real datasets and offline stand-ins.
 - ``normlab.models``: MLPs and Transformer backbones taking a ``norm_layer``.
-- ``normlab.training``: the one training loop, with callbacks and checkpoints.
+- ``normlab.training``: the one training loop (``fit``, ``FitConfig``, ``evaluate``).
+- ``normlab.checkpoint``: atomic, exactly resumable checkpoints of a ``fit``.
 - ``normlab.callbacks``: the callback protocol of the training loop.
 - ``normlab.experiments``: declared experiment grids and their runner.
 - ``normlab.gates``: AutoNorm gate telemetry and the AutoNorm-S schedule.
@@ -34,6 +35,7 @@ _SUBMODULES = (
     "data",
     "models",
     "training",
+    "checkpoint",
     "callbacks",
     "experiments",
     "gates",
