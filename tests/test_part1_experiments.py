@@ -88,7 +88,7 @@ def test_cnn_for_builds_each_normaliser(normaliser: str) -> None:
     patch = [c for c in convs if isinstance(c, PatchNormConv2d)]
     assert (len(patch) == 2) == (normaliser in ("norm_like", "affine_like"))
     if patch:
-        assert {c.mode for c in patch} == {"norm" if normaliser == "norm_like" else "affine"}
+        assert {c.mode for c in patch} == {normaliser}
     kinds = {"batchnorm": nn.BatchNorm2d, "layernorm": nn.GroupNorm, "rmsnorm": RMSNorm2d}
     if normaliser in kinds:
         assert sum(isinstance(m, kinds[normaliser]) for m in model.features) == 2

@@ -194,7 +194,8 @@ def batch_slopes(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     scores = pd.concat(parts, ignore_index=True)
     rows = []
     for (budget, normaliser), group in scores.groupby(["budget", "normaliser"], sort=False):
-        mean, half, n = mean_ci(slopes_log2(group, "batch_size", "test_metric"))
+        swept = group.groupby("seed").filter(lambda seed: seed["batch_size"].nunique() > 1)  # a slope needs two sizes
+        mean, half, n = mean_ci(slopes_log2(swept, "batch_size", "test_metric") if len(swept) else [])
         rows.append({"budget": budget, "normaliser": normaliser, "mean": mean, "ci95": half, "n": n,
                      "low": mean - half, "high": mean + half, "at_edge": bool(group["at_edge"].any())})
     return pd.DataFrame(rows), scores
@@ -311,11 +312,15 @@ def lead_figure(results: pd.DataFrame, optimizer: str = "sgd", activation: str =
 
 
 def _fc_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
+    """Best-of figures per optimiser (every configuration column kept, swept or fixed) and the
+    learning-rate sweep at the shallowest depth's largest width."""
     from .. import plots
 
     figures: dict[str, Any] = {}
     metric = results["metric"].iloc[0]
-    for optimizer, part in summary.groupby("optimizer"):
+    by = ["optimizer", "activation", "depth", "width", "normaliser"]
+    best = select_best(results, by, "lr", higher_is_better=bool(results["higher_is_better"].iloc[0]))
+    for optimizer, part in best.groupby("optimizer"):
         figures[f"best_by_width_{optimizer}"] = plots.metric_vs(
             part, "width", hue="normaliser", col="activation", logx=True, base=2,
             ylabel=f"test {metric} (lr chosen on val)", title=f"Fully-connected nets by width ({optimizer})")
@@ -326,11 +331,12 @@ def _fc_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
             table.columns.name = "depth x width"
             figures[f"heatmap_{optimizer}_{activation}"] = plots.heatmap(
                 table, fmt=".3f", title=f"test {metric}, {activation}, {optimizer}", colorbar_label=f"test {metric}")
-    largest = results[(results["width"] == results["width"].max()) & (results["depth"] == results["depth"].max())]
+    shallow = results[results["depth"] == results["depth"].min()]
+    sweep = shallow[(shallow["width"] == shallow["width"].max()) & (shallow["activation"] == shallow["activation"].iloc[0])]
     figures["lr_sensitivity"] = plots.metric_vs(
-        lr_sensitivity(largest, ["optimizer", "normaliser"]), "lr", hue="normaliser", col="optimizer", logx=True,
-        ylabel=f"val {metric}", title=f"Learning-rate sweep (depth {results['depth'].max()}, "
-                                      f"width {results['width'].max()})")
+        lr_sensitivity(sweep, ["optimizer", "normaliser"]), "lr", hue="normaliser", col="optimizer", logx=True,
+        ylabel=f"val {metric}", title=f"Learning-rate sweep ({sweep['activation'].iloc[0]}, depth "
+                                      f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]})")
     return figures
 
 

@@ -136,8 +136,8 @@ CONV_NORMALISERS: dict[str, tuple[ConvFactory, NormFactory | None]] = {
     "batchnorm": (_CONV, nn.BatchNorm2d),
     "layernorm": (_CONV, functools.partial(nn.GroupNorm, 1)),
     "rmsnorm": (_CONV, RMSNorm2d),
-    "norm_like": (functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="norm"), None),
-    "affine_like": (functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="affine"), None),
+    "norm_like": (functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="norm_like"), None),
+    "affine_like": (functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="affine_like"), None),
 }
 
 
