@@ -186,6 +186,7 @@ def test_batch_size_slopes() -> None:
             for seed in range(5):
                 value = 0.8 + slope * math.log2(b) + 0.001 * ((seed * 7 + b) % 3)
                 rows.append({"normaliser": name, "batch_size": b, "seed": seed, "lr": 0.1, "data": "digits",
+                             "budget": "fixed_steps", "base_batch_size": 32,
                              "higher_is_better": True, "val_metric": value, "test_metric": value})
     table = pd.DataFrame(rows)
     assert claims.judge(claims.get("A12"), table).verdict == SUPPORTED

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_list(capsys) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "fc_normalisers" in out and "batch_size" in out
+    assert "fc_normalisers" in out and "batch_size" in out and "cnn_normalisers" in out
     from normlab import experiments
 
     quick = experiments.get("fc_normalisers").grid("quick").size()

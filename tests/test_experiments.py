@@ -141,7 +141,7 @@ def test_runner_writes_records_then_skips_without_rewriting(tmp_path, monkeypatc
     assert not (done.folder / "checkpoints").exists()  # finished runs leave no checkpoints behind
     record = json.loads((done.folder / "runs" / f"{done.ran[0]}.json").read_text())
     assert record["run_id"] == run_id("fc_normalisers", record["config"])
-    assert 0.0 <= record["metrics"]["test_metric"] <= 1.0 and len(record["history"]) == 8
+    assert 0.0 <= record["metrics"]["test_metric"] <= 1.0 and len(record["history"]) == record["config"]["epochs"]
     table = pd.read_csv(done.results_csv)
     assert sorted(table["run_id"]) == sorted(done.ran)
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
@@ -170,7 +170,7 @@ def test_runner_resumes_an_interrupted_run(tmp_path, monkeypatch) -> None:
 
     class Interrupt(Callback):
         def on_epoch_end(self, state):
-            if state.epoch == 3:
+            if state.epoch == 2:
                 raise KeyboardInterrupt
 
     def interrupted_fit(*args, **kwargs):
@@ -195,7 +195,7 @@ def test_runner_resumes_an_interrupted_run(tmp_path, monkeypatch) -> None:
     done = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard=one, device="cpu",
                            progress=False)
     assert done.ran == [target.run_id]
-    # The resumed history is the full 8 epochs; reference: the same run uninterrupted.
+    # The resumed history has every epoch; reference: the same run uninterrupted.
     monkeypatch.setattr(normlab.training, "fit", real_fit)
     fresh = experiments.run("fc_normalisers", profile="quick", out=tmp_path / "fresh", seeds=1, shard=one,
                             device="cpu", progress=False)
@@ -213,7 +213,8 @@ def test_report_writes_summary_and_figures(tmp_path) -> None:
     assert (rep.folder / "summary.csv").exists()
     assert {"lr", "mean", "ci95", "n", "val_mean"} <= set(rep.summary.columns)
     assert all(p.exists() and p.stat().st_size > 0 for p in rep.paths.values())
-    assert {"best_by_width", "lr_sensitivity"} <= set(rep.figures)
+    assert "lr_sensitivity" in rep.figures
+    assert {f"best_by_width_{o}" for o in rep.results["optimizer"].unique()} <= set(rep.figures)
     with pytest.raises(ValueError, match="no run records"):
         experiments.report("batch_size", profile="quick", out=out)
     experiments.run("batch_size", profile="quick", out=out, seeds=2, shard="0/45", device="cpu", progress=False)

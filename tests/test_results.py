@@ -17,7 +17,7 @@ from normlab.experiments.part1 import train_mlp
 
 TINY = "_tiny_saved_set_test"
 _FIXED = {"data": "digits", "schedule": "constant", "budget": "fixed_epochs", "epochs": 1, "batch_size": 64,
-          "activation": "tanh", "width": 16, "depth": 2}
+          "optimizer": "sgd", "activation": "tanh", "width": 16, "depth": 2}
 
 
 def _tiny() -> str:

@@ -31,7 +31,8 @@ from torch.func import functional_call, jacrev
 from ._checks import positive_int
 
 __all__ = ["OptimizerSpec", "UpdateMeasurement", "measure_update", "tangent_kernel",
-           "measure_each_sample", "single_sample_ratios", "ResidualBlock", "SelfAttention"]
+           "measure_each_sample", "single_sample_ratios", "ResidualBlock", "SelfAttention",
+           "offdiagonal_share", "layer_inputs"]
 
 OptimizerSpec = Union[torch.optim.Optimizer, Callable[..., torch.optim.Optimizer]]
 
@@ -219,6 +220,47 @@ def measure_each_sample(layer: nn.Module, x: Tensor, g: Tensor, optimizer: Optim
 def single_sample_ratios(layer: nn.Module, x: Tensor, g: Tensor, *, lr: float = 0.1) -> Tensor:
     """``|effective| / |ideal|`` of one SGD step taken on each sample alone (batch of 1)."""
     return torch.cat([m.ratio for m in measure_each_sample(layer, x, g, lr=lr)])
+
+
+def offdiagonal_share(kernel: Tensor) -> float:
+    r"""The share of a kernel's absolute mass that lies off its diagonal.
+
+    .. math::
+        s = \frac{\sum_{i \ne j} \lvert K_{ij} \rvert}{\sum_{i, j} \lvert K_{ij} \rvert}
+
+    0 when every site's update depends on its own error only; it grows towards 1 as the
+    other sites' errors (cross-sample or cross-position terms) dominate the update.
+    """
+    if not isinstance(kernel, Tensor) or kernel.dim() != 2 or kernel.shape[0] != kernel.shape[1]:
+        raise ValueError(f"kernel must be a square 2-D tensor, got {getattr(kernel, 'shape', type(kernel).__name__)}")
+    total = kernel.abs().sum()
+    if not total > 0:
+        raise ValueError("kernel is all zeros: its off-diagonal share is undefined")
+    return float((total - kernel.diagonal().abs().sum()) / total)
+
+
+def layer_inputs(model: nn.Module, layers: list[nn.Module], x: Tensor) -> list[Tensor]:
+    """The inputs each of ``layers`` receives when ``model(x)`` runs (eval mode, no grad).
+
+    These are the real activations a layer's update kernel is built from, e.g. to measure
+    :func:`tangent_kernel` on a trained network. ``model``'s train/eval mode is restored.
+    """
+    seen: dict[int, Tensor] = {}
+    hooks = [layer.register_forward_pre_hook(lambda module, args: seen.setdefault(id(module), args[0].detach()))
+             for layer in layers]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        model.train(was_training)
+        for hook in hooks:
+            hook.remove()
+    missing = [i for i, layer in enumerate(layers) if id(layer) not in seen]
+    if missing:
+        raise ValueError(f"layers at positions {missing} were not called by model(x)")
+    return [seen[id(layer)] for layer in layers]
 
 
 class ResidualBlock(nn.Module):

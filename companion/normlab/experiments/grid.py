@@ -10,7 +10,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -32,12 +32,15 @@ class Grid:
     """Swept ``axes`` (name -> values), ``fixed`` settings and a number of ``seeds``.
 
     Every run's configuration holds the fixed settings, one value of each axis and a
-    ``seed`` in ``range(seeds)``.
+    ``seed`` in ``range(seeds)``. ``where`` (optional) keeps only the points of the cross
+    product for which it returns True, e.g. each optimiser's own learning rates, so a grid
+    need not be a full product.
     """
 
     axes: Mapping[str, Sequence[Any]]
     fixed: Mapping[str, Any] = field(default_factory=dict)
     seeds: int = 3
+    where: Callable[[Mapping[str, Any]], bool] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.seeds, int) or self.seeds < 1:
@@ -59,12 +62,16 @@ class Grid:
         names = list(self.axes)
         out = []
         for values in itertools.product(*(self.axes[n] for n in names)):
+            if self.where is not None and not self.where({**self.fixed, **dict(zip(names, values))}):
+                continue
             for seed in range(n_seeds):
                 out.append({**self.fixed, **dict(zip(names, values)), "seed": seed})
         return out
 
     def size(self, seeds: int | None = None) -> int:
         """The number of runs."""
+        if self.where is not None:
+            return len(self.configs(seeds))
         n = self.seeds if seeds is None else seeds
         for values in self.axes.values():
             n *= len(values)

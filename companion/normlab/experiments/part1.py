@@ -3,30 +3,51 @@
 Both experiments choose the learning rate per configuration on the validation split (a
 ``lr`` axis plus the best-of summary): at one shared learning rate a comparison of
 normalisers measures the learning rate instead, since affine-like's best rate is 10-100x
-the others' (``shared/REFERENCE.md``). The optimiser is plain SGD in every profile, the
-setting of the derivation; chapter 5 discusses momentum and Adam.
+the others' (``shared/REFERENCE.md``). The derivation assumes plain SGD, so SGD is the
+reference optimiser; chapter 6 also trains with Adam, whose first step is sign-like
+(chapter 5), with its own learning-rate grid.
 
-Datasets are named here and loaded at run time by :func:`normlab.data.load`: the quick
-profile uses scikit-learn's digits (offline), the GPU profiles CIFAR-10.
+Datasets are named here and loaded at run time by :func:`normlab.data.load`: the quick and
+cpu profiles use scikit-learn's digits (offline), the GPU profiles CIFAR-10.
+
+Besides the declarations, this module holds the chapters' analysis: per-seed scores at the
+learning rate chosen on validation data (:func:`seed_scores`), paired leads between
+normalisers (:func:`paired_lead`), slopes of accuracy against log2(batch size) under each
+budget convention (:func:`batch_slopes`), and the update kernel's cross-sample coupling on a
+trained net's real activations (:func:`kernel_coupling`).
 """
 from __future__ import annotations
 
+import json
 import math
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
+import torch
+from torch import nn
 
 from .. import data
 from .._runtime import seed_everything
+from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..models.mlp import mlp_for
 from ..normalisers import PART1
+from ..stats import mean_ci, slopes_log2
 from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
-from .runner import train_and_test
+from .runner import select_best, summarise, train_and_test
 
 NORMALISERS: tuple[str, ...] = PART1  # the names the grids sweep, from normlab.normalisers
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 BUDGETS: tuple[str, ...] = ("fixed_epochs", "fixed_steps", "scaled_lr")
+# The corrections of chapter 3, and the normalisers they are compared with.
+CORRECTIONS: tuple[str, ...] = ("affine_like", "norm_like")
+PART1_RIVALS: tuple[str, ...] = ("none", "batchnorm", "layernorm", "rmsnorm", "l2")
+# Output unchanged when the input is scaled (per sample; per feature over the batch for
+# BatchNorm); affine-like is not among them (claim A15).
+SCALE_INVARIANT: tuple[str, ...] = ("norm_like", "batchnorm", "layernorm", "rmsnorm", "l2")
 
 
 @lru_cache(maxsize=2)
@@ -35,14 +56,8 @@ def _splits(name: str) -> tuple[data.DataSplit, data.DataSplit, data.DataSplit]:
     return data.load(name, "train"), data.load(name, "val"), data.load(name, "test")
 
 
-def train_mlp(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """One Part I run: an :func:`~normlab.models.mlp_for` MLP trained with SGD, then tested.
-
-    The ``budget`` setting fixes what stays constant across batch sizes:
-    ``fixed_epochs`` (``epochs`` passes over the data), ``fixed_steps`` (``steps``
-    optimiser steps) or ``scaled_lr`` (fixed epochs, the learning rate multiplied by
-    ``batch_size / base_batch_size``).
-    """
+def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Build, train and test one MLP; return it with the run record."""
     train, val, test = _splits(config["data"])
     seed_everything(config["seed"])
     model = mlp_for(config["normaliser"], in_features=math.prod(train.x.shape[1:]), num_classes=train.num_classes,
@@ -56,34 +71,272 @@ def train_mlp(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         lr = lr * batch_size / config["base_batch_size"]
     elif budget != "fixed_epochs":
         raise ValueError(f"budget={budget!r} is not known; expected one of {', '.join(BUDGETS)}")
-    return train_and_test(model, train, val, test, ctx, epochs=epochs, max_steps=max_steps, batch_size=batch_size,
-                          lr=lr, optimizer="sgd", schedule=config["schedule"], seed=config["seed"])
+    record = train_and_test(model, train, val, test, ctx, epochs=epochs, max_steps=max_steps, batch_size=batch_size,
+                            lr=lr, optimizer=config["optimizer"], schedule=config["schedule"], seed=config["seed"])
+    return model, record
+
+
+def train_mlp(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """One Part I run: an :func:`~normlab.models.mlp_for` MLP trained, then tested.
+
+    ``optimizer`` is ``"sgd"`` (plain, no momentum) or ``"adam"``. The ``budget`` setting
+    fixes what stays constant across batch sizes: ``fixed_epochs`` (``epochs`` passes over
+    the data), ``fixed_steps`` (``steps`` optimiser steps) or ``scaled_lr`` (fixed epochs,
+    the learning rate multiplied by ``batch_size / base_batch_size``).
+    """
+    return _fit(config, ctx)[1]
+
+
+def kernel_coupling(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """Cross-sample coupling of the update kernels of a trained MLP on the batch ``x``.
+
+    For every linear layer that reads hidden activations (all but the first), the tangent
+    kernel over the batch (:func:`normlab.divergence.tangent_kernel`) is built from the
+    real inputs that layer receives. Returned, averaged over those layers:
+
+    - ``gram_offdiag``: the share of the kernel's absolute mass off the diagonal
+      (:func:`~normlab.divergence.offdiagonal_share`), what the other samples contribute to a
+      sample's update;
+    - ``gram_cosine``: the mean of :math:`|K_{ij}| / \\sqrt{K_{ii} K_{jj}}` over pairs
+      ``i != j``, the coupling of one pair whatever the batch size.
+    """
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)][1:]
+    if not linears or x.shape[0] < 2:
+        raise ValueError("kernel_coupling needs a model with at least two linear layers and a batch of >= 2")
+    inputs = layer_inputs(model, linears, x)
+    shares, cosines = [], []
+    for layer, inp in zip(linears, inputs):
+        kernel = tangent_kernel(layer, inp).double()
+        shares.append(offdiagonal_share(kernel))
+        scale = kernel.diagonal().clamp_min(torch.finfo(kernel.dtype).tiny).rsqrt()
+        normalised = (kernel * scale[:, None] * scale[None, :]).abs()
+        n = kernel.shape[0]
+        cosines.append(float((normalised.sum() - normalised.diagonal().sum()) / (n * (n - 1))))
+    return {"gram_offdiag": float(np.mean(shares)), "gram_cosine": float(np.mean(cosines))}
+
+
+def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """:func:`train_mlp`, then :func:`kernel_coupling` of the trained net on ``batch_size``
+    training samples (the first ones of the fixed split), stored with the run's metrics."""
+    model, record = _fit(config, ctx)
+    train = _splits(config["data"])[0]
+    x = train.x[: config["batch_size"]].to(next(model.parameters()).device)
+    record["metrics"].update(kernel_coupling(model, x))
+    return record
+
+
+# ------------------------------------------------------------------------- analysis
+
+
+def _keys(key: Any, by: Sequence[str]) -> dict[str, Any]:
+    return dict(zip(by, key if isinstance(key, tuple) else (key,)))
+
+
+def seed_scores(results: pd.DataFrame, by: Sequence[str], *, lr_from: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per seed, the validation and test metrics at the learning rate chosen per ``by`` group.
+
+    The choice is :func:`~normlab.experiments.select_best` (the best mean ``val_metric``
+    across seeds; the test split plays no part). ``lr_from`` (optional) imposes the learning
+    rates instead: a table with the ``by`` columns it shares and ``lr``. Columns: ``by``,
+    ``lr``, ``at_edge``, ``seed``, ``val_metric`` and ``test_metric``.
+    """
+    higher = bool(results["higher_is_better"].iloc[0])
+    chosen = select_best(results, by, "lr", higher_is_better=higher)
+    if lr_from is not None:
+        shared = [c for c in by if c in lr_from.columns]
+        chosen = chosen.drop(columns=["lr"]).merge(lr_from[[*shared, "lr"]], on=shared)
+    picked = results.merge(chosen[[*by, "lr", "at_edge"]], on=[*by, "lr"])
+    columns = [*by, "lr", "at_edge", "seed", "val_metric", "test_metric"]
+    return picked[columns].sort_values([*by, "seed"]).reset_index(drop=True)
+
+
+def paired_lead(scores: pd.DataFrame, by: Sequence[str], a: str, b: str | Sequence[str]) -> pd.DataFrame:
+    """Test metric of ``a`` minus ``b``, paired by seed, with mean, 95 % CI and n per ``by`` group.
+
+    ``scores`` comes from :func:`seed_scores` with ``normaliser`` among its ``by`` columns.
+    ``b`` may be a list of normalisers: in each group the one with the best mean validation
+    metric is the ``rival`` (chosen on val, so the test split picks nothing).
+    """
+    rows = []
+    for key, group in (scores.groupby(list(by), sort=True) if by else [((), scores)]):
+        test = group.pivot_table(index="seed", columns="normaliser", values="test_metric")
+        rivals = [b] if isinstance(b, str) else [r for r in b if r in test.columns]
+        rival = group[group["normaliser"].isin(rivals)].groupby("normaliser")["val_metric"].mean().idxmax()
+        mean, half, n = mean_ci((test[a] - test[rival]).dropna())
+        rows.append({**_keys(key, by), "normaliser": a, "rival": rival, "mean": mean, "ci95": half, "n": n})
+    return pd.DataFrame(rows)
+
+
+def batch_slopes(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Slopes of test accuracy against log2(batch size), per budget convention and normaliser.
+
+    Conventions: ``fixed_epochs`` and ``fixed_steps`` choose the learning rate on validation
+    data at every batch size. ``scaled_lr`` chooses it once, at the runs' ``base_batch_size``,
+    and multiplies it by ``batch_size / base_batch_size`` (the runs already do the
+    multiplying), the linear scaling rule. Per seed, a least-squares slope across batch sizes
+    (:func:`normlab.stats.slopes_log2`); then the mean and 95 % CI across seeds.
+
+    Returns ``(slopes, scores)``: the slope table (``budget``, ``normaliser``, ``mean``,
+    ``ci95``, ``n``, ``low``, ``high``, ``at_edge``: any chosen rate at the grid's edge) and
+    the per-seed scores behind it.
+    """
+    parts = []
+    for budget, part in results.groupby("budget"):
+        by = ["budget", "normaliser", "batch_size"]
+        lr_from = None
+        if budget == "scaled_lr":
+            base_batch_size = int(part["base_batch_size"].iloc[0])
+            base = part[part["batch_size"] == base_batch_size]
+            if base.empty:
+                raise ValueError(f"scaled_lr needs runs at base_batch_size={base_batch_size}")
+            lr_from = select_best(base, ["budget", "normaliser"], "lr")
+        parts.append(seed_scores(part, by, lr_from=lr_from))
+    scores = pd.concat(parts, ignore_index=True)
+    rows = []
+    for (budget, normaliser), group in scores.groupby(["budget", "normaliser"], sort=False):
+        swept = group.groupby("seed").filter(lambda seed: seed["batch_size"].nunique() > 1)  # a slope needs two sizes
+        mean, half, n = mean_ci(slopes_log2(swept, "batch_size", "test_metric") if len(swept) else [])
+        rows.append({"budget": budget, "normaliser": normaliser, "mean": mean, "ci95": half, "n": n,
+                     "low": mean - half, "high": mean + half, "at_edge": bool(group["at_edge"].any())})
+    return pd.DataFrame(rows), scores
+
+
+def lr_sensitivity(results: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Mean validation metric (95 % CI across seeds) at every learning rate, per ``by`` group."""
+    return summarise(results, [*by, "lr"], value="val_metric")
+
+
+def load_histories(results: pd.DataFrame, folder: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """The per-epoch history of each run in ``results`` (by ``run_id``), from ``folder/runs``."""
+    runs = Path(folder) / "runs"
+    return {run: json.loads((runs / f"{run}.json").read_text())["history"] for run in results["run_id"]}
 
 
 # ------------------------------------------------------------------------- figures
 
 
-def _fc_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
+def _only(results: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
+    for key, value in where.items():
+        results = results[results[key] == value]
+    if results.empty:
+        raise ValueError(f"no runs with {dict(where)}")
+    return results
+
+
+def draw_band(ax: Any, table: pd.DataFrame, x: str, name: str) -> None:
+    """One normaliser's mean line and 95 % CI band, in its registered colour."""
+    from .. import normalisers, plots
+
+    rows = table.sort_values(x)
+    low, high = rows["mean"] - rows["ci95"].fillna(0.0), rows["mean"] + rows["ci95"].fillna(0.0)
+    colour = normalisers.colour(name)
+    ax.plot(rows[x], rows["mean"], marker="o", markersize=3, color=colour, label=plots.label(name))
+    ax.fill_between(rows[x], low, high, color=colour, alpha=0.15, linewidth=0)
+
+
+def _metric_axis(ax: Any, results: pd.DataFrame, split: str) -> None:
+    metric = results["metric"].iloc[0]
+    ax.set_ylabel(f"{split} {metric}")
+    if metric == "accuracy":
+        ax.set_ylim(0.0, 1.0)
+    ax.legend(fontsize=7)
+
+
+def draw_lr_sensitivity(results: pd.DataFrame, ax: Any, **where: Any) -> None:
+    """Mean validation metric against the learning rate, one line (95 % CI band) per normaliser.
+
+    ``where`` selects the runs (e.g. ``optimizer="sgd", width=64``); pin every configuration
+    axis, since the runs of what is left are pooled. Draws on the matplotlib axis ``ax``.
+    """
+    curves = lr_sensitivity(_only(results, where), ["normaliser"])
+    for name in curves["normaliser"].unique():
+        draw_band(ax, curves[curves["normaliser"] == name], "lr", name)
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate")
+    _metric_axis(ax, results, "val")
+
+
+def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
+    """Test metric at the learning rate of ``budget``'s convention against the batch size
+    (log axis), one line with its 95 % CI band per normaliser (see :func:`batch_slopes`)."""
+    _, scores = batch_slopes(_only(results, {"budget": budget}))
+    table = summarise(scores, ["normaliser", "batch_size"])
+    for name in table["normaliser"].unique():
+        draw_band(ax, table[table["normaliser"] == name], "batch_size", name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_title(budget.replace("_", " "))
+    _metric_axis(ax, results, "test")
+
+
+
+def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
+    """A kernel measurement of :func:`kernel_coupling` (``value``) against the batch size, one
+    line (95 % band across seeds) per normaliser, from the runs of the first budget."""
+    rows = results[results["budget"] == results["budget"].iloc[0]]
+    curves = summarise(rows, ["normaliser", "batch_size"], value=value)
+    for name in curves["normaliser"].unique():
+        draw_band(ax, curves[curves["normaliser"] == name], "batch_size", name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel({"gram_offdiag": "off-diagonal share of |K|",
+                   "gram_cosine": "pair coupling |K_ij| / sqrt(K_ii K_jj)"}.get(value, value))
+    ax.legend(fontsize=7)
+
+
+def lead_figure(results: pd.DataFrame, optimizer: str = "sgd", activation: str = "tanh") -> Any:
+    """Each correction's lead over the strongest other normaliser (chosen on val), paired by
+    seed, against width (at the smallest depth) and depth (at the largest width)."""
     from .. import plots
-    from .runner import summarise
+
+    part = _only(results, {"optimizer": optimizer, "activation": activation})
+    scores = seed_scores(part, ["depth", "width", "normaliser"])
+    leads = pd.concat([paired_lead(scores, ["depth", "width"], name, PART1_RIVALS) for name in CORRECTIONS])
+    shallow, wide = leads["depth"].min(), leads["width"].max()
+    panels = {f"width (depth {shallow})": (leads[leads["depth"] == shallow], "width"),
+              f"depth (width {wide})": (leads[leads["width"] == wide], "depth")}
+    with plots.style():
+        figure, axes = plots.new_figure(ncols=2, size=(5.0, 3.8))
+        for ax, (title, (rows, x)) in zip(axes[0], panels.items()):
+            for name in CORRECTIONS:
+                draw_band(ax, rows[rows["normaliser"] == name], x, name)
+            ax.axhline(0.0, color="black", linewidth=0.8)
+            if x == "width":
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(rows[x].unique()), [str(v) for v in sorted(rows[x].unique())])
+            ax.set_xlabel(title)
+            ax.set_ylabel("lead in test accuracy")
+            ax.legend(fontsize=8)
+        figure.suptitle(f"The corrections' lead over the strongest rival ({optimizer}, {activation})")
+    return figure
+
+
+def _fc_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
+    """Best-of figures per optimiser (every configuration column kept, swept or fixed) and the
+    learning-rate sweep at the shallowest depth's largest width."""
+    from .. import plots
 
     figures: dict[str, Any] = {}
     metric = results["metric"].iloc[0]
-    summary = summary.assign(shape=[f"{d}x{w}" for d, w in zip(summary["depth"], summary["width"])])
-    figures["best_by_width"] = plots.metric_vs(
-        summary, "width", hue="normaliser", col="activation", logx=True, base=2,
-        ylabel=f"test {metric} (lr chosen on val)", title="Normalisers on fully-connected nets, by width")
-    for activation, part in summary.groupby("activation"):
-        table = part.pivot_table(index="normaliser", columns="shape", values="mean").reindex(
-            [n for n in NORMALISERS if n in set(part["normaliser"])])
-        table.columns.name = "depth x width"
-        figures[f"heatmap_{activation}"] = plots.heatmap(
-            table, fmt=".3f", title=f"test {metric}, {activation}", colorbar_label=f"test {metric}")
-    largest = results[(results["width"] == results["width"].max()) & (results["depth"] == results["depth"].max())]
-    by_lr = summarise(largest, ["activation", "normaliser", "lr"], value="val_metric")
+    by = ["optimizer", "activation", "depth", "width", "normaliser"]
+    best = select_best(results, by, "lr", higher_is_better=bool(results["higher_is_better"].iloc[0]))
+    for optimizer, part in best.groupby("optimizer"):
+        figures[f"best_by_width_{optimizer}"] = plots.metric_vs(
+            part, "width", hue="normaliser", col="activation", logx=True, base=2,
+            ylabel=f"test {metric} (lr chosen on val)", title=f"Fully-connected nets by width ({optimizer})")
+        shaped = part.assign(shape=[f"{d}x{w}" for d, w in zip(part["depth"], part["width"])])
+        for activation, rows in shaped.groupby("activation"):
+            table = rows.pivot_table(index="normaliser", columns="shape", values="mean").reindex(
+                [n for n in NORMALISERS if n in set(rows["normaliser"])])
+            table.columns.name = "depth x width"
+            figures[f"heatmap_{optimizer}_{activation}"] = plots.heatmap(
+                table, fmt=".3f", title=f"test {metric}, {activation}, {optimizer}", colorbar_label=f"test {metric}")
+    shallow = results[results["depth"] == results["depth"].min()]
+    sweep = shallow[(shallow["width"] == shallow["width"].max()) & (shallow["activation"] == shallow["activation"].iloc[0])]
     figures["lr_sensitivity"] = plots.metric_vs(
-        by_lr, "lr", hue="normaliser", col="activation", logx=True, ylabel=f"val {metric}",
-        title=f"Learning-rate sweep (depth {results['depth'].max()}, width {results['width'].max()})")
+        lr_sensitivity(sweep, ["optimizer", "normaliser"]), "lr", hue="normaliser", col="optimizer", logx=True,
+        ylabel=f"val {metric}", title=f"Learning-rate sweep ({sweep['activation'].iloc[0]}, depth "
+                                      f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]})")
     return figures
 
 
@@ -91,21 +344,64 @@ def _batch_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, An
     from .. import plots
 
     metric = results["metric"].iloc[0]
-    col = "budget" if "budget" in summary and summary["budget"].nunique() > 1 else None
-    return {
+    _, scores = batch_slopes(results)
+    best = summarise(scores, ["budget", "normaliser", "batch_size"])
+    figures = {
         "best_by_batch_size": plots.metric_vs(
-            summary, "batch_size", hue="normaliser", col=col, logx=True, base=2,
+            best, "batch_size", hue="normaliser", col="budget", logx=True, base=2,
             ylabel=f"test {metric} (lr chosen on val)", title="Accuracy against batch size"),
         "chosen_lr": plots.metric_vs(
-            summary, "batch_size", y="lr", err=None, hue="normaliser", col=col, logx=True, base=2, logy=True,
-            ylabel="learning rate chosen on val", title="Best learning rate against batch size"),
+            summary, "batch_size", y="lr", err=None, hue="normaliser", col="budget", logx=True, base=2, logy=True,
+            ylabel="learning rate chosen on val (before scaling)", title="Best learning rate against batch size"),
     }
+    if "gram_offdiag" in results:
+        fixed = results[results["budget"] == results["budget"].iloc[0]]
+        figures["gram_offdiag"] = plots.metric_vs(
+            summarise(fixed, ["normaliser", "batch_size"], value="gram_offdiag"), "batch_size", hue="normaliser",
+            logx=True, base=2, ylabel="off-diagonal share of |K|", title="Cross-sample coupling of the update kernel")
+    return figures
 
 
 # --------------------------------------------------------------------- declarations
 
-_QUICK = {"data": "digits", "schedule": "constant", "budget": "fixed_epochs"}
-_CIFAR = {"data": "cifar10", "schedule": "cosine", "budget": "fixed_epochs"}
+
+def _own_rates(rates: Mapping[str, Sequence[float]],
+               also: Callable[[Mapping[str, Any]], bool] | None = None) -> Callable[[Mapping[str, Any]], bool]:
+    """A grid filter keeping each optimiser's own learning rates (and what ``also`` keeps)."""
+    def keep(config: Mapping[str, Any]) -> bool:
+        return config["lr"] in rates[config["optimizer"]] and (also is None or also(config))
+    return keep
+
+
+def _union(rates: Mapping[str, Sequence[float]]) -> list[float]:
+    return sorted({lr for values in rates.values() for lr in values})
+
+
+# Learning rates per optimiser: SGD's good range for affine-like lies 10-100x above the
+# others'; Adam's normalised step needs rates ~100x smaller than SGD's.
+QUICK_RATES = {"sgd": (0.1, 1.0, 10.0), "adam": (0.001, 0.01, 0.1)}
+CPU_RATES = {"sgd": (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), "adam": (0.001, 0.003, 0.01, 0.03)}
+GPU_RATES = {"sgd": (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
+             "adam": (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03)}
+
+
+def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
+    """The cpu set's points, sized for a shared 2-core machine.
+
+    SGD with tanh on an L of shapes: width 16 -> 64 at depth 3 and depth 3 -> 6 at width 64
+    (A9), 3 x 16 being the paper's exception (A11); SGD with leaky-ReLU at 3 x 64 (A10); Adam
+    with tanh at 3 x 64.
+    """
+    shape = (config["depth"], config["width"])
+    if config["optimizer"] == "adam":
+        return config["activation"] == "tanh" and shape == (3, 64)
+    if config["activation"] == "tanh":
+        return shape in ((3, 16), (3, 64), (6, 64))
+    return shape == (3, 64)
+
+
+_DIGITS = {"data": "digits", "schedule": "constant"}
+_CIFAR = {"data": "cifar10", "schedule": "cosine"}
 
 FC_NORMALISERS = register_experiment(Experiment(
     name="fc_normalisers",
@@ -114,30 +410,38 @@ FC_NORMALISERS = register_experiment(Experiment(
     select="lr",
     profiles={
         "quick": Grid(
-            axes={"activation": ["tanh", "leaky_relu"], "width": [64], "depth": [3], "normaliser": list(NORMALISERS),
-                  "lr": [0.003, 0.03, 0.3, 3.0, 30.0]},
-            fixed={**_QUICK, "epochs": 8, "batch_size": 32},
-            seeds=2,
+            axes={"optimizer": list(OPTIMIZERS), "normaliser": list(NORMALISERS), "lr": _union(QUICK_RATES)},
+            fixed={**_DIGITS, "budget": "fixed_epochs", "activation": "tanh", "width": 32, "depth": 3, "epochs": 3,
+                   "batch_size": 64},
+            seeds=3, where=_own_rates(QUICK_RATES),
+        ),
+        "cpu": Grid(
+            axes={"optimizer": list(OPTIMIZERS), "activation": ["tanh", "leaky_relu"], "depth": [3, 6],
+                  "width": [16, 64], "normaliser": list(NORMALISERS), "lr": _union(CPU_RATES)},
+            fixed={**_DIGITS, "budget": "fixed_epochs", "epochs": 4, "batch_size": 64},
+            seeds=5, where=_own_rates(CPU_RATES, _cpu_fc_point),
         ),
         "standard": Grid(
-            axes={"activation": ["tanh", "leaky_relu"], "width": [128, 512], "depth": [3, 6],
-                  "normaliser": list(NORMALISERS), "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]},
-            fixed={**_CIFAR, "epochs": 20, "batch_size": 128},
-            seeds=3,
+            axes={"optimizer": list(OPTIMIZERS), "activation": ["tanh", "leaky_relu"], "width": [128, 512],
+                  "depth": [3, 6], "normaliser": list(NORMALISERS), "lr": _union(GPU_RATES)},
+            fixed={**_CIFAR, "budget": "fixed_epochs", "epochs": 20, "batch_size": 128},
+            seeds=3, where=_own_rates(GPU_RATES),
         ),
         "paper": Grid(
-            axes={"activation": ["tanh", "leaky_relu"], "width": [16, 64, 256, 1024], "depth": [3, 6, 9],
-                  "normaliser": list(NORMALISERS),
-                  "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]},
-            fixed={**_CIFAR, "epochs": 50, "batch_size": 128},
-            seeds=5,
+            axes={"optimizer": list(OPTIMIZERS), "activation": ["tanh", "leaky_relu"], "width": [16, 64, 256, 1024],
+                  "depth": [3, 6, 9], "normaliser": list(NORMALISERS), "lr": _union(GPU_RATES)},
+            fixed={**_CIFAR, "budget": "fixed_epochs", "epochs": 50, "batch_size": 128},
+            seeds=5, where=_own_rates(GPU_RATES),
         ),
     },
     run_one=train_mlp,
-    seconds_per_run={"quick": 0.2, "standard": 10.0, "paper": 30.0},
+    seconds_per_run={"quick": 0.22, "cpu": 0.3, "standard": 10.0, "paper": 30.0},
     figures=_fc_figures,
-    notes="SGD without momentum; lr chosen per (activation, width, depth, normaliser) on the val split.",
+    notes="SGD without momentum, and Adam, each with its own lr grid; the lr is chosen per (optimizer, "
+          "activation, width, depth, normaliser) on the val split.",
 ))
+
+BATCH_SIZES = [8, 16, 32, 64, 256]  # five sizes over a factor of 32
 
 BATCH_SIZE = register_experiment(Experiment(
     name="batch_size",
@@ -146,30 +450,39 @@ BATCH_SIZE = register_experiment(Experiment(
     select="lr",
     profiles={
         "quick": Grid(
-            axes={"normaliser": list(NORMALISERS), "batch_size": [8, 32, 128], "lr": [0.003, 0.03, 0.3, 3.0, 30.0]},
-            fixed={**_QUICK, "activation": "tanh", "width": 64, "depth": 2, "epochs": 6},
-            seeds=2,
+            axes={"budget": ["fixed_steps"], "normaliser": list(NORMALISERS), "batch_size": BATCH_SIZES,
+                  "lr": [0.1, 1.0, 10.0]},
+            fixed={**_DIGITS, "optimizer": "sgd", "activation": "tanh", "width": 32, "depth": 2, "steps": 30,
+                   "epochs": 1, "base_batch_size": 32},
+            seeds=3,
+        ),
+        "cpu": Grid(
+            axes={"budget": list(BUDGETS), "normaliser": list(NORMALISERS), "batch_size": BATCH_SIZES,
+                  "lr": [0.03, 0.3, 3.0]},
+            fixed={**_DIGITS, "optimizer": "sgd", "activation": "tanh", "width": 64, "depth": 2, "epochs": 1,
+                   "steps": 40, "base_batch_size": 32},
+            seeds=5,
         ),
         "standard": Grid(
-            axes={"budget": ["fixed_epochs", "fixed_steps"], "normaliser": list(NORMALISERS),
-                  "batch_size": [16, 64, 256, 1024],
-                  "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]},
-            fixed={**{k: v for k, v in _CIFAR.items() if k != "budget"}, "activation": "tanh", "width": 256,
-                   "depth": 4, "epochs": 20, "steps": 8000},
+            axes={"budget": list(BUDGETS), "normaliser": list(NORMALISERS),
+                  "batch_size": [32, 64, 128, 256, 512, 1024], "lr": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]},
+            fixed={**_CIFAR, "optimizer": "sgd", "activation": "tanh",
+                   "width": 256, "depth": 4, "epochs": 20, "steps": 8000, "base_batch_size": 128},
             seeds=3,
         ),
         "paper": Grid(
-            axes={"budget": ["fixed_epochs", "fixed_steps"], "normaliser": list(NORMALISERS),
+            axes={"budget": list(BUDGETS), "normaliser": list(NORMALISERS),
                   "batch_size": [8, 16, 32, 64, 128, 256, 512, 1024],
                   "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]},
-            fixed={**{k: v for k, v in _CIFAR.items() if k != "budget"}, "activation": "tanh", "width": 256,
-                   "depth": 4, "epochs": 50, "steps": 20000},
+            fixed={**_CIFAR, "optimizer": "sgd", "activation": "tanh",
+                   "width": 256, "depth": 4, "epochs": 50, "steps": 20000, "base_batch_size": 128},
             seeds=5,
         ),
     },
-    run_one=train_mlp,
-    seconds_per_run={"quick": 0.2, "standard": 15.0, "paper": 40.0},
+    run_one=train_mlp_measured,
+    seconds_per_run={"quick": 0.09, "cpu": 0.3, "standard": 15.0, "paper": 40.0},
     figures=_batch_figures,
-    notes="Budget convention declared per profile: quick fixes epochs; standard/paper sweep fixed epochs and "
-          "fixed steps. The lr is chosen per (budget, normaliser, batch size) on the val split.",
+    notes="SGD. Three budget conventions: fixed epochs and fixed steps (lr chosen on val per batch size), and "
+          "scaled lr (lr chosen at the base batch size, then scaled linearly). Each run also measures the "
+          "update kernel's cross-sample coupling on the trained net's real activations.",
 ))

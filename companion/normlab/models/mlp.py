@@ -49,6 +49,19 @@ class MLPConfig:
         one_of("activation", self.activation, ACTIVATIONS)
 
 
+def hidden_blocks(layer: Callable[[int, int], nn.Module], norm_layer: NormFactory | None, activation: str,
+                  depth: int, in_size: int, size: int) -> nn.Sequential:
+    """``[layer -> norm -> activation] x depth``, the first layer from ``in_size`` to ``size``
+    and the others ``size`` to ``size``: the hidden part of Part I's MLP and CNN."""
+    layers: list[nn.Module] = []
+    for i in range(depth):
+        layers.append(layer(in_size if i == 0 else size, size))
+        if norm_layer is not None:
+            layers.append(norm_layer(size))
+        layers.append(ACTIVATIONS[activation]())
+    return nn.Sequential(*layers)
+
+
 class MLP(nn.Module):
     r"""Fully-connected classifier (or regressor) with pluggable linear and norm layers.
 
@@ -70,16 +83,9 @@ class MLP(nn.Module):
         elif fields_:
             raise TypeError("pass either a config or its fields, not both")
         self.config = config
-        layers: list[nn.Module] = []
-        features = config.in_features
-        for _ in range(config.depth):
-            layers.append(config.linear_layer(features, config.width))
-            if config.norm_layer is not None:
-                layers.append(config.norm_layer(config.width))
-            layers.append(ACTIVATIONS[config.activation]())
-            features = config.width
-        self.hidden = nn.Sequential(*layers)
-        self.head = config.linear_layer(features, config.num_classes)
+        self.hidden = hidden_blocks(config.linear_layer, config.norm_layer, config.activation, config.depth,
+                                    config.in_features, config.width)
+        self.head = config.linear_layer(config.width if config.depth else config.in_features, config.num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)

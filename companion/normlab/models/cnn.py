@@ -1,0 +1,156 @@
+"""A small convolutional network whose convolution and normalisation layers are factory arguments.
+
+Chapter 8 compares normalisers in convolutions the way chapter 6 does in fully-connected
+nets, by swapping two factories: ``conv_layer`` (a 3x3 ``nn.Conv2d`` or a
+:class:`~normlab.layers.PatchNormConv2d`) and ``norm_layer`` (a normaliser after each
+convolution, before the activation)::
+
+    x -> [conv 3x3 -> norm -> activation] x depth -> average pool to 4x4 -> flatten -> linear -> logits
+
+The head is a plain ``nn.Linear`` for every normaliser, so the comparison isolates the
+convolutions (where PatchNorm acts).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import one_of, positive_int, positive_ints, positive_number
+from ..layers import PatchNormConv2d
+from .mlp import ACTIVATIONS, hidden_blocks
+
+__all__ = ["CNN", "CNNConfig", "RMSNorm2d", "CONV_NORMALISERS", "cnn_for"]
+
+ConvFactory = Callable[[int, int], nn.Module]
+NormFactory = Callable[[int], nn.Module]
+
+POOLED_SIZE = 4  # the head sees a 4x4 map whatever the image size
+
+
+class RMSNorm2d(nn.Module):
+    r"""RMS normalisation of each sample over channels and positions, with a per-channel gain.
+
+    .. math::
+        y_{c,h,w} = \gamma_c\, \frac{x_{c,h,w}}{\sqrt{\frac{1}{CHW}\sum_{c',h',w'} x_{c',h',w'}^2 + \epsilon}}
+
+    The RMS counterpart of ``nn.GroupNorm(1, C)`` (LayerNorm over a whole feature map): the
+    same statistics' support, no mean subtracted, no bias.
+
+    Args:
+        num_channels: :math:`C`.
+        eps: added to the mean square. Default: ``1e-6``.
+
+    Shape:
+        - Input: :math:`(N, C, H, W)`. Output: same shape.
+    """
+
+    def __init__(self, num_channels: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.num_channels = positive_int("num_channels", num_channels)
+        self.eps = positive_number("eps", eps)
+        self.weight = nn.Parameter(torch.empty(num_channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[1] != self.num_channels:
+            raise ValueError(f"input must have shape (N, C={self.num_channels}, H, W), got {tuple(x.shape)}")
+        inv_rms = torch.rsqrt(x.square().mean(dim=(1, 2, 3), keepdim=True) + self.eps)
+        return x * inv_rms * self.weight.view(1, -1, 1, 1)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_channels}, eps={self.eps}"
+
+
+@dataclass
+class CNNConfig:
+    """Shape and parts of a :class:`CNN`.
+
+    ``conv_layer(in_channels, out_channels)`` builds each 3x3, padding-1 convolution;
+    ``norm_layer(channels)`` (or None) follows each one.
+    """
+
+    in_channels: int
+    num_classes: int
+    channels: int = 16
+    depth: int = 2
+    activation: str = "tanh"
+    conv_layer: ConvFactory = functools.partial(nn.Conv2d, kernel_size=3, padding=1)
+    norm_layer: NormFactory | None = None
+
+    def __post_init__(self) -> None:
+        positive_ints(in_channels=self.in_channels, num_classes=self.num_classes, channels=self.channels,
+                      depth=self.depth)
+        one_of("activation", self.activation, ACTIVATIONS)
+
+
+class CNN(nn.Module):
+    r"""Convolutional classifier with pluggable convolution and norm layers.
+
+    Each block computes :math:`h_l = \phi(\mathrm{norm}(\mathrm{conv}(h_{l-1})))` at full
+    resolution; an adaptive average pool then brings the map to 4x4 for a linear head.
+
+    Shape:
+        - Input: :math:`(N, C_{in}, H, W)` with :math:`H, W \ge 4`.
+        - Output: :math:`(N, \text{num\_classes})`.
+    """
+
+    def __init__(self, config: CNNConfig | None = None, **fields_: object) -> None:
+        super().__init__()
+        if config is None:
+            config = CNNConfig(**fields_)  # type: ignore[arg-type]
+        elif fields_:
+            raise TypeError("pass either a config or its fields, not both")
+        self.config = config
+        self.features = hidden_blocks(config.conv_layer, config.norm_layer, config.activation, config.depth,
+                                      config.in_channels, config.channels)
+        self.pool = nn.AdaptiveAvgPool2d(POOLED_SIZE)
+        self.head = nn.Linear(config.channels * POOLED_SIZE**2, config.num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.features(x)
+        x = self.pool(x).flatten(1)
+        return self.head(x)
+
+    def convolutions(self) -> list[nn.Conv2d]:
+        """The network's convolution layers, in order (PatchNorm layers included)."""
+        return [m for m in self.features if isinstance(m, nn.Conv2d)]
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return f"channels={c.channels}, depth={c.depth}, activation={c.activation}"
+
+
+_CONV = functools.partial(nn.Conv2d, kernel_size=3, padding=1)
+
+# Normalisers of chapter 8 as (conv_layer, norm_layer) pairs. norm_like and affine_like are
+# PatchNorm in its two modes: the corrections of chapter 3 applied to every receptive field.
+CONV_NORMALISERS: dict[str, tuple[ConvFactory, NormFactory | None]] = {
+    "none": (_CONV, None),
+    "batchnorm": (_CONV, nn.BatchNorm2d),
+    "layernorm": (_CONV, functools.partial(nn.GroupNorm, 1)),
+    "rmsnorm": (_CONV, RMSNorm2d),
+    "norm_like": (functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="norm_like"), None),
+    "affine_like": (functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="affine_like"), None),
+}
+
+
+def cnn_for(normaliser: str, **config: object) -> CNN:
+    """Build a :class:`CNN` with one of chapter 8's normalisers by name.
+
+    ``config`` holds the other :class:`CNNConfig` fields (``in_channels``, ``num_classes``,
+    ``channels``, ``depth``, ``activation``).
+    """
+    one_of("normaliser", normaliser, CONV_NORMALISERS)
+    known = {f.name for f in fields(CNNConfig)} - {"conv_layer", "norm_layer"}
+    unknown = set(config) - known
+    if unknown:
+        raise TypeError(f"unknown CNN settings: {', '.join(sorted(unknown))}")
+    conv_layer, norm_layer = CONV_NORMALISERS[normaliser]
+    return CNN(CNNConfig(conv_layer=conv_layer, norm_layer=norm_layer, **config))  # type: ignore[arg-type]
