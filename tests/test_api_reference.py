@@ -23,7 +23,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "appendix_api.md"
-DIRECTIVE = re.compile(r"^\.\. (?:auto(?:class|function|data|exception)|py:data):: (normlab[\w.]*)$", re.M)
+DIRECTIVE = re.compile(r"^\.\. auto(?:class|function|data|exception):: (normlab[\w.]*)$", re.M)
+PY_DATA = re.compile(r"^\.\. py:data:: (\w+)\n   :module: (normlab[\w.]*)$", re.M)
 ALSO = re.compile(r"^\s*Also importable as (.+)\.$", re.M)
 
 HEADER = """\
@@ -89,7 +90,7 @@ def directive(path: str, obj: object) -> str:
     # No ``#:`` comment: autodoc would print the docstring of the value's type (dict, tuple).
     value = repr(obj)
     option = f":value: {value}" if len(value) <= 60 else f":type: {type(obj).__name__}"
-    return f".. py:data:: {path}\n   {option}"
+    return f".. py:data:: {name}\n   :module: {module}\n   {option}"
 
 
 def _attribute_docs(module_name: str) -> set[str]:
@@ -113,10 +114,15 @@ def render() -> str:
     parts = [HEADER]
     for module in public_modules():
         mine = [f"{module.__name__}.{n}" for n in exported(module) if f"{module.__name__}.{n}" in home]
-        if not mine:
+        parts.append(f"\n## `{module.__name__}`\n\n")
+        if not mine:  # a target for references to the module, and where its names are
+            elsewhere = sorted({p.rsplit(".", 1)[0] for p, aliases in home.items()
+                                if any(a.startswith(module.__name__ + ".") for a in aliases)})
+            parts.append(f"```{{eval-rst}}\n.. py:module:: {module.__name__}\n```\n\n"
+                         f"Its public names are documented under "
+                         + ", ".join(f"`{m}`" for m in elsewhere) + ".\n")
             continue
-        parts.append(f"\n## `{module.__name__}`\n\n```{{eval-rst}}\n.. automodule:: {module.__name__}\n"
-                     f"   :no-members:\n")
+        parts.append(f"```{{eval-rst}}\n.. automodule:: {module.__name__}\n   :no-members:\n")
         for path in mine:
             parts.append(directive(path, paths[path]))
             if home[path]:
@@ -140,7 +146,7 @@ def _defined_under(obj: object, path: str) -> bool:
 
 def documented(text: str) -> set[str]:
     """Every dotted path the page documents or lists as an alias."""
-    found = set(DIRECTIVE.findall(text))
+    found = set(DIRECTIVE.findall(text)) | {f"{module}.{name}" for name, module in PY_DATA.findall(text)}
     for line in ALSO.findall(text):
         found |= set(re.findall(r"``(normlab[\w.]*)``", line))
     return found
@@ -159,7 +165,8 @@ def test_the_page_names_nothing_that_is_not_public() -> None:
 def test_each_object_is_documented_once() -> None:
     text = PAGE.read_text()
     paths = public_names()
-    homes = [p for p in DIRECTIVE.findall(text) if p in paths]
+    homes = DIRECTIVE.findall(text) + [f"{module}.{name}" for name, module in PY_DATA.findall(text)]
+    homes = [p for p in homes if p in paths]
     objects = [identity(p, paths[p]) for p in homes]
     assert len(objects) == len(set(objects))
 
