@@ -14,7 +14,7 @@ Per page it asserts:
   both read from ``_config.yml``.
 
 It writes one screenshot per part of the table of contents (its first page) to
-``_build/screenshots/``, and one of a chapter at phone width. The link and Colab checks read
+``screenshots/`` beside the build (``_build/screenshots/``), and one of a chapter at phone width. The link and Colab checks read
 the HTML and run without a browser; the rest needs Chromium (Debian's ``chromium`` package).
 Where Chromium is absent the script says so loudly and exits 0, unless ``CI`` is set.
 """
@@ -232,7 +232,7 @@ def main(argv: list[str]) -> int:
         if os.environ.get("CI"):
             return 1
     else:
-        check_in_browser(pages_, toc, build, ROOT / "_build" / "screenshots", chromium)
+        check_in_browser(pages_, toc, build, build.parent / "screenshots", chromium)
     bad = [p for p in pages_ if p.problems]
     for page in bad:
         print(f"{page.html.relative_to(build)}:")
