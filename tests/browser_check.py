@@ -6,7 +6,8 @@ Run after the structure build (``make test-structure`` writes ``_build/structure
 
 Per page it asserts:
 
-- no request for a local (``file://``) resource fails; nothing is fetched from the network;
+- no request for a local (``file://``) resource fails, and nothing is requested from the network
+  (such a request is refused and reported: the book must read offline);
 - every internal link resolves to a file, and its ``#fragment`` to an id in that file;
 - every image has loaded;
 - every equation is typeset by MathJax, with no raw ``$$``, ``\\(`` or ``\\[`` left in the text;
@@ -169,11 +170,13 @@ def check_in_browser(pages_: list[Page], toc: dict, build: Path, shots: Path, ch
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
         for page in pages_:
             if not page.html.is_file():
                 continue
             tab = context.new_page()
+            # Offline: a request that leaves the machine is refused and reported.
+            tab.route(re.compile(r"^(?!file:).*"), lambda route, p=page: (
+                p.problems.append(f"network request: {route.request.url}"), route.abort()))
             failed: list[str] = []
             tab.on("requestfailed", lambda r, failed=failed: failed.append(r.url)
                    if r.url.startswith("file:") else None)
