@@ -28,6 +28,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 from urllib.parse import unquote, urldefrag, urlparse
 
 import yaml
@@ -161,6 +162,14 @@ IMAGES_JS = r"""() => [...document.images]
   .map(img => img.getAttribute("src"))"""
 
 
+def refuse_and_report(page: Page) -> Callable[[Any], None]:
+    """A route handler (one argument: Playwright passes a second to two-argument callables)."""
+    def handler(route: Any) -> None:
+        page.problems.append(f"network request: {route.request.url}")
+        route.abort()
+    return handler
+
+
 def check_in_browser(pages_: list[Page], toc: dict, build: Path, shots: Path, chromium: str) -> None:
     """Load each page in headless Chromium; offline: every non-file request is refused."""
     from playwright.sync_api import sync_playwright
@@ -175,14 +184,13 @@ def check_in_browser(pages_: list[Page], toc: dict, build: Path, shots: Path, ch
                 continue
             tab = context.new_page()
             # Offline: a request that leaves the machine is refused and reported.
-            tab.route(re.compile(r"^(?!file:).*"), lambda route, p=page: (
-                p.problems.append(f"network request: {route.request.url}"), route.abort()))
+            tab.route(re.compile(r"^(?!file:).*"), refuse_and_report(page))
             failed: list[str] = []
             tab.on("requestfailed", lambda r, failed=failed: failed.append(r.url)
                    if r.url.startswith("file:") else None)
             tab.on("pageerror", lambda e, p=page: None if KNOWN_SCRIPT_ERROR in str(e)
                    else p.problems.append(f"script error: {e}"))
-            tab.goto(page.html.as_uri(), wait_until="load")
+            tab.goto(page.html.as_uri(), wait_until="load", timeout=120_000)  # a loaded 2-core machine
             if tab.evaluate("() => document.querySelector('.math') !== null"):
                 try:
                     tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
@@ -207,7 +215,7 @@ def check_in_browser(pages_: list[Page], toc: dict, build: Path, shots: Path, ch
         chapter = next((p for p in pages_ if p.source is not None and p.source.suffix == ".ipynb"), None)
         if chapter is not None:
             tab = phone.new_page()
-            tab.goto(chapter.html.as_uri(), wait_until="load")
+            tab.goto(chapter.html.as_uri(), wait_until="load", timeout=120_000)
             tab.screenshot(path=str(shots / "phone-chapter.png"), full_page=False)
         browser.close()
 
