@@ -24,6 +24,7 @@ DEFAULT_MEMBERS = ("forward",)
 #: leading ``if ...: raise``).
 CHECK_PREFIXES = ("_check", "check_")
 ELIDED = "# (input checks elided: see the full source)"
+GATHERED = r"\begin{{gathered}}{}\end{{gathered}}"
 
 
 class SourceView:
@@ -69,7 +70,8 @@ class SourceView:
         caption = (f"<div style='font-size:0.85em;color:#555'>source: <code>{self.module}</code>"
                    f" ({html.escape(self.name)}, line {self.first_line})</div>")
         # MathJax typesets the docstring's maths in the book and in Jupyter.
-        maths = "".join(f"<div class='mathjax_process'>\\[{html.escape(m)}\\]</div>" for m in self.maths)
+        maths = "".join(f"<div class='mathjax_process' style='overflow-x:auto'>\\[{html.escape(m)}\\]</div>"
+                        for m in self.maths)
         parts = [caption, maths, _highlight(self.listing)]
         if self.folded:
             lines = len(self.code.splitlines())
@@ -88,7 +90,9 @@ def _docstring_maths(doc: str) -> list[str]:
     """The bodies of the ``.. math::`` blocks of a docstring, one LaTeX string each."""
     doc = inspect.cleandoc(doc)
     blocks = re.findall(r"^\.\. math::\n((?:[ \t]+.*\n?|\n)+)", doc + "\n", flags=re.M)
-    return [" ".join(line.strip() for line in block.strip().splitlines()) for block in blocks]
+    maths = [" ".join(line.strip() for line in block.strip().splitlines()) for block in blocks]
+    # Equations set side by side with \qquad go one per line, so they fit a narrow column.
+    return [GATHERED.format(m.replace(r"\qquad", "\\\\")) if r"\qquad" in m else m for m in maths]
 
 
 def _is_check(stmt: ast.stmt) -> bool:
