@@ -14,7 +14,7 @@ NB_WORKERS ?= 2
 PROFILE ?=
 LAB_ARGS ?=
 
-.PHONY: book check-figures test test-unit test-notebooks test-structure lab book-env clean
+.PHONY: book check-figures test test-unit test-notebooks test-structure test-browser lab book-env clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,7 @@ check-figures:
 	$(BIN)/python tests/book_figures.py _build/html
 
 test: $(VENV)/.test-installed
-	$(MAKE) test-unit test-notebooks test-structure
+	$(MAKE) test-unit test-notebooks test-structure test-browser
 
 test-unit:
 	$(UNIT_ENV) $(BIN)/python -m pytest tests -n $(NB_WORKERS)
@@ -67,6 +67,12 @@ lab: $(VENV)/.lab-installed
 # The notebook kernels' environment, for tests/test_book_figures.py.
 book-env:
 	@echo '$(BOOK_ENV)'
+
+# Headless Chromium (Debian's `chromium`, the one system package) opens every page of the
+# structure build: local requests, links, images, typeset maths, Colab links; screenshots go to
+# _build/screenshots/. Without Chromium it says loudly that it skipped (CI never skips).
+test-browser:
+	$(BIN)/python tests/browser_check.py _build/structure
 
 clean:
 	rm -rf _build conf.py

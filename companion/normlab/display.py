@@ -1,7 +1,16 @@
-"""Show the package's own source in a chapter, so the book and the package cannot drift."""
+"""Show the package's own source in a chapter, so the book and the package cannot drift.
+
+A chapter shows what its text is about, like a textbook listing: for a class, its maths (the
+``.. math::`` block of its docstring) and its ``forward`` (or the methods named); the input
+checks at the top of a function are elided. The full source is one click away, folded behind
+a toggle. Long lines wrap inside the column instead of scrolling sideways.
+"""
 from __future__ import annotations
 
+import ast
+import html
 import inspect
+import re
 import textwrap
 from typing import Any
 
@@ -9,43 +18,145 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+#: What a listing of a class shows when no member is named.
+DEFAULT_MEMBERS = ("forward",)
+#: A leading call of a function named so is an input check, elided from the listing (as is a
+#: leading ``if ...: raise``).
+CHECK_PREFIXES = ("_check", "check_")
+ELIDED = "# (input checks elided: see the full source)"
+GATHERED = r"\begin{{gathered}}{}\end{{gathered}}"
+
 
 class SourceView:
-    """The source of one normlab object, rendered with highlighting in notebooks.
+    """The source of one normlab object, as a listing with the full source folded away.
 
-    ``repr`` gives plain text (terminals, doctests); ``_repr_html_`` gives highlighted HTML
-    that Jupyter and the HTML book display.
+    Args:
+        obj: a normlab class, function, method or module.
+        members: for a class, the methods to list (default: ``forward`` when the class defines
+            it, else the whole class).
+
+    ``repr`` gives the listing as plain text; ``_repr_html_`` gives the highlighted listing,
+    the docstring's maths and a ``<details>`` toggle with the full source.
     """
 
-    def __init__(self, obj: Any) -> None:
+    def __init__(self, obj: Any, members: tuple[str, ...] = ()) -> None:
         module = inspect.getmodule(obj)
         if module is None or not module.__name__.split(".")[0] == "normlab":
             raise TypeError(f"obj must be a normlab module, class or function, got {obj!r}")
+        if members and not inspect.isclass(obj):
+            raise TypeError(f"members can only be named for a class, got {obj!r}")
+        missing = [m for m in members if not inspect.isfunction(getattr(obj, m, None))]
+        if missing:
+            raise ValueError(f"members must be methods of {obj.__qualname__}, got {missing}")
         self.name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
         self.module = module.__name__
         self.code = textwrap.dedent(inspect.getsource(obj))
         self.path = inspect.getsourcefile(obj)
         _, self.first_line = inspect.getsourcelines(obj)
+        self.maths = _docstring_maths(obj.__doc__ or "") if inspect.isclass(obj) else []
+        self.listing = _listing(obj, members)
+
+    @property
+    def folded(self) -> bool:
+        """Whether the listing leaves anything out of the full source."""
+        return self.listing.strip() != self.code.strip()
 
     def __repr__(self) -> str:
-        return self.code
+        if not self.folded:
+            return self.code
+        return f"{self.listing}\n# full source: {len(self.code.splitlines())} lines (SourceView.code)\n"
 
     def _repr_html_(self) -> str:
-        formatter = HtmlFormatter(noclasses=True, style="friendly")
-        caption = (
-            f"<div style='font-size:0.85em;color:#555'>source: <code>{self.module}</code>"
-            f" ({self.name}, line {self.first_line})</div>"
-        )
-        return caption + highlight(self.code, PythonLexer(), formatter)
+        caption = (f"<div style='font-size:0.85em;color:#555'>source: <code>{self.module}</code>"
+                   f" ({html.escape(self.name)}, line {self.first_line})</div>")
+        # MathJax typesets the docstring's maths in the book and in Jupyter.
+        maths = "".join(f"<div class='mathjax_process' style='overflow-x:auto'>\\[{html.escape(m)}\\]</div>"
+                        for m in self.maths)
+        parts = [caption, maths, _highlight(self.listing)]
+        if self.folded:
+            lines = len(self.code.splitlines())
+            parts.append(f"<details><summary>Full source of <code>{html.escape(self.name)}</code>"
+                         f" ({lines} lines)</summary>{_highlight(self.code)}</details>")
+        return "<div class='normlab-source'>" + "".join(parts) + "</div>"
 
 
-def show_source(obj: Any) -> SourceView:
-    """Return a displayable view of the source of a normlab class, function or module.
+def _highlight(code: str) -> str:
+    """Highlighted HTML whose long lines wrap in the column rather than scroll."""
+    out = highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, style="friendly"))
+    return out.replace("<pre style=\"", "<pre style=\"white-space:pre-wrap;overflow-wrap:anywhere;", 1)
 
-    In a notebook, make it the last expression of a cell (or pass it to ``display``)::
+
+def _docstring_maths(doc: str) -> list[str]:
+    """The bodies of the ``.. math::`` blocks of a docstring, one LaTeX string each."""
+    doc = inspect.cleandoc(doc)
+    blocks = re.findall(r"^\.\. math::\n((?:[ \t]+.*\n?|\n)+)", doc + "\n", flags=re.M)
+    maths = [" ".join(line.strip() for line in block.strip().splitlines()) for block in blocks]
+    # Equations set side by side with \qquad go one per line, so they fit a narrow column.
+    return [GATHERED.format(m.replace(r"\qquad", "\\\\")) if r"\qquad" in m else m for m in maths]
+
+
+def _is_check(stmt: ast.stmt) -> bool:
+    """``_check_x(...)``, or ``if ...: raise ...`` with no else: a statement that only validates."""
+    if isinstance(stmt, ast.If):
+        return not stmt.orelse and all(isinstance(s, ast.Raise) for s in stmt.body)
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    name = getattr(getattr(call, "func", None), "id", "") if isinstance(call, ast.Call) else ""
+    return name.startswith(CHECK_PREFIXES)
+
+
+def _elide_checks(code: str) -> str:
+    """A function's source with its leading input-check statements replaced by one comment."""
+    tree = ast.parse(code)
+    func = tree.body[0]
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return code
+    body = list(func.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring stays
+    checks = []
+    for stmt in body:
+        if not _is_check(stmt):
+            break
+        checks.append(stmt)
+    if not checks or len(checks) == len(body):
+        return code
+    lines = code.splitlines()
+    first, last = checks[0].lineno - 1, checks[-1].end_lineno
+    indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+    return "\n".join(lines[:first] + [indent + ELIDED] + lines[last:]) + "\n"
+
+
+def _listing(obj: Any, members: tuple[str, ...]) -> str:
+    """What the chapter shows: the named methods of a class under its header, or a function."""
+    if inspect.isroutine(obj):
+        return _elide_checks(textwrap.dedent(inspect.getsource(obj)))
+    if not inspect.isclass(obj):
+        return textwrap.dedent(inspect.getsource(obj))
+    if not members:
+        members = tuple(m for m in DEFAULT_MEMBERS if m in vars(obj))
+    if not members:
+        return textwrap.dedent(inspect.getsource(obj))
+    source = textwrap.dedent(inspect.getsource(obj))
+    header = source[: source.index(":\n", source.index("class ")) + 2]
+    methods = [textwrap.indent(_elide_checks(textwrap.dedent(inspect.getsource(getattr(obj, m)))), "    ")
+               for m in members]
+    return header + "    ...\n\n" + "\n".join(methods)
+
+
+def show_source(obj: Any, *members: str) -> SourceView:
+    """A listing of a normlab class, function or module, with the full source folded away.
+
+    For a class it shows the maths of its docstring and its ``forward``, or the methods named;
+    for a function, the function with its input checks elided. In a notebook, make it the last
+    expression of a cell (or pass it to ``display``)::
 
         from normlab import show_source
-        from normlab.layers import AffineLikeLinear
-        show_source(AffineLikeLinear)
+        from normlab.layers import FiLMNorm
+        show_source(FiLMNorm)                      # the maths and forward
+        show_source(FiLMNorm, "reset_parameters")  # one named method
+
+    Raises:
+        TypeError: ``obj`` is not from normlab, or members are named for a non-class.
+        ValueError: a named member is not a method of the class.
     """
-    return SourceView(obj)
+    return SourceView(obj, members)

@@ -1,0 +1,259 @@
+"""Open every page of the built book in headless Chromium and check what a reader would see.
+
+Run after the structure build (``make test-structure`` writes ``_build/structure``)::
+
+    python tests/browser_check.py _build/structure
+
+Per page it asserts:
+
+- no request for a local (``file://``) resource fails, and nothing is requested from the network
+  (such a request is refused and reported: the book must read offline);
+- every internal link resolves to a file, and its ``#fragment`` to an id in that file;
+- every image has loaded;
+- every equation is typeset by MathJax, with no raw ``$$``, ``\\(`` or ``\\[`` left in the text;
+- a notebook page carries the Colab launch link to its notebook on the repository's branch,
+  both read from ``_config.yml``.
+
+It writes one screenshot per part of the table of contents (its first page) to
+``screenshots/`` beside the build (``_build/screenshots/``), and one of a chapter at phone width. The link and Colab checks read
+the HTML and run without a browser; the rest needs Chromium (Debian's ``chromium`` package).
+Where Chromium is absent the script says so loudly and exits 0, unless ``CI`` is set.
+"""
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote, urldefrag, urlparse
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+COLAB = "https://colab.research.google.com/github"
+# sphinx-thebe 0.3 declares this constant in two scripts that Jupyter Book 1 both loads; the
+# launch buttons work regardless.
+KNOWN_SCRIPT_ERROR = "Identifier 'THEBE_JS_URL' has already been declared"
+PHONE = {"width": 390, "height": 844}
+
+
+@dataclass
+class Page:
+    """One built HTML page and the source it came from."""
+
+    html: Path
+    source: Path | None
+    problems: list[str] = field(default_factory=list)
+
+
+def repository(config: dict) -> tuple[str, str]:
+    """``(owner/name, branch)`` of the repository that ``_config.yml`` names."""
+    url = config["repository"]["url"].rstrip("/")
+    match = re.fullmatch(r"https://github\.com/([^/]+/[^/]+?)(?:\.git)?", url)
+    if match is None:
+        raise ValueError(f"_config.yml repository.url must be a GitHub URL, got {url!r}")
+    return match.group(1), config["repository"].get("branch", "main")
+
+
+def colab_url(config: dict, notebook: str) -> str:
+    """The Colab link of one notebook, ``notebook`` relative to the repository root."""
+    repo, branch = repository(config)
+    return f"{COLAB}/{repo}/blob/{branch}/{notebook}"
+
+
+def toc_entries(toc: dict) -> list[tuple[str, list[str]]]:
+    """``(caption, files)`` per part of a jb-book table of contents, the root first."""
+    parts = [("Preface", [toc["root"]])]
+    for part in toc.get("parts", []):
+        files = []
+
+        def walk(node: object) -> None:
+            if isinstance(node, dict):
+                if "file" in node:
+                    files.append(node["file"])
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for item in node:
+                    walk(item)
+
+        walk(part.get("chapters", []))
+        parts.append((part.get("caption", "part"), files))
+    return parts
+
+
+def pages(build: Path, toc: dict) -> list[Page]:
+    """Every page of the table of contents, with its source file when it exists."""
+    found = []
+    for _, files in toc_entries(toc):
+        for entry in files:
+            sources = [ROOT / f"{entry}{ext}" for ext in (".ipynb", ".md")]
+            source = next((s for s in sources if s.is_file()), None)
+            found.append(Page(build / f"{entry}.html", source))
+    return found
+
+
+def ids_in(path: Path, cache: dict[Path, set[str]]) -> set[str]:
+    if path not in cache:
+        cache[path] = set(re.findall(r'\bid="([^"]+)"', path.read_text(errors="replace")))
+    return cache[path]
+
+
+def check_html(page: Page, build: Path, config: dict, cache: dict[Path, set[str]]) -> None:
+    """The checks that need no browser: internal links, image files, the Colab link."""
+    if not page.html.is_file():
+        page.problems.append(f"not built: {page.html}")
+        return
+    text = page.html.read_text(errors="replace")
+    for attr, target in re.findall(r'\b(href|src)="([^"]*)"', text):
+        target = html.unescape(target)
+        if urlparse(target).scheme or target.startswith(("//", "mailto:", "javascript:", "data:")):
+            continue
+        url, fragment = urldefrag(target)
+        url = urlparse(url).path  # drop a cache-busting ?v=...
+        path = (page.html.parent / unquote(url)).resolve() if url else page.html
+        if path.is_dir():
+            path = path / "index.html"
+        if not path.is_file():
+            page.problems.append(f"{attr} to a missing file: {target}")
+        elif fragment and path.suffix == ".html" and unquote(fragment) not in ids_in(path, cache):
+            page.problems.append(f"link to a missing anchor: {target}")
+    if page.source is not None and page.source.suffix == ".ipynb":
+        expected = colab_url(config, page.source.relative_to(ROOT).as_posix())
+        links = set(re.findall(rf'href="({re.escape(COLAB)}[^"]*)"', text))
+        if expected not in {html.unescape(link) for link in links}:
+            page.problems.append(f"no Colab link to {expected} (found {sorted(links) or 'none'})")
+
+
+# Run in the page: raw TeX left in the text outside code, scripts and typeset maths.
+RAW_TEX_JS = r"""() => {
+  const skip = new Set(["PRE", "CODE", "SCRIPT", "STYLE", "MJX-CONTAINER", "TEXTAREA"]);
+  const found = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
+    acceptNode(node) {
+      for (let el = node.parentElement; el; el = el.parentElement) {
+        if (skip.has(el.tagName.toUpperCase())) return NodeFilter.FILTER_REJECT;
+      }
+      return NodeFilter.FILTER_ACCEPT;
+    }
+  });
+  const raw = /\$\$|\\\(|\\\[|\$[^$\s][^$]*\\[A-Za-z]+[^$]*\$/;
+  while (walker.nextNode()) {
+    const t = walker.currentNode.textContent;
+    if (raw.test(t)) found.push(t.trim().slice(0, 80));
+  }
+  return found;
+}"""
+
+MATH_JS = r"""() => {
+  const maths = [...document.querySelectorAll(".math, span.math, div.math")];
+  const bare = maths.filter(m => !m.querySelector("mjx-container") && !m.closest("mjx-container"));
+  const errors = document.querySelectorAll("mjx-merror, [data-mjx-error]").length;
+  return {count: maths.length, bare: bare.map(m => m.textContent.trim().slice(0, 60)), errors};
+}"""
+
+IMAGES_JS = r"""() => [...document.images]
+  .filter(img => !(img.complete && img.naturalWidth > 0))
+  .map(img => img.getAttribute("src"))"""
+
+
+def refuse_and_report(page: Page) -> Callable[[Any], None]:
+    """A route handler (one argument: Playwright passes a second to two-argument callables)."""
+    def handler(route: Any) -> None:
+        page.problems.append(f"network request: {route.request.url}")
+        route.abort()
+    return handler
+
+
+def check_in_browser(pages_: list[Page], toc: dict, build: Path, shots: Path, chromium: str) -> None:
+    """Load each page in headless Chromium; offline: every non-file request is refused."""
+    from playwright.sync_api import sync_playwright
+
+    first_of_part = {files[0]: caption for caption, files in toc_entries(toc) if files}
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        for page in pages_:
+            if not page.html.is_file():
+                continue
+            tab = context.new_page()
+            # Offline: a request that leaves the machine is refused and reported.
+            tab.route(re.compile(r"^(?!file:).*"), refuse_and_report(page))
+            failed: list[str] = []
+            tab.on("requestfailed", lambda r, failed=failed: failed.append(r.url)
+                   if r.url.startswith("file:") else None)
+            tab.on("pageerror", lambda e, p=page: None if KNOWN_SCRIPT_ERROR in str(e)
+                   else p.problems.append(f"script error: {e}"))
+            tab.goto(page.html.as_uri(), wait_until="load", timeout=120_000)  # a loaded 2-core machine
+            if tab.evaluate("() => document.querySelector('.math') !== null"):
+                try:
+                    tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                          timeout=15_000)
+                    tab.evaluate("() => MathJax.startup.promise")
+                except Exception as error:  # MathJax never started: say so, keep checking
+                    page.problems.append(f"MathJax did not start: {error}")
+            maths = tab.evaluate(MATH_JS)
+            page.problems += [f"equation not typeset: {m!r}" for m in maths["bare"]]
+            if maths["errors"]:
+                page.problems.append(f"{maths['errors']} MathJax errors")
+            page.problems += [f"raw TeX in the text: {t!r}" for t in tab.evaluate(RAW_TEX_JS)]
+            page.problems += [f"image did not load: {src}" for src in tab.evaluate(IMAGES_JS)]
+            page.problems += [f"failed local request: {url}" for url in failed]
+            entry = page.html.relative_to(build).with_suffix("").as_posix()
+            if entry in first_of_part:
+                name = re.sub(r"[^a-z0-9]+", "-", first_of_part[entry].lower()).strip("-")
+                tab.screenshot(path=str(shots / f"{name}.png"), full_page=False)
+            tab.close()
+        phone = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True)
+        phone.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
+        chapter = next((p for p in pages_ if p.source is not None and p.source.suffix == ".ipynb"), None)
+        if chapter is not None:
+            tab = phone.new_page()
+            tab.goto(chapter.html.as_uri(), wait_until="load", timeout=120_000)
+            tab.screenshot(path=str(shots / "phone-chapter.png"), full_page=False)
+        browser.close()
+
+
+def find_chromium() -> str | None:
+    for candidate in (os.environ.get("CHROMIUM"), *CHROMIUM, shutil.which("chromium")):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+def main(argv: list[str]) -> int:
+    build = Path(argv[0] if argv else ROOT / "_build" / "structure").resolve()
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages_ = pages(build, toc)
+    cache: dict[Path, set[str]] = {}
+    for page in pages_:
+        check_html(page, build, config, cache)
+    chromium = find_chromium()
+    if chromium is None:
+        banner = "#" * 78
+        print(f"{banner}\n# BROWSER TEST SKIPPED: Chromium not found (install Debian's `chromium`).\n"
+              f"# Only the link and Colab checks ran.\n{banner}", file=sys.stderr)
+        if os.environ.get("CI"):
+            return 1
+    else:
+        check_in_browser(pages_, toc, build, build.parent / "screenshots", chromium)
+    bad = [p for p in pages_ if p.problems]
+    for page in bad:
+        print(f"{page.html.relative_to(build)}:")
+        for problem in page.problems:
+            print(f"  - {problem}")
+    notebooks = sum(p.source is not None and p.source.suffix == ".ipynb" for p in pages_)
+    where = "in Chromium" if chromium else "in the HTML only"
+    print(f"browser check {where}: {len(pages_)} pages, {notebooks} notebooks, {len(bad)} with problems")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
