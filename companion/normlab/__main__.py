@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ._runtime import PROFILES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_OUT = "runs"  # scratch runs; shipped sets are made with `save` into results/
 
@@ -110,6 +113,23 @@ def _verify(name: str | None, root: str | None) -> int:
     return 1 if failed else 0
 
 
+def _scorecard_text(table: pd.DataFrame, width: int = 100) -> str:
+    """The scorecard for a terminal: a heading line per claim, then its numbers, wrapped."""
+    import textwrap
+
+    lines: list[str] = []
+    for row in table.itertuples(index=False):
+        lines.append(f"{row.id:<4} {row.verdict.upper():<24} {row.kind} (chapter {row.chapter}): {row.claim}")
+        fields = [("paper", row.paper), ("ours", row.ours)]
+        if row.n not in ("", "-"):
+            fields.append(("from", f"n={row.n}, {row.profile} profile, {row.data} data"))
+        for name, value in fields:
+            if value not in ("", "-"):
+                lines.extend(textwrap.wrap(str(value), width, initial_indent=f"     {name:<6}",
+                                           subsequent_indent=" " * 11))
+    return "\n".join(lines) + "\n"
+
+
 def _scorecard(fmt: str, out: str | None, root: str | None) -> None:
     from . import claims
     from ._io import write_text_atomic
@@ -120,10 +140,7 @@ def _scorecard(fmt: str, out: str | None, root: str | None) -> None:
     elif fmt == "markdown":
         text = claims.markdown(table)
     else:
-        import pandas as pd
-
-        with pd.option_context("display.width", 200, "display.max_colwidth", 60, "display.max_rows", 100):
-            text = table.to_string(index=False) + "\n"
+        text = _scorecard_text(claims.scorecard(root=root))
     if out:
         write_text_atomic(out, text)
         print(f"scorecard ({len(table)} claims) written to {out}")
