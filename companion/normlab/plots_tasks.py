@@ -4,6 +4,7 @@
 - :func:`gate_heatmaps`: a gate probability per layer and epoch, one panel per task.
 - :func:`severity_curves`: accuracy against corruption severity, one line per normaliser.
 - :func:`interval_bars`: one mean with its 95 % CI per row, with optional reference lines.
+- :func:`corruption_gallery`: one image under every corruption and several severities.
 
 Lines are means across seeds and bands or bars their 95 % t-intervals.
 """
@@ -14,12 +15,13 @@ from typing import Mapping
 
 import numpy as np
 import pandas as pd
+import torch
 from matplotlib.figure import Figure
 from scipy import stats
 
 from .plots import colour, label, style
 
-__all__ = ["entropy_curves", "gate_heatmaps", "interval_bars", "severity_curves"]
+__all__ = ["corruption_gallery", "entropy_curves", "gate_heatmaps", "interval_bars", "severity_curves"]
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float]:
@@ -126,4 +128,30 @@ def interval_bars(rows: pd.DataFrame, *, name: str = "normaliser", mean: str = "
         ax.set_xlabel(xlabel)
         if title:
             ax.set_title(title)
+    return figure
+
+
+def corruption_gallery(image: torch.Tensor, *, severities: tuple[int, ...] = (1, 3, 5),
+                       title: str | None = None) -> Figure:
+    """One image (``(C, H, W)`` in [0, 1]) under every corruption of :func:`normlab.data.corrupt`
+    (rows) at each of ``severities`` (columns), the clean image in the first column."""
+    from .data.corruptions import CORRUPTIONS, corrupt
+
+    batch = image.unsqueeze(0)
+    with style():
+        figure = Figure(figsize=(1.3 * (len(severities) + 1), 1.3 * len(CORRUPTIONS)), layout="constrained")
+        axes = figure.subplots(len(CORRUPTIONS), len(severities) + 1, squeeze=False)
+        for row, name in enumerate(CORRUPTIONS):
+            panels = [batch] + [corrupt(batch, name, s, generator=torch.Generator().manual_seed(0)) for s in severities]
+            for col, panel in enumerate(panels):
+                ax = axes[row, col]
+                picture = panel[0].permute(1, 2, 0).numpy()
+                ax.imshow(picture[..., 0] if picture.shape[-1] == 1 else picture, cmap="gray", vmin=0, vmax=1)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                if row == 0:
+                    ax.set_title("clean" if col == 0 else f"severity {severities[col - 1]}", fontsize=8)
+            axes[row, 0].set_ylabel(label(name), fontsize=7, rotation=0, ha="right", va="center")
+        if title:
+            figure.suptitle(title)
     return figure
