@@ -194,7 +194,7 @@ def at_chosen_lr(results: pd.DataFrame, by: Sequence[str] = ("data", "normaliser
     """
     if higher_is_better is None:
         higher_is_better = bool(results["higher_is_better"].iloc[0])
-    best = select_best(results, list(by), "lr", higher_is_better=higher_is_better)
+    best = select_best(results, list(by), "lr", higher_is_better=higher_is_better, report="val_metric")
     keep = best[[*by, "lr", "at_edge", "candidates"]]
     return results.merge(keep, on=[*by, "lr"], how="inner")
 
