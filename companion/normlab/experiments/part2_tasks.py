@@ -141,15 +141,16 @@ def train_robust(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """Train on clean images (:func:`fit_autonorm`), then test at every corruption and severity.
 
     The record adds ``corruption`` (one row per condition, :func:`normlab.robustness.
-    accuracy_under_corruption`), ``clean_accuracy`` and ``mean_corruption_accuracy``.
-    ``config["eval_images"]`` caps the test images per condition (None: all).
+    accuracy_under_corruption`), ``clean_accuracy`` (the test metric) and
+    ``mean_corruption_accuracy``, also among the ``metrics`` so that the results table has
+    it. ``config["eval_images"]`` caps the test images per condition (None: all).
     """
     model, splits, record = fit_autonorm(config, ctx)
     suite = corruption_suite(config["data"], config["data_profile"], images=config["eval_images"])
     rows = accuracy_under_corruption(model, suite, device=ctx.device)
     record["corruption"] = rows
     record["clean_accuracy"] = record["metrics"]["test_metric"]
-    record["mean_corruption_accuracy"] = mean_corruption_accuracy(rows)
+    record["mean_corruption_accuracy"] = record["metrics"]["mean_corruption_accuracy"] = mean_corruption_accuracy(rows)
     return record
 
 
