@@ -21,7 +21,7 @@ from normlab.robustness import accuracy_under_corruption, corruption_suite, mean
 COMPARISONS = ("autonorm_language", "autonorm_tabular", "autonorm_robustness")
 
 
-@pytest.mark.parametrize("name", [*COMPARISONS, "autonorm_vision_gates"])
+@pytest.mark.parametrize("name", [*COMPARISONS, "autonorm_gates"])
 def test_every_profile_is_declared_with_enough_seeds(name: str) -> None:
     experiment = experiments.get(name)
     assert set(experiment.profiles) == {"quick", "cpu", "standard", "paper"}

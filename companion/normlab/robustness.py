@@ -21,6 +21,7 @@ from torch import nn
 from . import data, training
 from ._runtime import check_profile
 from .data.corruptions import CORRUPTIONS, corrupt
+from .data.sources import OFFLINE_PROFILES
 from .data.types import DataSplit
 
 __all__ = ["SEVERITIES", "accuracy_under_corruption", "corruption_suite", "mean_corruption_accuracy"]
@@ -56,7 +57,7 @@ def corruption_suite(task: str, data_profile: str | None = None, *,
     """
     if images is not None and (isinstance(images, bool) or not isinstance(images, int) or images < 1):
         raise ValueError(f"images must be a positive int or None, got {images!r}")
-    if check_profile(data_profile) in ("quick", "cpu"):
+    if check_profile(data_profile) in OFFLINE_PROFILES:
         yield from _stand_in_suite(task, images)
         return
     if task != "cifar10":
