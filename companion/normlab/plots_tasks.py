@@ -5,13 +5,14 @@
 - :func:`severity_curves`: accuracy against corruption severity, one line per normaliser.
 - :func:`interval_bars`: one mean with its 95 % CI per row, with optional reference lines.
 - :func:`corruption_gallery`: one image under every corruption and several severities.
+- :func:`draw_by_normaliser`: a metric per normaliser on a given axis (for ``results.beside``).
 
 Lines are means across seeds and bands or bars their 95 % t-intervals.
 """
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -19,9 +20,10 @@ import torch
 from matplotlib.figure import Figure
 from scipy import stats
 
-from .plots import colour, label, style
+from .plots import colours, label, new_figure, style
 
-__all__ = ["corruption_gallery", "entropy_curves", "gate_heatmaps", "interval_bars", "severity_curves"]
+__all__ = ["corruption_gallery", "draw_by_normaliser", "entropy_curves", "gate_heatmaps", "interval_bars",
+           "severity_curves"]
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float]:
@@ -32,8 +34,8 @@ def _mean_ci(values: np.ndarray) -> tuple[float, float]:
 
 
 def _figure(ncols: int = 1, size: tuple[float, float] = (5.0, 3.6)) -> tuple[Figure, np.ndarray]:
-    figure = Figure(figsize=(size[0] * ncols, size[1]), layout="constrained")
-    return figure, np.atleast_1d(figure.subplots(1, ncols, squeeze=False)[0])
+    figure, axes = new_figure(ncols=ncols, size=size)
+    return figure, axes[0]
 
 
 def entropy_curves(gates: pd.DataFrame, *, hue: str = "data", eps_h: float | None = 0.1,
@@ -44,6 +46,7 @@ def entropy_curves(gates: pd.DataFrame, *, hue: str = "data", eps_h: float | Non
     each ``hue`` value. ``eps_h`` draws AutoNorm-S's threshold; ln 2 (the maximum) is drawn too.
     """
     per_run = gates.groupby([hue, "run_id", "epoch"], sort=True)["entropy"].mean().reset_index()
+    palette = colours(per_run[hue])
     with style():
         figure, (ax,) = _figure()
         for key, part in per_run.groupby(hue, sort=False):
@@ -53,8 +56,8 @@ def entropy_curves(gates: pd.DataFrame, *, hue: str = "data", eps_h: float | Non
             mean = np.array([m for m, _ in curve])
             half = np.array([h for _, h in curve])
             text = (names or {}).get(key, label(key))
-            ax.plot(x, mean, marker="o", markersize=3, color=colour(str(key)), label=f"{text} (n={part['run_id'].nunique()})")
-            ax.fill_between(x, mean - half, mean + half, color=colour(str(key)), alpha=0.2, linewidth=0)
+            ax.plot(x, mean, marker="o", markersize=3, color=palette[key], label=f"{text} (n={part['run_id'].nunique()})")
+            ax.fill_between(x, mean - half, mean + half, color=palette[key], alpha=0.2, linewidth=0)
         ax.axhline(math.log(2), color="grey", lw=0.8, ls=":", label="ln 2 (undecided)")
         if eps_h is not None:
             ax.axhline(eps_h, color="black", lw=0.8, ls="--", label=rf"$\epsilon_H$ = {eps_h}")
@@ -96,12 +99,13 @@ def severity_curves(table: pd.DataFrame, *, value: str = "accuracy", hue: str = 
     """``value`` against severity (0 = clean), averaged over corruptions within each run, then
     mean and 95 % CI across runs (seeds), one line per ``hue`` value."""
     per_run = table.groupby([hue, "run_id", "severity"], sort=False)[value].mean().reset_index()
+    palette = colours(per_run[hue])
     with style():
         figure, (ax,) = _figure()
         for key, part in per_run.groupby(hue, sort=False):
             points = part.groupby("severity")[value].apply(lambda v: _mean_ci(v.to_numpy()))
             ax.errorbar(points.index, [m for m, _ in points], yerr=[h for _, h in points], marker="o", markersize=4,
-                        capsize=3, color=colour(str(key)), label=f"{label(key)} (n={part['run_id'].nunique()})")
+                        capsize=3, color=palette[key], label=f"{label(key)} (n={part['run_id'].nunique()})")
         ax.set_xlabel("severity (0 = clean test set)")
         ax.set_ylabel(f"{label(value)}, mean over corruptions")
         ax.legend(fontsize=8)
@@ -113,12 +117,13 @@ def severity_curves(table: pd.DataFrame, *, value: str = "accuracy", hue: str = 
 def interval_bars(rows: pd.DataFrame, *, name: str = "normaliser", mean: str = "mean", half: str = "ci95",
                   references: Mapping[str, float] | None = None, xlabel: str = "", title: str | None = None) -> Figure:
     """A horizontal error bar per row (``name``, ``mean`` +- ``half``) and vertical reference lines."""
+    palette = colours(rows[name])
     with style():
         figure, (ax,) = _figure(size=(6.0, 0.9 + 0.35 * len(rows)))
         for i, row in enumerate(rows.itertuples(index=False)):
             key = getattr(row, name)
             ax.errorbar(getattr(row, mean), i, xerr=np.nan_to_num(getattr(row, half)), fmt="o", capsize=3,
-                        color=colour(str(key)))
+                        color=palette[key])
         ax.set_yticks(range(len(rows)), [label(k) for k in rows[name]])
         ax.invert_yaxis()
         for i, (text, value) in enumerate((references or {}).items()):
@@ -139,8 +144,7 @@ def corruption_gallery(image: torch.Tensor, *, severities: tuple[int, ...] = (1,
 
     batch = image.unsqueeze(0)
     with style():
-        figure = Figure(figsize=(1.3 * (len(severities) + 1), 1.3 * len(CORRUPTIONS)), layout="constrained")
-        axes = figure.subplots(len(CORRUPTIONS), len(severities) + 1, squeeze=False)
+        figure, axes = new_figure(ncols=len(severities) + 1, nrows=len(CORRUPTIONS), size=(1.3, 1.3))
         for row, name in enumerate(CORRUPTIONS):
             panels = [batch] + [corrupt(batch, name, s, generator=torch.Generator().manual_seed(0)) for s in severities]
             for col, panel in enumerate(panels):
@@ -155,3 +159,25 @@ def corruption_gallery(image: torch.Tensor, *, severities: tuple[int, ...] = (1,
         if title:
             figure.suptitle(title)
     return figure
+
+
+def draw_by_normaliser(results: pd.DataFrame, ax: Any, *, value: str = "test_metric", ylabel: str | None = None) -> None:
+    """On ``ax``: ``value`` per normaliser (x) at the learning rate chosen on validation, mean and
+    95 % CI across seeds, one marker per dataset. For :func:`normlab.results.beside`."""
+    from .experiments.part2_tasks import at_chosen_lr
+
+    chosen = at_chosen_lr(results)
+    names = list(dict.fromkeys(results["normaliser"]))
+    palette = colours(names)
+    markers = ("o", "s", "^", "D")
+    for i, (task, part) in enumerate(chosen.groupby("data", sort=True)):
+        for x, name in enumerate(names):
+            values = part[part["normaliser"] == name][value].to_numpy(dtype=float)
+            if len(values) == 0:
+                continue
+            mean, half = _mean_ci(values)
+            ax.errorbar(x + 0.12 * (i - 0.5), mean, yerr=half, marker=markers[i % len(markers)], capsize=3,
+                        color=palette[name], label=label(task) if x == 0 else None, linestyle="none")
+    ax.set_xticks(range(len(names)), [label(n) for n in names], rotation=30, ha="right")
+    ax.set_ylabel(ylabel or label(value))
+    ax.legend(fontsize=7, title="task", title_fontsize=7)

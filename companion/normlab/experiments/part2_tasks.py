@@ -19,32 +19,31 @@ backbones on the offline stand-ins (``pos_grammar``, ``sentiment_grammar``, ``di
 in a CPU budget. The standard and paper profiles run the paper's backbones on the real data.
 
 The analysis helpers (:func:`load_records`, :func:`at_chosen_lr`, :func:`gate_table`,
-:func:`corruption_table`, :func:`paired_test`, :func:`regression_references`) turn run
-records into the chapters' tables.
+:func:`corruption_table`, :func:`regression_references`; :func:`normlab.stats.paired_test`
+is re-exported) turn run records into the chapters' tables.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .. import data
 from ..robustness import accuracy_under_corruption, corruption_suite, mean_corruption_accuracy
+from ..stats import paired_test
 from .grid import Grid
 from .part2 import ALL, fit_autonorm, train_autonorm
 from .registry import Experiment, RunContext, register_experiment
 from .runner import DEFAULT_OUT, results_folder, select_best
 
 __all__ = [
-    "AUTONORM_GATES", "AUTONORM_LANGUAGE", "AUTONORM_ROBUSTNESS", "AUTONORM_TABULAR", "Difference", "GATE_METRICS",
-    "PairedTest", "at_chosen_lr", "by_seed", "corruption_table", "gate_summary", "gate_table", "load_records",
-    "paired_test", "regression_references", "tagging_baselines", "train_gates", "train_robust", "welch_difference",
+    "AUTONORM_GATES", "AUTONORM_LANGUAGE", "AUTONORM_ROBUSTNESS", "AUTONORM_TABULAR", "GATE_METRICS",
+    "at_chosen_lr", "by_seed", "corruption_table", "gate_summary", "gate_table", "load_records",
+    "paired_test", "regression_references", "tagging_baselines", "train_gates", "train_robust",
 ]
 
 # The recipe every profile shares (the paper's, minus MixUp/CutMix on the stand-ins).
@@ -265,79 +264,6 @@ def gate_summary(gates: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ statistics
-
-
-@dataclass(frozen=True)
-class PairedTest:
-    """A paired t-test across seeds of ``a - b``.
-
-    ``mean``, ``low``, ``high``: the mean difference and its 95 % t-interval; ``t`` and ``p``
-    (two-sided); ``d_z``: Cohen's effect size for paired data, mean / standard deviation of
-    the differences; ``n``: the number of pairs (seeds).
-    """
-
-    mean: float
-    low: float
-    high: float
-    t: float
-    p: float
-    d_z: float
-    n: int
-
-    def __str__(self) -> str:
-        return (f"{self.mean:+.4g} [{self.low:+.4g}, {self.high:+.4g}], t = {self.t:.2f}, p = {self.p:.3g}, "
-                f"d_z = {self.d_z:.2f}, n = {self.n}")
-
-
-def paired_test(a: dict[int, float], b: dict[int, float], confidence: float = 0.95) -> PairedTest:
-    """Paired t-test of ``a[s] - b[s]`` over the seeds ``s`` present in both (see :class:`PairedTest`)."""
-    common = sorted(set(a) & set(b))
-    if len(common) < 2:
-        raise ValueError(f"a paired test needs at least 2 common seeds, got {len(common)}")
-    d = np.array([a[s] - b[s] for s in common], dtype=float)
-    n = len(d)
-    mean, sd = float(d.mean()), float(d.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n))
-    if sd == 0:
-        t, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), 0.0)
-        d_z = 0.0 if mean == 0 else math.copysign(math.inf, mean)
-    else:
-        t = mean / (sd / math.sqrt(n))
-        p = float(2 * stats.t.sf(abs(t), n - 1))
-        d_z = mean / sd
-    return PairedTest(mean=mean, low=mean - half, high=mean + half, t=float(t), p=p, d_z=float(d_z), n=n)
-
-
-@dataclass(frozen=True)
-class Difference:
-    """Welch's unpaired comparison of two groups of runs: ``mean`` difference ``a - b``, its
-    95 % interval (Welch-Satterthwaite degrees of freedom), ``p`` (two-sided) and group sizes."""
-
-    mean: float
-    low: float
-    high: float
-    p: float
-    n_a: int
-    n_b: int
-
-    def __str__(self) -> str:
-        return (f"{self.mean:+.4g} [{self.low:+.4g}, {self.high:+.4g}], p = {self.p:.3g}, "
-                f"n = {self.n_a} vs {self.n_b}")
-
-
-def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Difference:
-    """:class:`Difference` of the means of independent samples ``a`` and ``b`` (each >= 2 values)."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(x) < 2 or len(y) < 2:
-        raise ValueError(f"each group needs at least 2 values, got {len(x)} and {len(y)}")
-    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-    mean, se = float(x.mean() - y.mean()), math.sqrt(va + vb)
-    if se == 0:
-        return Difference(mean, mean, mean, 1.0 if mean == 0 else 0.0, len(x), len(y))
-    dof = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, dof) * se)
-    p = float(2 * stats.t.sf(abs(mean) / se, dof))
-    return Difference(mean, mean - half, mean + half, p, len(x), len(y))
 
 
 def by_seed(rows: pd.DataFrame, value: str) -> dict[int, float]:
