@@ -163,3 +163,54 @@ def test_regression_references_report_original_units() -> None:
     y_train, y_test = splits["train"].y.double(), splits["test"].y.double()
     expected = float(((y_test - y_train.mean()) ** 2).mean().sqrt()) * scale
     assert table.set_index("model").loc["mean", "rmse"] == pytest.approx(expected, rel=1e-6)
+
+
+# ------------------------------------------------------------------ claims on constructed tables
+
+
+def gate_results(language_entropy: float, vision_entropy: float, slope: float) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = []
+    for task in ("ptb_pos", "sst2", "fashion_mnist"):
+        vision = task == "fashion_mnist"
+        for seed in range(5):
+            rows.append({"profile": "cpu", "data": task, "normaliser": "autonorm", "lr": 3e-3, "seed": seed,
+                         "val_metric": 0.9, "test_metric": 0.9, "higher_is_better": True,
+                         "entropy_mean": (vision_entropy if vision else language_entropy) + 0.01 * rng.normal(),
+                         "entropy_final": 0.05 if vision else 0.5, "p_ln_final": 0.9 if vision else 0.5,
+                         "depth_slope": slope + 0.01 * rng.normal()})
+    return pd.DataFrame(rows)
+
+
+def test_gate_claims_follow_their_rules_and_name_the_stand_ins() -> None:
+    from normlab import claims
+
+    n10, n11 = claims.get("N10"), claims.get("N11")
+    assert claims.judge(n10, gate_results(0.6, 0.2, 0.3)).verdict == claims.SUPPORTED
+    assert claims.judge(n10, gate_results(0.2, 0.6, 0.3)).verdict == claims.CONTRADICTED
+    supported = claims.judge(n11, gate_results(0.6, 0.2, 0.3))
+    assert supported.verdict == claims.SUPPORTED and len(supported.effects) == 5
+    assert claims.judge(n11, gate_results(0.6, 0.2, -0.3)).verdict == claims.CONTRADICTED
+    labels = " ".join(label for label, _, _ in supported.effects)
+    assert "stand-in pos_grammar" in labels and "stand-in shapes_stationary" in labels
+    missing = gate_results(0.6, 0.2, 0.3)
+    assert claims.judge(n10, missing[missing["data"] != "sst2"]).verdict == claims.INCONCLUSIVE
+
+
+def test_robustness_claim_reads_the_mean_corruption_accuracy() -> None:
+    from normlab import claims
+
+    rows = [{"profile": "cpu", "data": "fashion_mnist", "normaliser": n, "lr": 3e-3, "seed": s, "val_metric": 0.8,
+             "test_metric": 0.8, "higher_is_better": True, "mean_corruption_accuracy": m + 0.001 * s * (n == "frozen_ln")}
+            for n, m in (("autonorm_s", 0.7), ("frozen_ln", 0.6)) for s in range(5)]
+    outcome = claims.judge(claims.get("N7"), pd.DataFrame(rows))
+    assert outcome.verdict == claims.SUPPORTED
+    (label, ci, _), = outcome.effects
+    assert "mean corruption accuracy" in label and "shapes_stationary" in label and ci.mean == pytest.approx(0.098)
+
+
+def test_quick_gate_runs_are_the_language_runs_without_freezing() -> None:
+    # Chapter 13 takes its quick "freezing off" runs from autonorm_gates: same settings, same lr.
+    gates, language = experiments.get("autonorm_gates").grid("quick"), experiments.get("autonorm_language").grid("quick")
+    assert gates.fixed == language.fixed and list(gates.axes["lr"]) == list(language.axes["lr"])
+    assert set(language.axes["data"]) <= set(gates.axes["data"]) and gates.seeds == language.seeds
