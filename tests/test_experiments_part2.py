@@ -23,11 +23,15 @@ def quick_config(experiment: str, task: str, normaliser: str, **overrides: objec
 @pytest.mark.parametrize("name", PART2)
 def test_declared_for_every_profile_with_every_normaliser(name: str) -> None:
     experiment = experiments.get(name)
-    for profile in ("quick", "standard", "paper"):
+    for profile in ("standard", "paper"):
         grid = experiment.grid(profile)
         assert grid.axes["normaliser"] == list(part2.NORMALISERS)
         assert len(grid.axes["lr"]) >= 2  # the lr is chosen on val per configuration
         assert grid.fixed["data_profile"] == profile
+    # quick may trim the normalisers (a CPU budget), but always keeps the FrozenLN baseline
+    quick = experiment.grid("quick")
+    assert "frozen_ln" in quick.axes["normaliser"] and set(quick.axes["normaliser"]) <= set(part2.NORMALISERS)
+    assert quick.fixed["data_profile"] == "quick" and quick.seeds >= 2
     assert experiment.select == "lr"
 
 

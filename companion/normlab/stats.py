@@ -13,7 +13,8 @@ from typing import Iterable, Sequence
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "mean_ci", "interval", "paired_differences", "slope_log2", "slopes_log2", "tost"]
+__all__ = ["Interval", "PairedTest", "mean_ci", "interval", "paired_differences", "paired_test", "slope_log2", "slopes_log2",
+           "tost"]
 
 
 def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, int]:
@@ -74,6 +75,55 @@ def paired_differences(a: dict[int, float], b: dict[int, float]) -> np.ndarray:
     """
     common = sorted(set(a) & set(b))
     return np.array([a[s] - b[s] for s in common], dtype=float)
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """A paired t-test across seeds of ``a - b``.
+
+    ``ci``: the mean difference with its t-interval; ``t`` and ``p`` (two-sided); ``d_z``:
+    Cohen's effect size for paired data, the mean over the standard deviation of the
+    differences (infinite when every difference is the same non-zero number).
+    """
+
+    ci: Interval
+    t: float
+    p: float
+    d_z: float
+
+    @property
+    def mean(self) -> float:
+        return self.ci.mean
+
+    @property
+    def low(self) -> float:
+        return self.ci.low
+
+    @property
+    def high(self) -> float:
+        return self.ci.high
+
+    @property
+    def n(self) -> int:
+        return self.ci.n
+
+    def __str__(self) -> str:
+        return (f"{self.mean:+.4g} [{self.low:+.4g}, {self.high:+.4g}], t = {self.t:.2f}, p = {self.p:.3g}, "
+                f"d_z = {self.d_z:.2f}, n = {self.n}")
+
+
+def paired_test(a: dict[int, float], b: dict[int, float], confidence: float = 0.95) -> PairedTest:
+    """Paired t-test of ``a[s] - b[s]`` over the seeds ``s`` present in both (:func:`paired_differences`)."""
+    d = paired_differences(a, b)
+    if len(d) < 2:
+        raise ValueError(f"a paired test needs at least 2 common seeds, got {len(d)}")
+    ci = interval(d, confidence)
+    sd = float(d.std(ddof=1))
+    if sd == 0:
+        t = 0.0 if ci.mean == 0 else math.copysign(math.inf, ci.mean)
+        return PairedTest(ci, t, 1.0 if ci.mean == 0 else 0.0, t)
+    t = ci.mean / (sd / math.sqrt(len(d)))
+    return PairedTest(ci, float(t), float(2 * stats.t.sf(abs(t), len(d) - 1)), ci.mean / sd)
 
 
 def slope_log2(x: Sequence[float], y: Sequence[float]) -> float:

@@ -11,7 +11,8 @@ each one builds and which AutoNorm-S freezing rule it trains with.
 
 Data come from :func:`normlab.data.for_profile`: stand-ins in the quick profile, the real
 sets otherwise (the grid's ``data_profile`` setting, so it is part of every run id). The learning rate is chosen per configuration on the validation split.
-Every AutoNorm run also records its gates (per-layer probabilities, entropy and selector
+The language, tabular and robustness experiments live in
+:mod:`normlab.experiments.part2_tasks`. Every AutoNorm run also records its gates (per-layer probabilities, entropy and selector
 gradient SNR per epoch) and which layers AutoNorm-S froze.
 
 The paper's recipe (AdamW, warm-up + cosine, label smoothing 0.1, stochastic depth 0.1,
@@ -71,8 +72,12 @@ def _callbacks(config: dict[str, Any]) -> list[Callback]:
     return callbacks
 
 
-def train_autonorm(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """One Part II run: build, train with AdamW (warm-up + cosine), test, record the gates."""
+def fit_autonorm(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, data.DataSplit], dict[str, Any]]:
+    """Build, train with AdamW (warm-up + cosine) and test one Part II run.
+
+    Returns the trained model, its ``train``/``val``/``test`` splits and the run record
+    (with the gates, for AutoNorm), so an experiment can evaluate the model further.
+    """
     splits = data.for_profile(config["data"], config["data_profile"])
     train, val, test = splits["train"], splits["val"], splits["test"]
     seed_everything(config["seed"])
@@ -94,7 +99,12 @@ def train_autonorm(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
             record["frozen"] = callback.frozen
             record["entropy_records"] = callback.entropy_records
     record["stand_in"] = bool(train.meta.get("stand_in", False))
-    return record
+    return model, splits, record
+
+
+def train_autonorm(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """One Part II run's record (:func:`fit_autonorm`)."""
+    return fit_autonorm(config, ctx)[2]
 
 
 # ------------------------------------------------------------------------- figures
@@ -151,36 +161,4 @@ AUTONORM_VISION = register_experiment(Experiment(
     seconds_per_run={"quick": 4.0, "standard": 60.0, "paper": 600.0},
     figures=_heatmap,
     notes="ViT-Lite (paper_vision); quick uses dim 32, depth 2 on digits and generated shapes.",
-))
-
-AUTONORM_LANGUAGE = register_experiment(Experiment(
-    name="autonorm_language",
-    title="AutoNorm on language: POS tagging and sentence classification",
-    chapter="13",
-    profiles=_profiles(
-        ["ptb_pos", "sst2"], ["ptb_pos", "sst2"],
-        quick={"epochs": 6, "batch_size": 64, "t_freeze": 3},
-        standard={"epochs": 20, "batch_size": 64, "t_freeze": 10, "augment": False},
-        paper={"epochs": 30, "batch_size": 64, "t_freeze": 10, "augment": False},
-    ),
-    run_one=train_autonorm,
-    seconds_per_run={"quick": 3.0, "standard": 60.0, "paper": 120.0},
-    figures=_heatmap,
-    notes="SequenceTransformer (paper_nlp: 12 layers, dim 128, 8 heads); both AutoNorm-S readings run.",
-))
-
-AUTONORM_TABULAR = register_experiment(Experiment(
-    name="autonorm_tabular",
-    title="AutoNorm on tabular regression",
-    chapter="14",
-    profiles=_profiles(
-        ["energy_efficiency"], ["energy_efficiency", "california_housing"],
-        quick={"epochs": 6, "batch_size": 32, "t_freeze": 3},
-        standard={"epochs": 100, "batch_size": 128, "t_freeze": 10, "augment": False},
-        paper={"epochs": 200, "batch_size": 128, "t_freeze": 10, "augment": False},
-    ),
-    run_one=train_autonorm,
-    seconds_per_run={"quick": 2.0, "standard": 30.0, "paper": 60.0},
-    figures=_heatmap,
-    notes="TabularTransformer (paper_tabular); RMSE in the target's original units.",
 ))
