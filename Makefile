@@ -14,7 +14,7 @@ NB_WORKERS ?= 2
 PROFILE ?=
 LAB_ARGS ?=
 
-.PHONY: book check-figures test test-unit test-notebooks test-structure test-browser lab book-env clean
+.PHONY: book check-figures lint test test-unit test-notebooks test-structure test-browser lab book-env clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,13 @@ check-figures:
 	$(BIN)/python tests/book_figures.py _build/html
 
 test: $(VENV)/.test-installed
-	$(MAKE) test-unit test-notebooks test-structure test-browser
+	$(MAKE) lint test-unit test-notebooks test-structure test-browser
+
+# Ruff's lint rules and its formatter (pyproject.toml's [tool.ruff]) over the package, tests
+# and benchmarks; `ruff check --fix` and `ruff format` repair what they find.
+lint:
+	$(BIN)/ruff check companion tests benchmarks
+	$(BIN)/ruff format --check companion tests benchmarks
 
 test-unit:
 	$(UNIT_ENV) $(BIN)/python -m pytest tests -n $(NB_WORKERS)

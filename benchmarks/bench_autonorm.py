@@ -14,21 +14,23 @@ Usage::
 
     .venv/bin/python benchmarks/bench_autonorm.py [--batch 64] [--reps 9] [--threads 0]
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-
-from normlab.normalisers import norm_layer
 from normlab.models import ViTLite, vit_config
+from normlab.normalisers import norm_layer
 
 
-def interleaved_medians(fns: dict[str, Callable[[], None]], reps: int, warmup: int = 2) -> dict[str, float]:
+def interleaved_medians(
+    fns: dict[str, Callable[[], None]], reps: int, warmup: int = 2
+) -> dict[str, float]:
     """Median wall time of each function, timing them in turn ``reps`` times."""
     for fn in fns.values():
         for _ in range(warmup):
@@ -73,25 +75,47 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--reps", type=int, default=9)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (0: leave torch's default)",
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, {args.reps} interleaved reps")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, {args.reps} interleaved reps"
+    )
 
-    steps = interleaved_medians({n: training_step(n, args.batch) for n in ("layernorm", "autonorm", "dyt")}, args.reps)
-    print("\nViTLite paper_vision, 32x32x3, one training step (forward + backward + AdamW):")
+    steps = interleaved_medians(
+        {n: training_step(n, args.batch) for n in ("layernorm", "autonorm", "dyt")},
+        args.reps,
+    )
+    print(
+        "\nViTLite paper_vision, 32x32x3, one training step (forward + backward + AdamW):"
+    )
     for name, seconds in steps.items():
-        print(f"  {name:10s} {seconds * 1e3:8.1f} ms   ratio to LayerNorm {seconds / steps['layernorm']:.3f}")
+        print(
+            f"  {name:10s} {seconds * 1e3:8.1f} ms   ratio to LayerNorm {seconds / steps['layernorm']:.3f}"
+        )
 
-    layers = interleaved_medians({n: layer_pass(n, args.batch, 20) for n in ("layernorm", "dyt", "autonorm")},
-                                 3 * args.reps)
-    print(f"\nNormaliser alone on ({args.batch}, 65, 128), forward + backward (20 calls per timing):")
+    layers = interleaved_medians(
+        {n: layer_pass(n, args.batch, 20) for n in ("layernorm", "dyt", "autonorm")},
+        3 * args.reps,
+    )
+    print(
+        f"\nNormaliser alone on ({args.batch}, 65, 128), forward + backward (20 calls per timing):"
+    )
     for name, seconds in layers.items():
-        print(f"  {name:10s} {seconds / 20 * 1e3:8.3f} ms   ratio to LayerNorm {seconds / layers['layernorm']:.3f}")
+        print(
+            f"  {name:10s} {seconds / 20 * 1e3:8.3f} ms   ratio to LayerNorm {seconds / layers['layernorm']:.3f}"
+        )
 
     goal = steps["autonorm"] / steps["layernorm"]
-    print(f"\nAutoNorm / LayerNorm training step: {goal:.3f}x (goal <= 1.3x: {'met' if goal <= 1.3 else 'NOT met'})")
+    print(
+        f"\nAutoNorm / LayerNorm training step: {goal:.3f}x (goal <= 1.3x: {'met' if goal <= 1.3 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

@@ -5,17 +5,17 @@ printed figure is the ratio of the medians, so machine noise mostly cancels.
 
     .venv/bin/python benchmarks/bench_layers.py [--repeats 15]
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
-from torch import nn
-
 from normlab.layers import AffineLikeLinear, NormLikeLinear, PatchNormConv2d
+from torch import nn
 
 
 def step_time(layer: nn.Module, x: torch.Tensor) -> float:
@@ -25,8 +25,12 @@ def step_time(layer: nn.Module, x: torch.Tensor) -> float:
     return time.perf_counter() - start
 
 
-def compare(make_base: Callable[[], nn.Module], make_ours: Callable[[], nn.Module],
-            x: torch.Tensor, repeats: int) -> tuple[float, float]:
+def compare(
+    make_base: Callable[[], nn.Module],
+    make_ours: Callable[[], nn.Module],
+    x: torch.Tensor,
+    repeats: int,
+) -> tuple[float, float]:
     torch.manual_seed(0)
     base, ours = make_base(), make_ours()
     x = x.requires_grad_()
@@ -45,20 +49,38 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     cases = [
-        ("AffineLikeLinear vs nn.Linear, batch 256, 1024 -> 1024", 1.15,
-         lambda: nn.Linear(1024, 1024), lambda: AffineLikeLinear(1024, 1024), torch.randn(256, 1024)),
-        ("NormLikeLinear vs nn.Linear, batch 256, 1024 -> 1024", 1.15,
-         lambda: nn.Linear(1024, 1024), lambda: NormLikeLinear(1024, 1024), torch.randn(256, 1024)),
-        ("PatchNormConv2d vs nn.Conv2d, 64 -> 64, 3x3, 32x32, batch 64, padding 1", 1.4,
-         lambda: nn.Conv2d(64, 64, 3, padding=1), lambda: PatchNormConv2d(64, 64, 3, padding=1),
-         torch.randn(64, 64, 32, 32)),
+        (
+            "AffineLikeLinear vs nn.Linear, batch 256, 1024 -> 1024",
+            1.15,
+            lambda: nn.Linear(1024, 1024),
+            lambda: AffineLikeLinear(1024, 1024),
+            torch.randn(256, 1024),
+        ),
+        (
+            "NormLikeLinear vs nn.Linear, batch 256, 1024 -> 1024",
+            1.15,
+            lambda: nn.Linear(1024, 1024),
+            lambda: NormLikeLinear(1024, 1024),
+            torch.randn(256, 1024),
+        ),
+        (
+            "PatchNormConv2d vs nn.Conv2d, 64 -> 64, 3x3, 32x32, batch 64, padding 1",
+            1.4,
+            lambda: nn.Conv2d(64, 64, 3, padding=1),
+            lambda: PatchNormConv2d(64, 64, 3, padding=1),
+            torch.randn(64, 64, 32, 32),
+        ),
     ]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} interleaved repeats")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} interleaved repeats"
+    )
     print("| comparison | baseline ms | ours ms | ratio | goal |")
     print("|---|---|---|---|---|")
     for name, goal, make_base, make_ours, x in cases:
         base, ours = compare(make_base, make_ours, x, args.repeats)
-        print(f"| {name} | {base * 1e3:.1f} | {ours * 1e3:.1f} | {ours / base:.3f}x | <= {goal}x |")
+        print(
+            f"| {name} | {base * 1e3:.1f} | {ours * 1e3:.1f} | {ours / base:.3f}x | <= {goal}x |"
+        )
 
 
 if __name__ == "__main__":

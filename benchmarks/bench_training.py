@@ -11,15 +11,15 @@ stretch the short check more than the long epoch. Goal: well under 1 %.
 
     .venv/bin/python benchmarks/bench_training.py
 """
+
 from __future__ import annotations
 
 import statistics
 import time
 
+import normlab
 import torch
 import torch.nn.functional as F
-
-import normlab
 from normlab import training
 from normlab.data import DataSplit
 from normlab.models import MLP
@@ -32,10 +32,22 @@ WIDTH, DEPTH, LR = 256, 3, 0.05
 def data() -> tuple[DataSplit, DataSplit]:
     g = torch.Generator().manual_seed(0)
     meta = {"classes": [str(c) for c in range(10)]}
-    train = DataSplit(torch.rand(N_TRAIN, 1, 28, 28, generator=g), torch.randint(0, 10, (N_TRAIN,), generator=g),
-                      "classification", "noise", "train", meta)
-    val = DataSplit(torch.rand(N_VAL, 1, 28, 28, generator=g), torch.randint(0, 10, (N_VAL,), generator=g),
-                    "classification", "noise", "val", meta)
+    train = DataSplit(
+        torch.rand(N_TRAIN, 1, 28, 28, generator=g),
+        torch.randint(0, 10, (N_TRAIN,), generator=g),
+        "classification",
+        "noise",
+        "train",
+        meta,
+    )
+    val = DataSplit(
+        torch.rand(N_VAL, 1, 28, 28, generator=g),
+        torch.randint(0, 10, (N_VAL,), generator=g),
+        "classification",
+        "noise",
+        "val",
+        meta,
+    )
     return train, val
 
 
@@ -62,21 +74,39 @@ def bare_loop(train: DataSplit, val: DataSplit) -> tuple[float, float]:
         net.eval()
         with torch.no_grad():
             out = net(val.x)
-            F.cross_entropy(out, val.y).item(), (out.argmax(-1) == val.y).float().mean().item()
+            (
+                F.cross_entropy(out, val.y).item(),
+                (out.argmax(-1) == val.y).float().mean().item(),
+            )
     return time.perf_counter() - started, time.process_time() - cpu_started
 
 
 def with_fit(train: DataSplit, val: DataSplit) -> float:
     net = model()
     started = time.perf_counter()
-    fit(net, train, val, epochs=EPOCHS, batch_size=BATCH, lr=LR, optimizer="sgd", device="cpu", progress=False)
+    fit(
+        net,
+        train,
+        val,
+        epochs=EPOCHS,
+        batch_size=BATCH,
+        lr=LR,
+        optimizer="sgd",
+        device="cpu",
+        progress=False,
+    )
     return time.perf_counter() - started
 
 
 def data_checks(net: torch.nn.Module, train: DataSplit, val: DataSplit) -> float:
     """CPU seconds of the checks ``fit`` runs before its first step (``to`` re-checks the labels)."""
     started = time.process_time()
-    training._check_data(net, train.to("cpu"), val.to("cpu"), training._autocast(torch.device("cpu"), None))
+    training._check_data(
+        net,
+        train.to("cpu"),
+        val.to("cpu"),
+        training._autocast(torch.device("cpu"), None),
+    )
     return time.process_time() - started
 
 
@@ -93,14 +123,18 @@ def main() -> None:
         checks.append(data_checks(model(), train, val))
     steps = EPOCHS * (N_TRAIN // BATCH)
     b, o = statistics.median(bare), statistics.median(ours)
-    print(f"MLP {DEPTH}x{WIDTH}, batch {BATCH}, {steps} SGD steps + {EPOCHS} validations, 1 thread, "
-          f"median of {REPEATS}")
+    print(
+        f"MLP {DEPTH}x{WIDTH}, batch {BATCH}, {steps} SGD steps + {EPOCHS} validations, 1 thread, "
+        f"median of {REPEATS}"
+    )
     print(f"bare loop: {1e3 * b / steps:.3f} ms/step")
     print(f"fit:       {1e3 * o / steps:.3f} ms/step")
     print(f"overhead ratio fit/bare: {o / b:.3f}  (goal <= 1.05)")
     c, epoch = statistics.median(checks), statistics.median(bare_cpu) / EPOCHS
-    print(f"data checks once per fit: {1e3 * c:.3f} ms CPU = {100 * c / epoch:.3f} % of a bare epoch "
-          f"({1e3 * epoch:.1f} ms CPU)  (goal well under 1 %)")
+    print(
+        f"data checks once per fit: {1e3 * c:.3f} ms CPU = {100 * c / epoch:.3f} % of a bare epoch "
+        f"({1e3 * epoch:.1f} ms CPU)  (goal well under 1 %)"
+    )
 
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@ script's time budget is spent. Exits cleanly when CUDA is absent.
 
     .venv/bin/python benchmarks/gpu.py
 """
+
 from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -40,9 +41,14 @@ def make_data(n: int):
 
     g = torch.Generator().manual_seed(0)
     meta = {"classes": [str(c) for c in range(10)]}
-    x, y = torch.rand(n, 3, 32, 32, generator=g), torch.randint(0, 10, (n,), generator=g)
+    x, y = (
+        torch.rand(n, 3, 32, 32, generator=g),
+        torch.randint(0, 10, (n,), generator=g),
+    )
     train = DataSplit(x, y, "classification", "generated", "train", meta)
-    val = DataSplit(x[:256].clone(), y[:256].clone(), "classification", "generated", "val", meta)
+    val = DataSplit(
+        x[:256].clone(), y[:256].clone(), "classification", "generated", "val", meta
+    )
     return train, val
 
 
@@ -52,8 +58,15 @@ def dataloader_fp32(train) -> float:
 
     model = make_model().cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    loader = DataLoader(TensorDataset(train.x, train.y), batch_size=BATCH, shuffle=True, drop_last=True,
-                        num_workers=4, pin_memory=True, persistent_workers=True)
+    loader = DataLoader(
+        TensorDataset(train.x, train.y),
+        batch_size=BATCH,
+        shuffle=True,
+        drop_last=True,
+        num_workers=4,
+        pin_memory=True,
+        persistent_workers=True,
+    )
 
     def steps(n: int) -> None:
         done = 0
@@ -81,7 +94,14 @@ def with_fit(train, val, **kwargs) -> float:
     from normlab.training import fit
 
     model = make_model()
-    common = dict(epochs=1, batch_size=BATCH, lr=1e-3, optimizer="adamw", device="cuda", progress=False)
+    common = dict(
+        epochs=1,
+        batch_size=BATCH,
+        lr=1e-3,
+        optimizer="adamw",
+        device="cuda",
+        progress=False,
+    )
     fit(model, train, val, max_steps=WARMUP_STEPS, **common, **kwargs)
     torch.cuda.synchronize()
     started = time.perf_counter()
@@ -92,7 +112,9 @@ def with_fit(train, val, **kwargs) -> float:
 
 def main() -> int:
     if not torch.cuda.is_available():
-        print("benchmarks/gpu.py: CUDA is not available on this machine; nothing measured.")
+        print(
+            "benchmarks/gpu.py: CUDA is not available on this machine; nothing measured."
+        )
         return 0
     from normlab.augment import Augment
 
@@ -104,12 +126,24 @@ def main() -> int:
         ("DataLoader, fp32 (baseline)", lambda: dataloader_fp32(train_cpu)),
         ("fit, on-device data, fp32", lambda: with_fit(train_gpu, val_gpu, amp=False)),
         ("fit, on-device data, bf16", lambda: with_fit(train_gpu, val_gpu, amp=True)),
-        ("fit, bf16 + crop/flip on device", lambda: with_fit(train_gpu, val_gpu, amp=True,
-                                                               augment=Augment(crop_padding=4, hflip=True))),
-        ("fit, bf16 + torch.compile", lambda: with_fit(train_gpu, val_gpu, amp=True, compile=True)),
+        (
+            "fit, bf16 + crop/flip on device",
+            lambda: with_fit(
+                train_gpu,
+                val_gpu,
+                amp=True,
+                augment=Augment(crop_padding=4, hflip=True),
+            ),
+        ),
+        (
+            "fit, bf16 + torch.compile",
+            lambda: with_fit(train_gpu, val_gpu, amp=True, compile=True),
+        ),
     ]
-    print(f"ViT-Lite paper_vision on {name}, batch {BATCH}, {STEPS} AdamW steps per measurement, "
-          f"torch {torch.__version__}")
+    print(
+        f"ViT-Lite paper_vision on {name}, batch {BATCH}, {STEPS} AdamW steps per measurement, "
+        f"torch {torch.__version__}"
+    )
     print(f"{'setting':<36} {'images/s':>10} {'vs baseline':>12}")
     baseline = None
     for label, measure in cases:
@@ -118,8 +152,12 @@ def main() -> int:
             continue
         try:
             rate = measure()
-        except Exception as err:  # one failing case (e.g. compile) must not lose the others
-            print(f"{label:<36} failed: {type(err).__name__}: {str(err).splitlines()[0][:80] if str(err) else ''}")
+        except (
+            Exception
+        ) as err:  # one failing case (e.g. compile) must not lose the others
+            print(
+                f"{label:<36} failed: {type(err).__name__}: {str(err).splitlines()[0][:80] if str(err) else ''}"
+            )
             continue
         if label.startswith("DataLoader"):
             baseline = rate

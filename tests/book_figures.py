@@ -9,6 +9,7 @@ theme's own, under ``_static/``, do not count), and every image on the page must
     python tests/book_figures.py _build/html          # after `make book`
     python tests/book_figures.py --execute NB OUT     # run NB as the book build does, save OUT
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,10 +54,14 @@ def figure_functions() -> set[str]:
 
 def figure_cells(notebook: Path, functions: set[str]) -> int:
     """How many shown code cells of ``notebook`` draw a figure."""
-    pattern = re.compile(DIRECT + "".join(rf"|\b{re.escape(f)}\s*\(" for f in sorted(functions)))
+    pattern = re.compile(
+        DIRECT + "".join(rf"|\b{re.escape(f)}\s*\(" for f in sorted(functions))
+    )
     count = 0
     for cell in json.loads(notebook.read_text())["cells"]:
-        if cell["cell_type"] != "code" or HIDDEN_TAGS & set(cell.get("metadata", {}).get("tags", [])):
+        if cell["cell_type"] != "code" or HIDDEN_TAGS & set(
+            cell.get("metadata", {}).get("tags", [])
+        ):
             continue
         if pattern.search("".join(cell["source"])):
             count += 1
@@ -103,7 +108,9 @@ def png_problem(page: Path, src: str) -> str | None:
     return None if kind == "PNG" else f"{src} is a {kind}, not a PNG"
 
 
-def check(html: Path, book: Path = BOOK, functions: set[str] | None = None) -> tuple[list[str], list[str]]:
+def check(
+    html: Path, book: Path = BOOK, functions: set[str] | None = None
+) -> tuple[list[str], list[str]]:
     """One line per chapter (images found, figure cells), and the problems found."""
     functions = figure_functions() if functions is None else functions
     report, problems = [], []
@@ -118,10 +125,16 @@ def check(html: Path, book: Path = BOOK, functions: set[str] | None = None) -> t
             continue
         sources = page_images(page)
         figures = [s for s in sources if "_static/" not in s]
-        report.append(f"{name}: {len(figures)} figure image(s), {expected} cell(s) drawing a figure")
+        report.append(
+            f"{name}: {len(figures)} figure image(s), {expected} cell(s) drawing a figure"
+        )
         if len(figures) < expected:
-            problems.append(f"{name}: {expected} cell(s) draw a figure but the page shows {len(figures)} image(s)")
-        problems += [f"{name}: {p}" for p in (png_problem(page, s) for s in sources) if p]
+            problems.append(
+                f"{name}: {expected} cell(s) draw a figure but the page shows {len(figures)} image(s)"
+            )
+        problems += [
+            f"{name}: {p}" for p in (png_problem(page, s) for s in sources) if p
+        ]
     return report, problems
 
 
@@ -133,15 +146,21 @@ def execute(notebook: Path, out: Path) -> None:
 
     settings = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]
     nb = nbformat.read(notebook, as_version=4)
-    NotebookClient(nb, timeout=settings["timeout"], allow_errors=settings["allow_errors"],
-                   kernel_name=nb.metadata.kernelspec.name,
-                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=settings["timeout"],
+        allow_errors=settings["allow_errors"],
+        kernel_name=nb.metadata.kernelspec.name,
+        resources={"metadata": {"path": str(notebook.parent)}},
+    ).execute()
     nbformat.write(nb, out)
 
 
 def main(argv: typing.Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("html", nargs="?", type=Path, help="the built book, e.g. _build/html")
+    parser.add_argument(
+        "html", nargs="?", type=Path, help="the built book, e.g. _build/html"
+    )
     parser.add_argument("--execute", nargs=2, type=Path, metavar=("NOTEBOOK", "OUT"))
     args = parser.parse_args(argv)
     if args.execute:
@@ -152,7 +171,10 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
     report, problems = check(args.html)
     print("\n".join(report))
     if problems:
-        print("Figures missing from the built book:\n  " + "\n  ".join(problems), file=sys.stderr)
+        print(
+            "Figures missing from the built book:\n  " + "\n  ".join(problems),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

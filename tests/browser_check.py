@@ -19,6 +19,7 @@ It writes one screenshot per part of the table of contents (its first page) to
 the HTML and run without a browser; the rest needs Chromium (Debian's ``chromium`` package).
 Where Chromium is absent the script says so loudly and exits 0, unless ``CI`` is set.
 """
+
 from __future__ import annotations
 
 import html
@@ -26,9 +27,10 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote, urldefrag, urlparse
 
 import yaml
@@ -56,7 +58,9 @@ def repository(config: dict) -> tuple[str, str]:
     url = config["repository"]["url"].rstrip("/")
     match = re.fullmatch(r"https://github\.com/([^/]+/[^/]+?)(?:\.git)?", url)
     if match is None:
-        raise ValueError(f"_config.yml repository.url must be a GitHub URL, got {url!r}")
+        raise ValueError(
+            f"_config.yml repository.url must be a GitHub URL, got {url!r}"
+        )
     return match.group(1), config["repository"].get("branch", "main")
 
 
@@ -72,15 +76,15 @@ def toc_entries(toc: dict) -> list[tuple[str, list[str]]]:
     for part in toc.get("parts", []):
         files = []
 
-        def walk(node: object) -> None:
+        def walk(node: object, files: list[str] = files) -> None:
             if isinstance(node, dict):
                 if "file" in node:
                     files.append(node["file"])
                 for value in node.values():
-                    walk(value)
+                    walk(value, files)
             elif isinstance(node, list):
                 for item in node:
-                    walk(item)
+                    walk(item, files)
 
         walk(part.get("chapters", []))
         parts.append((part.get("caption", "part"), files))
@@ -100,11 +104,15 @@ def pages(build: Path, toc: dict) -> list[Page]:
 
 def ids_in(path: Path, cache: dict[Path, set[str]]) -> set[str]:
     if path not in cache:
-        cache[path] = set(re.findall(r'\bid="([^"]+)"', path.read_text(errors="replace")))
+        cache[path] = set(
+            re.findall(r'\bid="([^"]+)"', path.read_text(errors="replace"))
+        )
     return cache[path]
 
 
-def check_html(page: Page, build: Path, config: dict, cache: dict[Path, set[str]]) -> None:
+def check_html(
+    page: Page, build: Path, config: dict, cache: dict[Path, set[str]]
+) -> None:
     """The checks that need no browser: internal links, image files, the Colab link."""
     if not page.html.is_file():
         page.problems.append(f"not built: {page.html}")
@@ -112,7 +120,9 @@ def check_html(page: Page, build: Path, config: dict, cache: dict[Path, set[str]
     text = page.html.read_text(errors="replace")
     for attr, target in re.findall(r'\b(href|src)="([^"]*)"', text):
         target = html.unescape(target)
-        if urlparse(target).scheme or target.startswith(("//", "mailto:", "javascript:", "data:")):
+        if urlparse(target).scheme or target.startswith(
+            ("//", "mailto:", "javascript:", "data:")
+        ):
             continue
         url, fragment = urldefrag(target)
         url = urlparse(url).path  # drop a cache-busting ?v=...
@@ -121,13 +131,19 @@ def check_html(page: Page, build: Path, config: dict, cache: dict[Path, set[str]
             path = path / "index.html"
         if not path.is_file():
             page.problems.append(f"{attr} to a missing file: {target}")
-        elif fragment and path.suffix == ".html" and unquote(fragment) not in ids_in(path, cache):
+        elif (
+            fragment
+            and path.suffix == ".html"
+            and unquote(fragment) not in ids_in(path, cache)
+        ):
             page.problems.append(f"link to a missing anchor: {target}")
     if page.source is not None and page.source.suffix == ".ipynb":
         expected = colab_url(config, page.source.relative_to(ROOT).as_posix())
         links = set(re.findall(rf'href="({re.escape(COLAB)}[^"]*)"', text))
         if expected not in {html.unescape(link) for link in links}:
-            page.problems.append(f"no Colab link to {expected} (found {sorted(links) or 'none'})")
+            page.problems.append(
+                f"no Colab link to {expected} (found {sorted(links) or 'none'})"
+            )
 
 
 # Run in the page: raw TeX left in the text outside code, scripts and typeset maths.
@@ -164,13 +180,17 @@ IMAGES_JS = r"""() => [...document.images]
 
 def refuse_and_report(page: Page) -> Callable[[Any], None]:
     """A route handler (one argument: Playwright passes a second to two-argument callables)."""
+
     def handler(route: Any) -> None:
         page.problems.append(f"network request: {route.request.url}")
         route.abort()
+
     return handler
 
 
-def check_in_browser(pages_: list[Page], toc: dict, build: Path, shots: Path, chromium: str) -> None:
+def check_in_browser(
+    pages_: list[Page], toc: dict, build: Path, shots: Path, chromium: str
+) -> None:
     """Load each page in headless Chromium; offline: every non-file request is refused."""
     from playwright.sync_api import sync_playwright
 
@@ -186,33 +206,60 @@ def check_in_browser(pages_: list[Page], toc: dict, build: Path, shots: Path, ch
             # Offline: a request that leaves the machine is refused and reported.
             tab.route(re.compile(r"^(?!file:).*"), refuse_and_report(page))
             failed: list[str] = []
-            tab.on("requestfailed", lambda r, failed=failed: failed.append(r.url)
-                   if r.url.startswith("file:") else None)
-            tab.on("pageerror", lambda e, p=page: None if KNOWN_SCRIPT_ERROR in str(e)
-                   else p.problems.append(f"script error: {e}"))
-            tab.goto(page.html.as_uri(), wait_until="load", timeout=120_000)  # a loaded 2-core machine
+            tab.on(
+                "requestfailed",
+                lambda r, failed=failed: (
+                    failed.append(r.url) if r.url.startswith("file:") else None
+                ),
+            )
+            tab.on(
+                "pageerror",
+                lambda e, p=page: (
+                    None
+                    if KNOWN_SCRIPT_ERROR in str(e)
+                    else p.problems.append(f"script error: {e}")
+                ),
+            )
+            tab.goto(
+                page.html.as_uri(), wait_until="load", timeout=120_000
+            )  # a loaded 2-core machine
             if tab.evaluate("() => document.querySelector('.math') !== null"):
                 try:
-                    tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                                          timeout=15_000)
+                    tab.wait_for_function(
+                        "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                        timeout=15_000,
+                    )
                     tab.evaluate("() => MathJax.startup.promise")
-                except Exception as error:  # MathJax never started: say so, keep checking
+                except (
+                    Exception
+                ) as error:  # MathJax never started: say so, keep checking
                     page.problems.append(f"MathJax did not start: {error}")
             maths = tab.evaluate(MATH_JS)
             page.problems += [f"equation not typeset: {m!r}" for m in maths["bare"]]
             if maths["errors"]:
                 page.problems.append(f"{maths['errors']} MathJax errors")
-            page.problems += [f"raw TeX in the text: {t!r}" for t in tab.evaluate(RAW_TEX_JS)]
-            page.problems += [f"image did not load: {src}" for src in tab.evaluate(IMAGES_JS)]
+            page.problems += [
+                f"raw TeX in the text: {t!r}" for t in tab.evaluate(RAW_TEX_JS)
+            ]
+            page.problems += [
+                f"image did not load: {src}" for src in tab.evaluate(IMAGES_JS)
+            ]
             page.problems += [f"failed local request: {url}" for url in failed]
             entry = page.html.relative_to(build).with_suffix("").as_posix()
             if entry in first_of_part:
-                name = re.sub(r"[^a-z0-9]+", "-", first_of_part[entry].lower()).strip("-")
+                name = re.sub(r"[^a-z0-9]+", "-", first_of_part[entry].lower()).strip(
+                    "-"
+                )
                 tab.screenshot(path=str(shots / f"{name}.png"), full_page=False)
             tab.close()
-        phone = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True)
+        phone = browser.new_context(
+            viewport=PHONE, device_scale_factor=2, is_mobile=True
+        )
         phone.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
-        chapter = next((p for p in pages_ if p.source is not None and p.source.suffix == ".ipynb"), None)
+        chapter = next(
+            (p for p in pages_ if p.source is not None and p.source.suffix == ".ipynb"),
+            None,
+        )
         if chapter is not None:
             tab = phone.new_page()
             tab.goto(chapter.html.as_uri(), wait_until="load", timeout=120_000)
@@ -238,8 +285,11 @@ def main(argv: list[str]) -> int:
     chromium = find_chromium()
     if chromium is None:
         banner = "#" * 78
-        print(f"{banner}\n# BROWSER TEST SKIPPED: Chromium not found (install Debian's `chromium`).\n"
-              f"# Only the link and Colab checks ran.\n{banner}", file=sys.stderr)
+        print(
+            f"{banner}\n# BROWSER TEST SKIPPED: Chromium not found (install Debian's `chromium`).\n"
+            f"# Only the link and Colab checks ran.\n{banner}",
+            file=sys.stderr,
+        )
         if os.environ.get("CI"):
             return 1
     else:
@@ -249,9 +299,13 @@ def main(argv: list[str]) -> int:
         print(f"{page.html.relative_to(build)}:")
         for problem in page.problems:
             print(f"  - {problem}")
-    notebooks = sum(p.source is not None and p.source.suffix == ".ipynb" for p in pages_)
+    notebooks = sum(
+        p.source is not None and p.source.suffix == ".ipynb" for p in pages_
+    )
     where = "in Chromium" if chromium else "in the HTML only"
-    print(f"browser check {where}: {len(pages_)} pages, {notebooks} notebooks, {len(bad)} with problems")
+    print(
+        f"browser check {where}: {len(pages_)} pages, {notebooks} notebooks, {len(bad)} with problems"
+    )
     return 1 if bad else 0
 
 

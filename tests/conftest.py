@@ -1,4 +1,5 @@
 """Shared test set-up: tests run in the quick profile, on the CPU, with a fixed seed."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Part II normalisers: DyT, AdaNorm, FiLMNorm, NormSelector, AutoNorm and ``norm_layer`` by name."""
+
 from __future__ import annotations
 
 import math
@@ -6,9 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from scipy import stats
-from torch import nn
-
+from normlab.gates import gate_entropy
 from normlab.layers import (
     AdaNorm,
     AutoNorm,
@@ -19,8 +18,9 @@ from normlab.layers import (
     sample_gumbel,
     token_pool,
 )
-from normlab.gates import gate_entropy
 from normlab.normalisers import NORMALISERS, PART2, norm_layer
+from scipy import stats
+from torch import nn
 
 
 def _randomise(module: nn.Module, seed: int = 0) -> None:
@@ -39,10 +39,13 @@ def _ln_ref(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
 
 # --- DyT ---------------------------------------------------------------------------------
 
+
 def test_dyt_initial_parameters_are_the_papers() -> None:
     layer = DyT(6)
     assert layer.alpha.shape == () and layer.alpha.item() == 0.5
-    assert torch.equal(layer.weight, torch.ones(6)) and torch.equal(layer.bias, torch.zeros(6))
+    assert torch.equal(layer.weight, torch.ones(6)) and torch.equal(
+        layer.bias, torch.zeros(6)
+    )
     assert DyT((3, 4), alpha_init=2.0).weight.shape == (3, 4)
 
 
@@ -56,6 +59,7 @@ def test_dyt_matches_its_formula() -> None:
 
 # --- AdaNorm -----------------------------------------------------------------------------
 
+
 def test_adanorm_matches_its_formula() -> None:
     x = torch.randn(4, 9, 16, dtype=torch.float64) * 5 + 2
     layer = AdaNorm(16, k=0.1, scale=2.0)
@@ -66,7 +70,9 @@ def test_adanorm_matches_its_formula() -> None:
 
 def test_adanorm_with_k_zero_is_layernorm_without_affine() -> None:
     x = torch.randn(3, 10, 8)
-    torch.testing.assert_close(AdaNorm(8, k=0.0)(x), F.layer_norm(x, (8,)), rtol=0, atol=0)
+    torch.testing.assert_close(
+        AdaNorm(8, k=0.0)(x), F.layer_norm(x, (8,)), rtol=0, atol=0
+    )
 
 
 def _ln_vjp(y: torch.Tensor, std: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -111,10 +117,13 @@ def test_adanorm_backward_is_the_derivative_with_the_factor_held_constant() -> N
     jac_module = torch.autograd.functional.jacobian(layer, x0)
     jac_frozen = torch.autograd.functional.jacobian(frozen_factor, x0)
     torch.testing.assert_close(jac_module, jac_frozen, rtol=1e-12, atol=1e-12)
-    assert not torch.autograd.gradcheck(layer, (x0.clone().requires_grad_(True),), raise_exception=False)
+    assert not torch.autograd.gradcheck(
+        layer, (x0.clone().requires_grad_(True),), raise_exception=False
+    )
 
 
 # --- FiLMNorm ----------------------------------------------------------------------------
+
 
 def test_film_starts_as_layernorm() -> None:
     x = torch.randn(3, 7, 12)
@@ -135,7 +144,9 @@ def test_film_matches_its_formula() -> None:
     # 2-D input: no token dimension, each sample conditions itself.
     x2 = torch.randn(4, 8, dtype=torch.float64)
     out2 = torch.relu(x2 @ w1.T + b1) @ w2.T + b2
-    torch.testing.assert_close(layer(x2), _ln_ref(x2) * (1 + out2[:, :8]) + out2[:, 8:], rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        layer(x2), _ln_ref(x2) * (1 + out2[:, :8]) + out2[:, 8:], rtol=0, atol=1e-12
+    )
 
 
 def test_token_pool_ignores_masked_tokens() -> None:
@@ -156,10 +167,13 @@ def test_film_with_mask_ignores_padding_values() -> None:
     mask[:, 4:] = False
     y = x.clone()
     y[:, 4:] = 100 * torch.randn(2, 2, 8)
-    torch.testing.assert_close(layer(x, mask)[:, :4], layer(y, mask)[:, :4], rtol=0, atol=0)
+    torch.testing.assert_close(
+        layer(x, mask)[:, :4], layer(y, mask)[:, :4], rtol=0, atol=0
+    )
 
 
 # --- Gumbel-Softmax and the selector -----------------------------------------------------
+
 
 def test_gumbel_noise_is_standard_gumbel() -> None:
     """Kolmogorov-Smirnov against Gumbel(0, 1), 10^4 draws, alpha = 0.001."""
@@ -179,7 +193,12 @@ def test_gumbel_samples_follow_the_softmax(logits: list[float]) -> None:
     """
     n = 10_000
     logits_t = torch.tensor(logits)
-    samples = gumbel_softmax(logits_t.expand(n, -1), tau=0.5, hard=True, generator=torch.Generator().manual_seed(0))
+    samples = gumbel_softmax(
+        logits_t.expand(n, -1),
+        tau=0.5,
+        hard=True,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.equal(samples.sum(-1), torch.ones(n))
     counts = torch.bincount(samples.argmax(-1), minlength=len(logits)).double()
     expected = n * torch.softmax(logits_t.double(), 0)
@@ -200,7 +219,10 @@ def test_selector_samples_in_training_follow_its_softmax() -> None:
     counts = weights.detach().sum(0).double()
     expected = 10_000 * torch.softmax(torch.tensor([0.8, -0.2], dtype=torch.float64), 0)
     assert stats.chisquare(counts.numpy(), expected.numpy()).pvalue > 0.01
-    torch.testing.assert_close(selector.last_probs, torch.softmax(torch.tensor([0.8, -0.2]), 0).expand(10_000, 2))
+    torch.testing.assert_close(
+        selector.last_probs,
+        torch.softmax(torch.tensor([0.8, -0.2]), 0).expand(10_000, 2),
+    )
 
 
 def test_straight_through_forward_is_one_hot_and_gradient_is_soft() -> None:
@@ -219,7 +241,9 @@ def test_straight_through_forward_is_one_hot_and_gradient_is_soft() -> None:
 def test_selector_eval_is_deterministic() -> None:
     x = torch.randn(5, 3, 6)
     soft = NormSelector(6).eval()
-    torch.testing.assert_close(soft(x), torch.softmax(soft.last_logits, -1), rtol=0, atol=0)
+    torch.testing.assert_close(
+        soft(x), torch.softmax(soft.last_logits, -1), rtol=0, atol=0
+    )
     assert torch.equal(soft(x), soft(x))
     hard = NormSelector(6, hard=True).eval()
     w = hard(x)
@@ -227,6 +251,7 @@ def test_selector_eval_is_deterministic() -> None:
 
 
 # --- AutoNorm ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("candidate", ["dyt", "ln"])
 def test_pinned_autonorm_equals_the_candidate(candidate: str) -> None:
@@ -248,7 +273,9 @@ def test_a_one_hot_gate_selects_the_candidate_exactly(candidate: int) -> None:
     _randomise(layer, seed=4)
     with torch.no_grad():
         layer.selector.mlp[2].weight.zero_()
-        layer.selector.mlp[2].bias.copy_(torch.tensor([20.0, -20.0]) * (1 if candidate == 0 else -1))
+        layer.selector.mlp[2].bias.copy_(
+            torch.tensor([20.0, -20.0]) * (1 if candidate == 0 else -1)
+        )
     x = torch.randn(3, 4, 10)
     expected = layer.dyt(x) if candidate == 0 else layer.ln(x)
     assert torch.equal(layer.eval()(x), expected)
@@ -269,7 +296,9 @@ def test_autonorm_mixes_with_per_sample_weights() -> None:
 def test_random_selector_draws_uniform_weights_per_sample() -> None:
     """Kolmogorov-Smirnov of the drawn w_DyT against U(0, 1), 4000 samples, alpha 0.001."""
     layer = AutoNorm(4, selector="random")
-    assert list(layer.parameters()) and all("selector" not in n for n, _ in layer.named_parameters())
+    assert list(layer.parameters()) and all(
+        "selector" not in n for n, _ in layer.named_parameters()
+    )
     torch.manual_seed(0)
     layer.train()(torch.randn(4000, 2, 4))
     w = layer.last_probs
@@ -287,7 +316,9 @@ def test_entropy_of_autonorm_gates_lies_in_zero_ln2() -> None:
         layer(torch.randn(256, 3, 16) * scale)
         h = gate_entropy(layer.last_probs)
         assert (h >= 0).all() and (h <= math.log(2) + 1e-6).all()
-    assert gate_entropy(torch.tensor([[1.0, 0.0], [0.5, 0.5]])).tolist() == pytest.approx([0.0, math.log(2)], abs=1e-7)
+    assert gate_entropy(
+        torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+    ).tolist() == pytest.approx([0.0, math.log(2)], abs=1e-7)
 
 
 @pytest.mark.parametrize("hard", [False, True])
@@ -304,12 +335,17 @@ def test_no_nan_at_small_tau_and_large_inputs(hard: bool, autocast: bool) -> Non
             out.float().square().mean().backward()
             assert torch.isfinite(out).all(), (tau, scale)
             assert torch.isfinite(layer.last_probs).all()
-            assert all(torch.isfinite(p.grad).all() for p in layer.parameters() if p.grad is not None)
+            assert all(
+                torch.isfinite(p.grad).all()
+                for p in layer.parameters()
+                if p.grad is not None
+            )
             assert torch.isfinite(x.grad).all()
             layer.zero_grad()
 
 
 # --- gradcheck ---------------------------------------------------------------------------
+
 
 def test_gradcheck_dyt_film_autonorm() -> None:
     x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
@@ -327,18 +363,25 @@ def test_gradcheck_dyt_film_autonorm() -> None:
 
 def test_gradcheck_dyt_parameters() -> None:
     x = torch.randn(3, 4, dtype=torch.float64)
-    params = (torch.tensor(0.7, dtype=torch.float64, requires_grad=True),
-              torch.randn(4, dtype=torch.float64, requires_grad=True),
-              torch.randn(4, dtype=torch.float64, requires_grad=True))
+    params = (
+        torch.tensor(0.7, dtype=torch.float64, requires_grad=True),
+        torch.randn(4, dtype=torch.float64, requires_grad=True),
+        torch.randn(4, dtype=torch.float64, requires_grad=True),
+    )
     layer = DyT(4).double()
 
-    def run(alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        return torch.func.functional_call(layer, {"alpha": alpha, "weight": weight, "bias": bias}, (x,))
+    def run(
+        alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+    ) -> torch.Tensor:
+        return torch.func.functional_call(
+            layer, {"alpha": alpha, "weight": weight, "bias": bias}, (x,)
+        )
 
     assert torch.autograd.gradcheck(run, params)
 
 
 # --- the name table and errors -----------------------------------------------------------
+
 
 def test_norm_layer_by_name() -> None:
     drop_ins = {"layernorm", "rmsnorm", "l2", *PART2}
@@ -346,11 +389,18 @@ def test_norm_layer_by_name() -> None:
     assert type(norm_layer("frozen_ln")(8)) is nn.LayerNorm
     assert norm_layer("autonorm_random")(8).selector is None
     assert norm_layer("autonorm", tau=0.2)(8).selector.tau == 0.2
-    assert isinstance(norm_layer("autonorm_s")(8), AutoNorm)  # AutoNorm-S is a schedule on the autonorm layer
+    assert isinstance(
+        norm_layer("autonorm_s")(8), AutoNorm
+    )  # AutoNorm-S is a schedule on the autonorm layer
     for name in drop_ins:
         layer = norm_layer(name)((2, 3))
         assert layer(torch.randn(4, 5, 2, 3)).shape == (4, 5, 2, 3)
-    for name in ("batchnorm", "none", "norm_like", "groupnorm"):  # no drop-in norm layer, or not registered
+    for name in (
+        "batchnorm",
+        "none",
+        "norm_like",
+        "groupnorm",
+    ):  # no drop-in norm layer, or not registered
         with pytest.raises(ValueError, match=f"norm_layer name='{name}' is not known"):
             norm_layer(name)
 

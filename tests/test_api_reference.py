@@ -9,6 +9,7 @@ When a test here fails, rewrite the page from the package and review the diff::
 
     PYTHONPATH=companion python tests/test_api_reference.py --write
 """
+
 from __future__ import annotations
 
 import importlib
@@ -23,7 +24,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "appendix_api.md"
-DIRECTIVE = re.compile(r"^\.\. auto(?:class|function|data|exception):: (normlab[\w.]*)$", re.M)
+DIRECTIVE = re.compile(
+    r"^\.\. auto(?:class|function|data|exception):: (normlab[\w.]*)$", re.M
+)
 PY_DATA = re.compile(r"^\.\. py:data:: (\w+)\n   :module: (normlab[\w.]*)$", re.M)
 ALSO = re.compile(r"^\s*Also importable as (.+)\.$", re.M)
 
@@ -44,7 +47,9 @@ def public_modules() -> list[types.ModuleType]:
     """normlab and its public submodules that export names, in import-path order."""
     import normlab
 
-    names = ["normlab"] + [m.name for m in pkgutil.walk_packages(normlab.__path__, "normlab.")]
+    names = ["normlab"] + [
+        m.name for m in pkgutil.walk_packages(normlab.__path__, "normlab.")
+    ]
     modules = []
     for name in names:
         if any(part.startswith("_") for part in name.split(".")):
@@ -59,7 +64,11 @@ def public_modules() -> list[types.ModuleType]:
 def exported(module: types.ModuleType) -> list[str]:
     """The public names of one module (its ``__all__``, or what it defines when it has none)."""
     if hasattr(module, "__all__"):
-        return [n for n in module.__all__ if not isinstance(getattr(module, n), types.ModuleType)]
+        return [
+            n
+            for n in module.__all__
+            if not isinstance(getattr(module, n), types.ModuleType)
+        ]
     names = []
     for name, obj in vars(module).items():
         if name.startswith("_") or isinstance(obj, types.ModuleType):
@@ -74,7 +83,11 @@ def exported(module: types.ModuleType) -> list[str]:
 
 def public_names() -> dict[str, object]:
     """Every public dotted path, ``normlab.layers.AffineLikeLinear``, to its object."""
-    return {f"{m.__name__}.{n}": getattr(m, n) for m in public_modules() for n in exported(m)}
+    return {
+        f"{m.__name__}.{n}": getattr(m, n)
+        for m in public_modules()
+        for n in exported(m)
+    }
 
 
 def directive(path: str, obj: object) -> str:
@@ -109,24 +122,44 @@ def render() -> str:
         by_object.setdefault(identity(path, obj), []).append(path)
     home = {}
     for group in by_object.values():
-        first = min(group, key=lambda p: (p.count("."), not _defined_under(paths[p], p), p))
+        first = min(
+            group, key=lambda p: (p.count("."), not _defined_under(paths[p], p), p)
+        )
         home[first] = sorted(set(group) - {first})
     parts = [HEADER]
     for module in public_modules():
-        mine = [f"{module.__name__}.{n}" for n in exported(module) if f"{module.__name__}.{n}" in home]
+        mine = [
+            f"{module.__name__}.{n}"
+            for n in exported(module)
+            if f"{module.__name__}.{n}" in home
+        ]
         parts.append(f"\n## `{module.__name__}`\n\n")
         if not mine:  # a target for references to the module, and where its names are
-            elsewhere = sorted({p.rsplit(".", 1)[0] for p, aliases in home.items()
-                                if any(a.startswith(module.__name__ + ".") for a in aliases)})
-            parts.append(f"```{{eval-rst}}\n.. py:module:: {module.__name__}\n```\n\n"
-                         f"Its public names are documented under "
-                         + ", ".join(f"`{m}`" for m in elsewhere) + ".\n")
+            elsewhere = sorted(
+                {
+                    p.rsplit(".", 1)[0]
+                    for p, aliases in home.items()
+                    if any(a.startswith(module.__name__ + ".") for a in aliases)
+                }
+            )
+            parts.append(
+                f"```{{eval-rst}}\n.. py:module:: {module.__name__}\n```\n\n"
+                f"Its public names are documented under "
+                + ", ".join(f"`{m}`" for m in elsewhere)
+                + ".\n"
+            )
             continue
-        parts.append(f"```{{eval-rst}}\n.. automodule:: {module.__name__}\n   :no-members:\n")
+        parts.append(
+            f"```{{eval-rst}}\n.. automodule:: {module.__name__}\n   :no-members:\n"
+        )
         for path in mine:
             parts.append(directive(path, paths[path]))
             if home[path]:
-                parts.append("\n   Also importable as " + ", ".join(f"``{p}``" for p in home[path]) + ".")
+                parts.append(
+                    "\n   Also importable as "
+                    + ", ".join(f"``{p}``" for p in home[path])
+                    + "."
+                )
             parts.append("\n")
         parts.append("```\n")
     return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
@@ -146,7 +179,9 @@ def _defined_under(obj: object, path: str) -> bool:
 
 def documented(text: str) -> set[str]:
     """Every dotted path the page documents or lists as an alias."""
-    found = set(DIRECTIVE.findall(text)) | {f"{module}.{name}" for name, module in PY_DATA.findall(text)}
+    found = set(DIRECTIVE.findall(text)) | {
+        f"{module}.{name}" for name, module in PY_DATA.findall(text)
+    }
     for line in ALSO.findall(text):
         found |= set(re.findall(r"``(normlab[\w.]*)``", line))
     return found
@@ -154,18 +189,24 @@ def documented(text: str) -> set[str]:
 
 def test_every_public_name_is_on_the_page() -> None:
     missing = sorted(set(public_names()) - documented(PAGE.read_text()))
-    assert missing == [], f"not in {PAGE.name}: {missing}; regenerate it (see this file's docstring)"
+    assert missing == [], (
+        f"not in {PAGE.name}: {missing}; regenerate it (see this file's docstring)"
+    )
 
 
 def test_the_page_names_nothing_that_is_not_public() -> None:
     stale = sorted(documented(PAGE.read_text()) - set(public_names()))
-    assert stale == [], f"{PAGE.name} documents names normlab no longer exports: {stale}"
+    assert stale == [], (
+        f"{PAGE.name} documents names normlab no longer exports: {stale}"
+    )
 
 
 def test_each_object_is_documented_once() -> None:
     text = PAGE.read_text()
     paths = public_names()
-    homes = DIRECTIVE.findall(text) + [f"{module}.{name}" for name, module in PY_DATA.findall(text)]
+    homes = DIRECTIVE.findall(text) + [
+        f"{module}.{name}" for name, module in PY_DATA.findall(text)
+    ]
     homes = [p for p in homes if p in paths]
     objects = [identity(p, paths[p]) for p in homes]
     assert len(objects) == len(set(objects))
@@ -179,8 +220,20 @@ def test_the_check_notices_a_missing_name() -> None:
     assert first.group(1) not in documented(text.replace(first.group(0), "", 1))
 
 
-@pytest.mark.parametrize("name", ["AffineLikeLinear", "NormLikeLinear", "PatchNormConv2d", "L2Norm",
-                                  "DyT", "AdaNorm", "FiLMNorm", "NormSelector", "AutoNorm"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "AffineLikeLinear",
+        "NormLikeLinear",
+        "PatchNormConv2d",
+        "L2Norm",
+        "DyT",
+        "AdaNorm",
+        "FiLMNorm",
+        "NormSelector",
+        "AutoNorm",
+    ],
+)
 def test_every_normaliser_states_its_formula(name: str) -> None:
     """The page shows each layer's maths because autodoc renders the docstring that holds it."""
     from normlab import layers
@@ -196,4 +249,6 @@ if __name__ == "__main__":
         tmp.replace(PAGE)
         print(f"wrote {PAGE}")
     else:
-        sys.exit("usage: PYTHONPATH=companion python tests/test_api_reference.py --write")
+        sys.exit(
+            "usage: PYTHONPATH=companion python tests/test_api_reference.py --write"
+        )

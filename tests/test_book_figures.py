@@ -5,6 +5,7 @@ The one way to show a figure: a package figure function (``normlab.plots*``) ret
 ``Figure`` not registered with pyplot, and the chapter makes it the cell's last expression,
 without ``;``. A figure a chapter draws itself with pyplot ends with ``plt.show()``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,15 +27,24 @@ import book_figures  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "figures.ipynb"
-NOTEBOOKS = [p for p in sorted((ROOT / "book").rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
+NOTEBOOKS = [
+    p
+    for p in sorted((ROOT / "book").rglob("*.ipynb"))
+    if ".ipynb_checkpoints" not in p.parts
+]
 MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")
 
 
 def book_env() -> list[str]:
     """The command prefix that sets the environment of the book's kernels, read from the Makefile."""
     env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
-    out = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), "book-env"], env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-C", str(ROOT), "book-env"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return shlex.split(out.stdout.strip())
 
 
@@ -43,21 +53,48 @@ def test_fixture_shows_each_figure_and_widget_once(tmp_path: Path) -> None:
     ``Figure`` each give one ``image/png`` output, and its widget a widget view."""
     out = tmp_path / FIXTURE.name
     env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
-    subprocess.run([*book_env(), sys.executable, str(Path(book_figures.__file__)), "--execute", str(FIXTURE), str(out)],
-                   env=env, check=True, timeout=180)
-    cells = [c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"]
-    shown = {"expect-png": "image/png", "expect-widget": "application/vnd.jupyter.widget-view+json"}
+    subprocess.run(
+        [
+            *book_env(),
+            sys.executable,
+            str(Path(book_figures.__file__)),
+            "--execute",
+            str(FIXTURE),
+            str(out),
+        ],
+        env=env,
+        check=True,
+        timeout=180,
+    )
+    cells = [
+        c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"
+    ]
+    shown = {
+        "expect-png": "image/png",
+        "expect-widget": "application/vnd.jupyter.widget-view+json",
+    }
     for index, cell in enumerate(cells):
         tags = set(cell["metadata"].get("tags", []))
         for tag, mime in shown.items():
             found = sum(mime in o.get("data", {}) for o in cell["outputs"])
-            assert found == (1 if tag in tags else 0), f"code cell {index}: {found} {mime} output(s), tags {sorted(tags)}"
+            assert found == (1 if tag in tags else 0), (
+                f"code cell {index}: {found} {mime} output(s), tags {sorted(tags)}"
+            )
 
 
-@pytest.mark.parametrize("module", [m.name for m in pkgutil.iter_modules(normlab.__path__) if m.name.startswith("plots")])
+@pytest.mark.parametrize(
+    "module",
+    [
+        m.name
+        for m in pkgutil.iter_modules(normlab.__path__)
+        if m.name.startswith("plots")
+    ],
+)
 def test_package_figures_bypass_pyplot(module: str) -> None:
     """A figure registered with pyplot is shown twice when returned (once by the inline backend)."""
-    tree = ast.parse(Path(importlib.import_module(f"normlab.{module}").__file__).read_text())
+    tree = ast.parse(
+        Path(importlib.import_module(f"normlab.{module}").__file__).read_text()
+    )
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -74,12 +111,18 @@ def test_the_package_has_figure_functions() -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_cell_hides_its_result(path: Path) -> None:
     """A trailing ``;`` hides a cell's returned figure."""
-    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
-    hidden = [i for i, c in enumerate(cells) if "".join(c["source"]).rstrip().endswith(";")]
+    cells = [
+        c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"
+    ]
+    hidden = [
+        i for i, c in enumerate(cells) if "".join(c["source"]).rstrip().endswith(";")
+    ]
     assert hidden == [], f"code cells {hidden} end with ';'"
 
 
-def write_chapter(book: Path, html: Path, source: str, images: dict[str, bytes]) -> None:
+def write_chapter(
+    book: Path, html: Path, source: str, images: dict[str, bytes]
+) -> None:
     """A one-cell chapter ``book/ch.ipynb`` and its page, showing ``images`` (file name -> bytes)."""
     cell = {"cell_type": "code", "metadata": {}, "outputs": [], "source": [source]}
     (book / "ch.ipynb").write_text(json.dumps({"cells": [cell]}))
@@ -88,8 +131,12 @@ def write_chapter(book: Path, html: Path, source: str, images: dict[str, bytes])
     for name, data in images.items():
         (html / "_images" / name).write_bytes(data)
     (html / "_static").mkdir(exist_ok=True)
-    (html / "_static" / "logo.png").write_bytes(png_bytes())  # the theme's: not a figure
-    tags = '<img src="../_static/logo.png" />' + "".join(f'<img src="../_images/{name}" />' for name in images)
+    (html / "_static" / "logo.png").write_bytes(
+        png_bytes()
+    )  # the theme's: not a figure
+    tags = '<img src="../_static/logo.png" />' + "".join(
+        f'<img src="../_images/{name}" />' for name in images
+    )
     (html / "book" / "ch.html").write_text(f"<html><body>{tags}</body></html>")
 
 
@@ -101,13 +148,26 @@ def png_bytes() -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("source, images, problem", [
-    ("plot_kernels(k)", {"a.png": png_bytes()}, None),
-    ("fig, ax = plt.subplots()\nplt.show()", {}, "1 cell(s) draw a figure but the page shows 0"),
-    ("plot_kernels(k)", {"a.png": b"\x89PNG\r\n\x1a\nnot really"}, "a.png is not a readable image"),
-    ("print(1)", {}, None),
-])
-def test_book_check_finds_missing_and_broken_images(tmp_path: Path, source: str, images: dict, problem: str | None) -> None:
+@pytest.mark.parametrize(
+    "source, images, problem",
+    [
+        ("plot_kernels(k)", {"a.png": png_bytes()}, None),
+        (
+            "fig, ax = plt.subplots()\nplt.show()",
+            {},
+            "1 cell(s) draw a figure but the page shows 0",
+        ),
+        (
+            "plot_kernels(k)",
+            {"a.png": b"\x89PNG\r\n\x1a\nnot really"},
+            "a.png is not a readable image",
+        ),
+        ("print(1)", {}, None),
+    ],
+)
+def test_book_check_finds_missing_and_broken_images(
+    tmp_path: Path, source: str, images: dict, problem: str | None
+) -> None:
     book, html = tmp_path / "book", tmp_path / "html"
     book.mkdir()
     write_chapter(book, html, source, images)

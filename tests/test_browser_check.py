@@ -1,4 +1,5 @@
 """The browser test's HTML checks (tests/browser_check.py), on a tiny hand-made build."""
+
 from __future__ import annotations
 
 import sys
@@ -14,7 +15,8 @@ CONFIG = {"repository": {"url": "https://github.com/someone/book", "branch": "de
 
 def test_colab_url_comes_from_the_config() -> None:
     assert browser_check.colab_url(CONFIG, "book/02_x.ipynb") == (
-        "https://colab.research.google.com/github/someone/book/blob/dev/book/02_x.ipynb")
+        "https://colab.research.google.com/github/someone/book/blob/dev/book/02_x.ipynb"
+    )
 
 
 def test_a_repository_that_is_not_on_github_is_refused() -> None:
@@ -23,11 +25,24 @@ def test_a_repository_that_is_not_on_github_is_refused() -> None:
 
 
 def test_toc_entries_list_each_part_with_the_root_first() -> None:
-    toc = {"root": "book/preface", "parts": [
-        {"caption": "Part I", "chapters": [{"file": "book/p1"}, {"file": "book/01", "sections": [{"file": "book/01a"}]}]},
-        {"caption": "Part II", "chapters": [{"file": "book/09"}]}]}
+    toc = {
+        "root": "book/preface",
+        "parts": [
+            {
+                "caption": "Part I",
+                "chapters": [
+                    {"file": "book/p1"},
+                    {"file": "book/01", "sections": [{"file": "book/01a"}]},
+                ],
+            },
+            {"caption": "Part II", "chapters": [{"file": "book/09"}]},
+        ],
+    }
     assert browser_check.toc_entries(toc) == [
-        ("Preface", ["book/preface"]), ("Part I", ["book/p1", "book/01", "book/01a"]), ("Part II", ["book/09"])]
+        ("Preface", ["book/preface"]),
+        ("Part I", ["book/p1", "book/01", "book/01a"]),
+        ("Part II", ["book/09"]),
+    ]
 
 
 def _page(tmp_path: Path, body: str, source: Path | None = None) -> browser_check.Page:
@@ -40,17 +55,23 @@ def _page(tmp_path: Path, body: str, source: Path | None = None) -> browser_chec
 
 
 def test_links_and_anchors_that_resolve_pass(tmp_path: Path) -> None:
-    page = _page(tmp_path, '<a href="other.html#here">a</a><a href="https://x.org/">b</a>'
-                           '<script src="other.html?v=1"></script>')
+    page = _page(
+        tmp_path,
+        '<a href="other.html#here">a</a><a href="https://x.org/">b</a>'
+        '<script src="other.html?v=1"></script>',
+    )
     browser_check.check_html(page, page.html.parents[1], CONFIG, {})
     assert page.problems == []
 
 
-@pytest.mark.parametrize("body, problem", [
-    ('<a href="missing.html">a</a>', "missing file"),
-    ('<a href="other.html#nowhere">a</a>', "missing anchor"),
-    ('<img src="gone.png">', "missing file"),
-])
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        ('<a href="missing.html">a</a>', "missing file"),
+        ('<a href="other.html#nowhere">a</a>', "missing anchor"),
+        ('<img src="gone.png">', "missing file"),
+    ],
+)
 def test_broken_links_are_reported(tmp_path: Path, body: str, problem: str) -> None:
     page = _page(tmp_path, body)
     browser_check.check_html(page, page.html.parents[1], CONFIG, {})
@@ -63,6 +84,8 @@ def test_a_notebook_page_needs_its_colab_link(tmp_path: Path) -> None:
     good = _page(tmp_path, f'<a href="{right}">colab</a>', source)
     browser_check.check_html(good, good.html.parents[1], CONFIG, {})
     assert good.problems == []
-    wrong = _page(tmp_path, f'<a href="{right.replace("02_", "03_")}">colab</a>', source)
+    wrong = _page(
+        tmp_path, f'<a href="{right.replace("02_", "03_")}">colab</a>', source
+    )
     browser_check.check_html(wrong, wrong.html.parents[1], CONFIG, {})
     assert len(wrong.problems) == 1 and "no Colab link" in wrong.problems[0]

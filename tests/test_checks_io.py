@@ -1,10 +1,10 @@
 """The shared validators and the atomic writer."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
-
 from normlab import _checks, _io
 
 

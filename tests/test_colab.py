@@ -6,6 +6,7 @@ changing it, rewrite the cells::
 
     python tests/test_colab.py --write
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+NOTEBOOKS = sorted(
+    p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+)
 INSTALL = re.compile(r'"normlab @ git\+(?P<url>[^@"]+)@(?P<branch>[^"]+)"')
 
 
@@ -35,15 +38,22 @@ def install_cell(nb: dict) -> dict:
 def test_install_cell_uses_the_configured_repository(path: Path) -> None:
     source = "".join(install_cell(json.loads(path.read_text()))["source"])
     match = INSTALL.search(source)
-    assert match is not None, f"{path.name}: no `pip install \"normlab @ git+URL@BRANCH\"` in the first cell"
-    assert (match["url"], match["branch"]) == expected(), "rewrite with `python tests/test_colab.py --write`"
+    assert match is not None, (
+        f'{path.name}: no `pip install "normlab @ git+URL@BRANCH"` in the first cell'
+    )
+    assert (match["url"], match["branch"]) == expected(), (
+        "rewrite with `python tests/test_colab.py --write`"
+    )
 
 
 def test_the_pattern_reads_the_cell() -> None:
     """The guard itself: the pattern finds URL and branch in the cell as written."""
     line = '    %pip install -q "normlab @ git+https://github.com/someone/fork@dev"'
     match = INSTALL.search(line)
-    assert match is not None and (match["url"], match["branch"]) == ("https://github.com/someone/fork", "dev")
+    assert match is not None and (match["url"], match["branch"]) == (
+        "https://github.com/someone/fork",
+        "dev",
+    )
 
 
 def rewrite(path: Path) -> bool:

@@ -1,12 +1,12 @@
 """normlab.data.corrupt: shapes and ranges kept, severity monotone, deterministic, exact
 where the operation is closed-form."""
+
 from __future__ import annotations
 
+import normlab.data as data
 import pytest
 import torch
 import torch.nn.functional as F
-
-import normlab.data as data
 from normlab.data.corruptions import SEVERITY_TABLE
 
 
@@ -21,7 +21,9 @@ def grey() -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", data.CORRUPTIONS)
-def test_shape_dtype_and_range(name: str, colour: torch.Tensor, grey: torch.Tensor) -> None:
+def test_shape_dtype_and_range(
+    name: str, colour: torch.Tensor, grey: torch.Tensor
+) -> None:
     for images in (colour[:20], grey[:20], colour[:20].double()):
         before = images.clone()
         for severity in range(1, 6):
@@ -32,7 +34,10 @@ def test_shape_dtype_and_range(name: str, colour: torch.Tensor, grey: torch.Tens
 
 
 def rms_by_severity(images: torch.Tensor, name: str) -> list[float]:
-    return [float((data.corrupt(images, name, s) - images).pow(2).mean().sqrt()) for s in range(1, 6)]
+    return [
+        float((data.corrupt(images, name, s) - images).pow(2).mean().sqrt())
+        for s in range(1, 6)
+    ]
 
 
 @pytest.mark.parametrize("name", data.CORRUPTIONS)
@@ -46,16 +51,24 @@ def test_severity_is_monotone(name: str, colour: torch.Tensor) -> None:
 
 
 @pytest.mark.parametrize("name", [c for c in data.CORRUPTIONS if c != "pixelate"])
-def test_severity_is_monotone_on_smooth_32px_images(name: str, colour: torch.Tensor) -> None:
+def test_severity_is_monotone_on_smooth_32px_images(
+    name: str, colour: torch.Tensor
+) -> None:
     """The same on the stand-in upsampled to 32 px. Pixelate is left out: with box
     resampling to 28 and 27 px, severities 2 and 3 tie on such smooth images (documented)."""
-    smooth = F.interpolate(colour, size=32, mode="bilinear", align_corners=False).clamp(0, 1)
+    smooth = F.interpolate(colour, size=32, mode="bilinear", align_corners=False).clamp(
+        0, 1
+    )
     distance = rms_by_severity(smooth, name)
     assert all(a < b for a, b in zip(distance, distance[1:])), distance
 
 
-@pytest.mark.parametrize("name", ["gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise"])
-def test_noise_is_deterministic_for_a_generator(name: str, colour: torch.Tensor) -> None:
+@pytest.mark.parametrize(
+    "name", ["gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise"]
+)
+def test_noise_is_deterministic_for_a_generator(
+    name: str, colour: torch.Tensor
+) -> None:
     a = data.corrupt(colour, name, 3, generator=torch.Generator().manual_seed(5))
     b = data.corrupt(colour, name, 3, generator=torch.Generator().manual_seed(5))
     c = data.corrupt(colour, name, 3, generator=torch.Generator().manual_seed(6))
@@ -69,7 +82,9 @@ def test_gaussian_noise_has_the_tabled_std() -> None:
     images = torch.full((100, 3, 32, 32), 0.5, dtype=torch.float64)
     for severity in (1, 5):
         noise = data.corrupt(images, "gaussian_noise", severity) - images
-        assert float(noise.std()) == pytest.approx(SEVERITY_TABLE["gaussian_noise"][severity - 1], rel=0.02)
+        assert float(noise.std()) == pytest.approx(
+            SEVERITY_TABLE["gaussian_noise"][severity - 1], rel=0.02
+        )
 
 
 def test_contrast_and_brightness_are_exact(colour: torch.Tensor) -> None:
@@ -82,13 +97,20 @@ def test_contrast_and_brightness_are_exact(colour: torch.Tensor) -> None:
     v = dark.amax(dim=1, keepdim=True)
     torch.testing.assert_close(bright.amax(dim=1, keepdim=True), (v + 0.05).clamp(0, 1))
     mask = (v > 0.05).expand_as(dark)
-    torch.testing.assert_close((bright / bright.amax(1, keepdim=True))[mask], (dark / v)[mask], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        (bright / bright.amax(1, keepdim=True))[mask],
+        (dark / v)[mask],
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_impulse_noise_hits_the_tabled_fraction() -> None:
     images = torch.full((50, 3, 32, 32), 0.5)
     hit = (data.corrupt(images, "impulse_noise", 5) != 0.5).double().mean()
-    assert float(hit) == pytest.approx(0.07, abs=0.005)  # n = 1.5e5: 0.005 is ~8 standard errors
+    assert float(hit) == pytest.approx(
+        0.07, abs=0.005
+    )  # n = 1.5e5: 0.005 is ~8 standard errors
 
 
 def test_bad_arguments_are_rejected(colour: torch.Tensor) -> None:

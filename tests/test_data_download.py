@@ -3,6 +3,7 @@
 No test touches the real network: files are served from ``file://`` URLs or a local
 ``http.server`` on 127.0.0.1, and "offline" is a closed port on 127.0.0.1.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,10 +13,9 @@ import threading
 import time
 from pathlib import Path
 
+import normlab.data as data
 import pytest
 import torchvision.datasets as tvd
-
-import normlab.data as data
 from normlab.data import text as text_module
 from normlab.data import vision as vision_module
 from normlab.data._download import Resource, download, extract
@@ -44,9 +44,14 @@ def leftovers(folder: Path) -> list[str]:
 
 def test_download_verifies_md5_and_sha256(tmp_path: Path) -> None:
     url = served(tmp_path).as_uri()
-    for checksum in ({"md5": hashlib.md5(PAYLOAD).hexdigest()}, {"sha256": hashlib.sha256(PAYLOAD).hexdigest()}):
+    for checksum in (
+        {"md5": hashlib.md5(PAYLOAD).hexdigest()},
+        {"sha256": hashlib.sha256(PAYLOAD).hexdigest()},
+    ):
         folder = tmp_path / next(iter(checksum))
-        path = download(Resource(url=url, filename="blob.bin", **checksum), folder, standin="digits")
+        path = download(
+            Resource(url=url, filename="blob.bin", **checksum), folder, standin="digits"
+        )
         assert path.read_bytes() == PAYLOAD
         assert leftovers(folder) == ["blob.bin"]
 
@@ -56,9 +61,15 @@ def test_corrupted_download_is_deleted_and_reported(tmp_path: Path) -> None:
     wrong = "0" * 32
     folder = tmp_path / "cache"
     with pytest.raises(data.ChecksumError) as caught:
-        download(Resource(url=url, filename="blob.bin", md5=wrong), folder, standin="digits")
+        download(
+            Resource(url=url, filename="blob.bin", md5=wrong), folder, standin="digits"
+        )
     message = str(caught.value)
-    assert url in message and wrong in message and hashlib.md5(PAYLOAD).hexdigest() in message
+    assert (
+        url in message
+        and wrong in message
+        and hashlib.md5(PAYLOAD).hexdigest() in message
+    )
     assert "deleted" in message and "again" in message
     assert leftovers(folder) == []
 
@@ -75,19 +86,32 @@ class BrokenStream:
             raise self.error
         return PAYLOAD[:size]
 
-    def __enter__(self) -> "BrokenStream":
+    def __enter__(self) -> BrokenStream:
         return self
 
     def __exit__(self, *exc: object) -> None:
         return None
 
 
-@pytest.mark.parametrize("error", [ConnectionResetError("peer reset"), KeyboardInterrupt()])
-def test_interrupted_download_leaves_no_file(tmp_path: Path, error: BaseException) -> None:
+@pytest.mark.parametrize(
+    "error", [ConnectionResetError("peer reset"), KeyboardInterrupt()]
+)
+def test_interrupted_download_leaves_no_file(
+    tmp_path: Path, error: BaseException
+) -> None:
     folder = tmp_path / "cache"
-    resource = Resource(url="http://example.invalid/blob.bin", filename="blob.bin", md5=hashlib.md5(PAYLOAD).hexdigest())
+    resource = Resource(
+        url="http://example.invalid/blob.bin",
+        filename="blob.bin",
+        md5=hashlib.md5(PAYLOAD).hexdigest(),
+    )
     with pytest.raises(type(error)):
-        download(resource, folder, standin="digits", opener=lambda url, timeout: BrokenStream(error))
+        download(
+            resource,
+            folder,
+            standin="digits",
+            opener=lambda url, timeout: BrokenStream(error),
+        )
     assert leftovers(folder) == []
 
 
@@ -102,7 +126,9 @@ def test_download_over_local_http_then_extract(tmp_path: Path) -> None:
         tar.add(source / "inner", arcname="inner")
     digest = hashlib.md5((source / "bundle.tar.gz").read_bytes()).hexdigest()
 
-    handler = lambda *args: http.server.SimpleHTTPRequestHandler(*args, directory=str(source))  # noqa: E731
+    def handler(*args):
+        return http.server.SimpleHTTPRequestHandler(*args, directory=str(source))
+
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.RequestHandlerClass.log_message = lambda *a: None
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -110,7 +136,11 @@ def test_download_over_local_http_then_extract(tmp_path: Path) -> None:
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/bundle.tar.gz"
         folder = tmp_path / "cache"
-        archive = download(Resource(url=url, filename="bundle.tar.gz", md5=digest), folder, standin="digits")
+        archive = download(
+            Resource(url=url, filename="bundle.tar.gz", md5=digest),
+            folder,
+            standin="digits",
+        )
         assert (extract(archive, folder, "inner") / "a.txt").read_text() == "hello"
         assert leftovers(folder) == ["bundle.tar.gz", "inner"]
     finally:
@@ -129,37 +159,73 @@ def assert_offline_error(call, filename: str, standin: str) -> str:
     return message
 
 
-def test_offline_load_fails_fast_and_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offline_load_fails_fast_and_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(tvd.MNIST, "mirrors", [closed_port_url()])
-    message = assert_offline_error(lambda: data.load("mnist", "train", root=tmp_path),
-                                   "train-images-idx3-ubyte.gz", "digits")
+    message = assert_offline_error(
+        lambda: data.load("mnist", "train", root=tmp_path),
+        "train-images-idx3-ubyte.gz",
+        "digits",
+    )
     assert str(tmp_path / "MNIST" / "raw") in message
     assert leftovers(tmp_path / "MNIST" / "raw") == []
 
-    offline_c = Resource(url=closed_port_url("CIFAR-10-C.tar"), filename="CIFAR-10-C.tar", md5="0" * 32)
+    offline_c = Resource(
+        url=closed_port_url("CIFAR-10-C.tar"), filename="CIFAR-10-C.tar", md5="0" * 32
+    )
     monkeypatch.setattr(vision_module, "CIFAR10_C", offline_c)
-    assert_offline_error(lambda: data.load("cifar10_c", "test", root=tmp_path), "CIFAR-10-C.tar", "shapes_diverse_c")
+    assert_offline_error(
+        lambda: data.load("cifar10_c", "test", root=tmp_path),
+        "CIFAR-10-C.tar",
+        "shapes_diverse_c",
+    )
 
-    offline_sst = Resource(url=closed_port_url("SST-2.zip"), filename="SST-2.zip", sha256="0" * 64)
+    offline_sst = Resource(
+        url=closed_port_url("SST-2.zip"), filename="SST-2.zip", sha256="0" * 64
+    )
     monkeypatch.setattr(text_module, "SST2", offline_sst)
-    assert_offline_error(lambda: data.load("sst2", "train", root=tmp_path), "SST-2.zip", "sentiment_grammar")
+    assert_offline_error(
+        lambda: data.load("sst2", "train", root=tmp_path),
+        "SST-2.zip",
+        "sentiment_grammar",
+    )
 
 
-def test_offline_third_party_fetchers_fail_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offline_third_party_fetchers_fail_fast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """NLTK's and scikit-learn's downloaders are guarded by a quick reachability probe."""
     import sklearn.datasets._california_housing as california
 
     monkeypatch.delenv("NORMLAB_PTB_WSJ", raising=False)
     monkeypatch.setattr(text_module, "TREEBANK_URL", closed_port_url("treebank.zip"))
-    assert_offline_error(lambda: data.load("ptb_pos", "train", root=tmp_path), "treebank.zip", "pos_grammar")
+    assert_offline_error(
+        lambda: data.load("ptb_pos", "train", root=tmp_path),
+        "treebank.zip",
+        "pos_grammar",
+    )
 
-    monkeypatch.setattr(california, "ARCHIVE", california.ARCHIVE._replace(url=closed_port_url("cal_housing.tgz")))
-    assert_offline_error(lambda: data.load("california_housing", "train", root=tmp_path),
-                         "cal_housing_py3.pkz", "diabetes")
+    monkeypatch.setattr(
+        california,
+        "ARCHIVE",
+        california.ARCHIVE._replace(url=closed_port_url("cal_housing.tgz")),
+    )
+    assert_offline_error(
+        lambda: data.load("california_housing", "train", root=tmp_path),
+        "cal_housing_py3.pkz",
+        "diabetes",
+    )
 
 
-def test_offline_message_says_where_to_place_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vision_module, "CIFAR10_C", Resource(url=closed_port_url("c.tar"), filename="CIFAR-10-C.tar", md5="0" * 32))
+def test_offline_message_says_where_to_place_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        vision_module,
+        "CIFAR10_C",
+        Resource(url=closed_port_url("c.tar"), filename="CIFAR-10-C.tar", md5="0" * 32),
+    )
     with pytest.raises(data.OfflineError, match="by hand") as caught:
         data.load("cifar10_c", "test", root=tmp_path)
     assert str(tmp_path) in str(caught.value)

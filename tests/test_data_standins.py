@@ -1,21 +1,29 @@
 """The quick-profile stand-ins: deterministic, documented shapes and balance, and the
 properties the chapters rely on (tags need context; sentiment needs negation and order)."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 from collections import Counter, defaultdict
 
+import normlab.data as data
 import pytest
 import torch
-
-import normlab.data as data
 from normlab.data import IGNORE_INDEX, PAD_ID
 
 SHAPES = {
     "digits": {"train": (1257, 1, 8, 8), "val": (179, 1, 8, 8), "test": (361, 1, 8, 8)},
-    "shapes_stationary": {"train": (2000, 1, 16, 16), "val": (500, 1, 16, 16), "test": (1000, 1, 16, 16)},
-    "shapes_diverse": {"train": (2000, 3, 16, 16), "val": (500, 3, 16, 16), "test": (1000, 3, 16, 16)},
+    "shapes_stationary": {
+        "train": (2000, 1, 16, 16),
+        "val": (500, 1, 16, 16),
+        "test": (1000, 1, 16, 16),
+    },
+    "shapes_diverse": {
+        "train": (2000, 3, 16, 16),
+        "val": (500, 3, 16, 16),
+        "test": (1000, 3, 16, 16),
+    },
     "pos_grammar": {"train": (2000, 13), "val": (500, 13), "test": (500, 13)},
     "sentiment_grammar": {"train": (2000, 10), "val": (500, 10), "test": (500, 10)},
     "diabetes": {"train": (309, 10), "val": (44, 10), "test": (89, 10)},
@@ -46,24 +54,44 @@ def test_diverse_shapes_are_more_diverse_than_stationary() -> None:
     for name in ("shapes_stationary", "shapes_diverse"):
         s = data.load(name, "train")
         images = s.x[s.y == 0]
-        spread[name] = (float(images.mean(dim=(1, 2, 3)).std()), float(images[:, :, 0, 0].std()))
-    for diverse, stationary in zip(spread["shapes_diverse"], spread["shapes_stationary"]):
+        spread[name] = (
+            float(images.mean(dim=(1, 2, 3)).std()),
+            float(images[:, :, 0, 0].std()),
+        )
+    for diverse, stationary in zip(
+        spread["shapes_diverse"], spread["shapes_stationary"]
+    ):
         assert diverse > 5 * stationary, spread
 
 
 def test_generation_is_deterministic_across_processes() -> None:
     """A fresh interpreter (no caches) generates the very same tensors."""
-    code = ("import normlab.data as d, torch;"
-            "print(*[float(d.load(n, 'test').x.float().sum()) for n in "
-            "('shapes_stationary', 'shapes_diverse', 'shapes_diverse_c', 'pos_grammar', 'sentiment_grammar')])")
-    here = [float(data.load(n, "test").x.float().sum())
-            for n in ("shapes_stationary", "shapes_diverse", "shapes_diverse_c", "pos_grammar", "sentiment_grammar")]
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import normlab.data as d, torch;"
+        "print(*[float(d.load(n, 'test').x.float().sum()) for n in "
+        "('shapes_stationary', 'shapes_diverse', 'shapes_diverse_c', 'pos_grammar', 'sentiment_grammar')])"
+    )
+    here = [
+        float(data.load(n, "test").x.float().sum())
+        for n in (
+            "shapes_stationary",
+            "shapes_diverse",
+            "shapes_diverse_c",
+            "pos_grammar",
+            "sentiment_grammar",
+        )
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert [float(v) for v in out] == here
 
 
 def test_splits_differ() -> None:
-    train, test = data.load("shapes_diverse", "train"), data.load("shapes_diverse", "test")
+    train, test = (
+        data.load("shapes_diverse", "train"),
+        data.load("shapes_diverse", "test"),
+    )
     assert not torch.equal(train.x[:100], test.x[:100])
 
 
@@ -89,7 +117,10 @@ def sentences(split: data.DataSplit) -> list[tuple[list[int], list[int]]]:
 def test_pos_grammar_needs_context() -> None:
     """Most-frequent-tag-per-word (fitted on train) is at least 10 points below a tagger
     that looks up (previous word, word, next word), backing off to the word alone."""
-    train, test = sentences(data.load("pos_grammar", "train")), sentences(data.load("pos_grammar", "test"))
+    train, test = (
+        sentences(data.load("pos_grammar", "train")),
+        sentences(data.load("pos_grammar", "test")),
+    )
     by_word, by_window = defaultdict(Counter), defaultdict(Counter)
     for words, tags in train:
         padded = [PAD_ID, *words, PAD_ID]
@@ -119,14 +150,26 @@ def test_sentiment_grammar_defeats_bag_of_words() -> None:
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.linear_model import LogisticRegression
 
-    train, test = data.load("sentiment_grammar", "train"), data.load("sentiment_grammar", "test")
+    train, test = (
+        data.load("sentiment_grammar", "train"),
+        data.load("sentiment_grammar", "test"),
+    )
     vocab = train.meta["vocab"]
-    texts = {s.split: [" ".join(vocab[t] for t in row if t != PAD_ID) for row in s.x.tolist()] for s in (train, test)}
+    texts = {
+        s.split: [
+            " ".join(vocab[t] for t in row if t != PAD_ID) for row in s.x.tolist()
+        ]
+        for s in (train, test)
+    }
     scores = {}
     for ngrams in ((1, 1), (1, 3)):
         vectorizer = CountVectorizer(ngram_range=ngrams, token_pattern=r"\S+")
-        model = LogisticRegression(max_iter=2000, C=10.0).fit(vectorizer.fit_transform(texts["train"]), train.y.numpy())
-        scores[ngrams] = model.score(vectorizer.transform(texts["test"]), test.y.numpy())
+        model = LogisticRegression(max_iter=2000, C=10.0).fit(
+            vectorizer.fit_transform(texts["train"]), train.y.numpy()
+        )
+        scores[ngrams] = model.score(
+            vectorizer.transform(texts["test"]), test.y.numpy()
+        )
     assert scores[(1, 1)] < 0.70, scores
     assert scores[(1, 3)] > 0.95, scores
     assert Counter(train.y.tolist()) == {0: 1000, 1: 1000}
@@ -137,19 +180,34 @@ def test_diabetes_is_standardised_with_train_statistics() -> None:
 
     train, test = data.load("diabetes", "train"), data.load("diabetes", "test")
     torch.testing.assert_close(train.x.mean(0), torch.zeros(10), atol=1e-5, rtol=0)
-    torch.testing.assert_close(train.x.std(0, unbiased=False), torch.ones(10), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        train.x.std(0, unbiased=False), torch.ones(10), atol=1e-5, rtol=0
+    )
     target = torch.from_numpy(load_diabetes().target)
     original = test.y.double() * test.meta["target_scale"] + test.meta["target_mean"]
     # every un-standardised test target is one of the dataset's targets (float32 rounding aside)
-    assert float((original[:, None] - target[None, :]).abs().min(dim=1).values.max()) < 1e-3
+    assert (
+        float((original[:, None] - target[None, :]).abs().min(dim=1).values.max())
+        < 1e-3
+    )
 
 
 def test_shapes_diverse_c_is_corrupted_test_only() -> None:
-    clean, corrupted = data.load("shapes_diverse", "test"), data.load("shapes_diverse_c", "test")
+    clean, corrupted = (
+        data.load("shapes_diverse", "test"),
+        data.load("shapes_diverse_c", "test"),
+    )
     assert torch.equal(clean.y, corrupted.y) and corrupted.x.shape == clean.x.shape
     assert float((clean.x - corrupted.x).abs().mean()) > 0.01
-    counts = Counter(zip(corrupted.meta["corruption_index"].tolist(), corrupted.meta["severity"].tolist()))
-    assert len(counts) == 5 * len(data.CORRUPTIONS) and set(counts.values()) == {1000 // 50}
+    counts = Counter(
+        zip(
+            corrupted.meta["corruption_index"].tolist(),
+            corrupted.meta["severity"].tolist(),
+        )
+    )
+    assert len(counts) == 5 * len(data.CORRUPTIONS) and set(counts.values()) == {
+        1000 // 50
+    }
     with pytest.raises(ValueError, match="only a test split"):
         data.load("shapes_diverse_c", "train")
 
@@ -160,12 +218,23 @@ def test_for_profile_quick_returns_standins(task: str) -> None:
     assert set(splits) == {"train", "val", "test"}
     kinds = {s.task for s in splits.values()}
     assert len(kinds) == 1 and all(s.meta["stand_in"] for s in splits.values())
-    assert {k: s.split for k, s in splits.items()} == {"train": "train", "val": "val", "test": "test"}
+    assert {k: s.split for k, s in splits.items()} == {
+        "train": "train",
+        "val": "val",
+        "test": "test",
+    }
     train, test = splits["train"], splits["test"]
     assert train.x.shape[1:] == test.x.shape[1:]
-    expected_task = {"ptb_pos": "tagging", "energy_efficiency": "regression", "california_housing": "regression"}
+    expected_task = {
+        "ptb_pos": "tagging",
+        "energy_efficiency": "regression",
+        "california_housing": "regression",
+    }
     assert train.task == expected_task.get(task, "classification")
-    assert (train.name, test.name) == (data.SOURCES[task, "quick"].fit, data.SOURCES[task, "quick"].test)
+    assert (train.name, test.name) == (
+        data.SOURCES[task, "quick"].fit,
+        data.SOURCES[task, "quick"].test,
+    )
     if task == "cifar10_c":
         assert test.name == "shapes_diverse_c"
 
@@ -174,24 +243,37 @@ def test_sources_table_covers_every_task_and_profile() -> None:
     from normlab import PROFILES
     from normlab.data import standins
 
-    assert set(data.SOURCES) == {(task, profile) for task in data.REAL for profile in PROFILES}
+    assert set(data.SOURCES) == {
+        (task, profile) for task in data.REAL for profile in PROFILES
+    }
     for (task, profile), chosen in data.SOURCES.items():
         offline = profile in data.OFFLINE_PROFILES
         for name in (chosen.fit, chosen.test):
             assert (name in standins.LOADERS) == offline and name in data.names()
         if not offline:
-            assert chosen.test == task and chosen.fit == ("cifar10" if task == "cifar10_c" else task)
+            assert chosen.test == task and chosen.fit == (
+                "cifar10" if task == "cifar10_c" else task
+            )
     assert data.SOURCES["mnist", "cpu"] == data.SOURCES["mnist", "quick"]
 
 
-def test_for_profile_loads_what_the_table_names(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_for_profile_loads_what_the_table_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from normlab.data import sources
 
     calls = []
-    monkeypatch.setattr(sources, "load", lambda name, split, root=None: calls.append((name, split, root)))
+    monkeypatch.setattr(
+        sources,
+        "load",
+        lambda name, split, root=None: calls.append((name, split, root)),
+    )
     data.for_profile("cifar10_c", "paper", root="somewhere")
-    assert calls == [("cifar10", "train", "somewhere"), ("cifar10", "val", "somewhere"),
-                     ("cifar10_c", "test", "somewhere")]
+    assert calls == [
+        ("cifar10", "train", "somewhere"),
+        ("cifar10", "val", "somewhere"),
+        ("cifar10_c", "test", "somewhere"),
+    ]
     monkeypatch.setenv("NORMLAB_PROFILE", "standard")
     assert data.source("svhn") == data.Source("svhn", "svhn")
     monkeypatch.setenv("NORMLAB_PROFILE", "quick")
@@ -214,5 +296,7 @@ def test_subset_keeps_per_row_metadata_aligned() -> None:
     rows = torch.tensor([5, 0, 17])
     part = split.subset(rows)
     assert torch.equal(part.meta["severity"], split.meta["severity"][rows])
-    assert torch.equal(part.meta["corruption_index"], split.meta["corruption_index"][rows])
+    assert torch.equal(
+        part.meta["corruption_index"], split.meta["corruption_index"][rows]
+    )
     assert len(split.meta["severity"]) == len(split)

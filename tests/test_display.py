@@ -1,8 +1,8 @@
 """show_source: a textbook listing (maths and forward), input checks elided, the rest folded."""
+
 from __future__ import annotations
 
 import pytest
-
 from normlab import show_source
 from normlab.display import ELIDED
 from normlab.layers import AffineLikeLinear, FiLMNorm, PatchNormConv2d
@@ -12,14 +12,21 @@ def test_a_class_shows_its_maths_and_forward_only() -> None:
     view = show_source(FiLMNorm)
     assert view.listing.startswith("class FiLMNorm(nn.Module):")
     assert "def forward(" in view.listing
-    assert "def __init__(" not in view.listing and "def reset_parameters(" not in view.listing
+    assert (
+        "def __init__(" not in view.listing
+        and "def reset_parameters(" not in view.listing
+    )
     assert view.maths and r"\mathrm{FiLMNorm}(x) = \mathrm{LN}(x)" in view.maths[0]
-    assert view.folded and len(view.listing.splitlines()) < len(view.code.splitlines()) / 2
+    assert (
+        view.folded and len(view.listing.splitlines()) < len(view.code.splitlines()) / 2
+    )
 
 
 def test_a_named_method_replaces_forward() -> None:
     view = show_source(FiLMNorm, "reset_parameters")
-    assert "def reset_parameters(" in view.listing and "def forward(" not in view.listing
+    assert (
+        "def reset_parameters(" in view.listing and "def forward(" not in view.listing
+    )
 
 
 def test_input_checks_are_elided_and_kept_in_the_full_source() -> None:
@@ -31,9 +38,14 @@ def test_input_checks_are_elided_and_kept_in_the_full_source() -> None:
 
 def test_the_html_folds_the_full_source_and_typesets_the_maths() -> None:
     html = show_source(AffineLikeLinear)._repr_html_()
-    assert html.count("<details>") == 1 and "Full source of <code>AffineLikeLinear</code>" in html
+    assert (
+        html.count("<details>") == 1
+        and "Full source of <code>AffineLikeLinear</code>" in html
+    )
     assert r"\[z = \frac{W x + b}{\sqrt{\lVert x \rVert^2 + 1}}\]" in html
-    assert "white-space:pre-wrap" in html  # long lines wrap in the column, no sideways scroll
+    assert (
+        "white-space:pre-wrap" in html
+    )  # long lines wrap in the column, no sideways scroll
 
 
 def test_a_listing_without_anything_left_out_is_not_folded() -> None:

@@ -1,4 +1,5 @@
 """Measured activation updates equal the affine-divergence formulas (float64, 1e-10 relative)."""
+
 from __future__ import annotations
 
 import functools
@@ -6,16 +7,22 @@ import functools
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
-from normlab.divergence import measure_each_sample, measure_update, single_sample_ratios, tangent_kernel
+from normlab.divergence import (
+    measure_each_sample,
+    measure_update,
+    single_sample_ratios,
+    tangent_kernel,
+)
 from normlab.layers import AffineLikeLinear, NormLikeLinear, PatchNormConv2d
+from torch import nn
 
 F64 = torch.float64
 RTOL = 1e-10
 
 
-def assert_rel(actual: torch.Tensor, expected: torch.Tensor, rtol: float = RTOL) -> None:
+def assert_rel(
+    actual: torch.Tensor, expected: torch.Tensor, rtol: float = RTOL
+) -> None:
     err = (actual - expected).norm() / expected.norm()
     assert err < rtol, f"relative error {err:.3e}"
 
@@ -45,11 +52,19 @@ def _batch_kernels(x: torch.Tensor) -> dict[type, torch.Tensor]:
     ones = torch.ones(x.shape[0], 1, dtype=x.dtype)
     aug = F.normalize(torch.cat([x, ones], dim=1), dim=1)
     xh = F.normalize(x, dim=1)
-    return {nn.Linear: x @ x.T + 1, AffineLikeLinear: aug @ aug.T, NormLikeLinear: xh @ xh.T + 1}
+    return {
+        nn.Linear: x @ x.T + 1,
+        AffineLikeLinear: aug @ aug.T,
+        NormLikeLinear: xh @ xh.T + 1,
+    }
 
 
-@pytest.mark.parametrize("batch,n_in,n_out,scale", [(2, 3, 2, 1.0), (7, 5, 4, 3.0), (16, 10, 3, 0.1)])
-def test_linear_batch_update_follows_kernel(batch: int, n_in: int, n_out: int, scale: float) -> None:
+@pytest.mark.parametrize(
+    "batch,n_in,n_out,scale", [(2, 3, 2, 1.0), (7, 5, 4, 3.0), (16, 10, 3, 0.1)]
+)
+def test_linear_batch_update_follows_kernel(
+    batch: int, n_in: int, n_out: int, scale: float
+) -> None:
     torch.manual_seed(batch)
     x = torch.randn(batch, n_in, dtype=F64) * scale
     g = torch.randn(batch, n_out, dtype=F64)
@@ -63,27 +78,50 @@ def test_linear_batch_update_follows_kernel(batch: int, n_in: int, n_out: int, s
 
 def _conv_kernel(layer: nn.Conv2d, x: torch.Tensor, mode: str) -> torch.Tensor:
     """Kernel over all (sample, position) sites, from unfolded patches (test-only reference)."""
-    cols = F.unfold(x, layer.kernel_size, dilation=layer.dilation, padding=layer.padding,
-                    stride=layer.stride)
-    patches = cols.transpose(1, 2).reshape(-1, cols.shape[1])    # sites in (n, h, w) order
+    cols = F.unfold(
+        x,
+        layer.kernel_size,
+        dilation=layer.dilation,
+        padding=layer.padding,
+        stride=layer.stride,
+    )
+    patches = cols.transpose(1, 2).reshape(
+        -1, cols.shape[1]
+    )  # sites in (n, h, w) order
     if mode == "none":
         return patches @ patches.T + 1
     if mode == "norm_like":
         ph = F.normalize(patches, dim=1)
         return ph @ ph.T + 1
-    aug = F.normalize(torch.cat([patches, torch.ones(len(patches), 1, dtype=x.dtype)], 1), dim=1)
+    aug = F.normalize(
+        torch.cat([patches, torch.ones(len(patches), 1, dtype=x.dtype)], 1), dim=1
+    )
     return aug @ aug.T
 
 
 @pytest.mark.parametrize("mode", ["none", "affine_like", "norm_like"])
-@pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (1, 2, 2)])
-def test_conv_update_follows_patch_kernel(mode: str, stride: int, padding: int, dilation: int) -> None:
+@pytest.mark.parametrize(
+    "stride,padding,dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (1, 2, 2)]
+)
+def test_conv_update_follows_patch_kernel(
+    mode: str, stride: int, padding: int, dilation: int
+) -> None:
     torch.manual_seed(stride * 10 + padding + dilation)
     if mode == "none":
-        layer = nn.Conv2d(2, 3, 3, stride=stride, padding=padding, dilation=dilation, dtype=F64)
+        layer = nn.Conv2d(
+            2, 3, 3, stride=stride, padding=padding, dilation=dilation, dtype=F64
+        )
     else:
-        layer = PatchNormConv2d(2, 3, 3, stride=stride, padding=padding, dilation=dilation,
-                                mode=mode, dtype=F64)
+        layer = PatchNormConv2d(
+            2,
+            3,
+            3,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            mode=mode,
+            dtype=F64,
+        )
     x = torch.randn(2, 2, 7, 6, dtype=F64)
     with torch.no_grad():
         g = torch.randn_like(layer(x))
@@ -92,12 +130,21 @@ def test_conv_update_follows_patch_kernel(mode: str, stride: int, padding: int, 
     K = _conv_kernel(layer, x, mode)
     torch.testing.assert_close(m.kernel, K, rtol=1e-11, atol=1e-12)
     g_sites = g.permute(0, 2, 3, 1).reshape(-1, g.shape[1])
-    expected = (-(lr / x.shape[0]) * K @ g_sites).reshape(g.shape[0], g.shape[2], g.shape[3], -1)
+    expected = (-(lr / x.shape[0]) * K @ g_sites).reshape(
+        g.shape[0], g.shape[2], g.shape[3], -1
+    )
     assert_rel(m.effective, expected.permute(0, 3, 1, 2))
     if mode == "affine_like":
-        torch.testing.assert_close(m.kernel.diagonal(), torch.ones(len(K), dtype=F64), rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            m.kernel.diagonal(), torch.ones(len(K), dtype=F64), rtol=0, atol=1e-12
+        )
     if mode == "norm_like":
-        torch.testing.assert_close(m.kernel.diagonal(), torch.full((len(K),), 2.0, dtype=F64), rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            m.kernel.diagonal(),
+            torch.full((len(K),), 2.0, dtype=F64),
+            rtol=0,
+            atol=1e-12,
+        )
 
 
 def test_layer_and_optimizer_are_left_untouched() -> None:
@@ -117,7 +164,9 @@ def test_first_momentum_step_equals_sgd_and_later_steps_accumulate() -> None:
     layer = nn.Linear(6, 2, dtype=F64)
     x, g = torch.randn(4, 6, dtype=F64), torch.randn(4, 2, dtype=F64)
     sgd = measure_update(layer, x, g, lr=0.01, kernel=False)
-    mom = measure_update(layer, x, g, torch.optim.SGD, lr=0.01, momentum=0.9, steps=3, kernel=False)
+    mom = measure_update(
+        layer, x, g, torch.optim.SGD, lr=0.01, momentum=0.9, steps=3, kernel=False
+    )
     assert_rel(mom.per_step[0], sgd.effective)
     # linear layer, fixed g: the gradient never changes, so step k is (1 + 0.9 + ... ) times step 1
     assert_rel(mom.per_step[2], (1 + 0.9 + 0.81) * sgd.effective)
@@ -154,7 +203,9 @@ def test_partial_factory_is_accepted() -> None:
     torch.manual_seed(5)
     layer = AffineLikeLinear(3, 2, dtype=F64)
     x, g = torch.randn(1, 3, dtype=F64), torch.randn(1, 2, dtype=F64)
-    m = measure_update(layer, x, g, functools.partial(torch.optim.SGD, momentum=0.5), lr=0.05)
+    m = measure_update(
+        layer, x, g, functools.partial(torch.optim.SGD, momentum=0.5), lr=0.05
+    )
     assert_rel(m.effective, -0.05 * g)
 
 
@@ -168,7 +219,9 @@ def test_bad_arguments_raise() -> None:
     with pytest.raises(ValueError, match="already constructed"):
         measure_update(layer, x, g, torch.optim.SGD(layer.parameters(), lr=0.1), lr=0.1)
     with pytest.raises(ValueError, match="not the layer's"):
-        measure_update(layer, x, g, torch.optim.SGD(nn.Linear(3, 2).parameters(), lr=0.1))
+        measure_update(
+            layer, x, g, torch.optim.SGD(nn.Linear(3, 2).parameters(), lr=0.1)
+        )
     with pytest.raises(TypeError, match="nn.Module"):
         measure_update(lambda t: t, x, g)
     with pytest.raises(ValueError, match="no kernel"):
@@ -178,12 +231,25 @@ def test_bad_arguments_raise() -> None:
 def test_measure_each_sample_is_one_measurement_per_sample() -> None:
     torch.manual_seed(0)
     layer = nn.Linear(6, 3, dtype=torch.float64)
-    x, g = torch.randn(4, 6, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
-    each = measure_each_sample(layer, x, g, torch.optim.SGD, lr=0.1, momentum=0.9, steps=3)
+    x, g = (
+        torch.randn(4, 6, dtype=torch.float64),
+        torch.randn(4, 3, dtype=torch.float64),
+    )
+    each = measure_each_sample(
+        layer, x, g, torch.optim.SGD, lr=0.1, momentum=0.9, steps=3
+    )
     assert len(each) == 4 and all(m.kernel is None for m in each)
     for i, m in enumerate(each):
-        alone = measure_update(layer, x[i : i + 1], g[i : i + 1], torch.optim.SGD, lr=0.1, momentum=0.9, steps=3,
-                               kernel=False)
+        alone = measure_update(
+            layer,
+            x[i : i + 1],
+            g[i : i + 1],
+            torch.optim.SGD,
+            lr=0.1,
+            momentum=0.9,
+            steps=3,
+            kernel=False,
+        )
         assert torch.equal(m.effective, alone.effective)
     # momentum with a fixed gradient: step k is (1 + b + ... + b^(k-1)) SGD steps, summed over 3 steps
     expected = -0.1 * (1 + 1.9 + 2.71) * (x.square().sum(1, keepdim=True) + 1) * g

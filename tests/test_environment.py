@@ -1,4 +1,5 @@
 """environment.yml (conda) and pyproject.toml list the same dependencies."""
+
 from __future__ import annotations
 
 import re
@@ -46,7 +47,9 @@ def environment_requirements(text: str) -> set[str]:
 def test_environment_matches_pyproject() -> None:
     ours = pyproject_requirements((ROOT / "pyproject.toml").read_text())
     conda = environment_requirements((ROOT / "environment.yml").read_text())
-    assert ours == conda, f"only in pyproject: {sorted(ours - conda)}; only in environment.yml: {sorted(conda - ours)}"
+    assert ours == conda, (
+        f"only in pyproject: {sorted(ours - conda)}; only in environment.yml: {sorted(conda - ours)}"
+    )
 
 
 def test_no_pins_of_torch_or_numpy() -> None:
@@ -58,4 +61,6 @@ def test_no_pins_of_torch_or_numpy() -> None:
 def test_comparison_notices_a_difference() -> None:
     """The guard itself: a dependency missing from one side is reported."""
     text = re.sub(r"(?m)^\s*- sympy.*\n", "", (ROOT / "environment.yml").read_text())
-    assert environment_requirements(text) != pyproject_requirements((ROOT / "pyproject.toml").read_text())
+    assert environment_requirements(text) != pyproject_requirements(
+        (ROOT / "pyproject.toml").read_text()
+    )

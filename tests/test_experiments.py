@@ -1,25 +1,42 @@
 """normlab.experiments: grids, stable ids, shards, CI summaries, best-of selection, the runner."""
+
 from __future__ import annotations
 
 import json
 import math
 
+import normlab
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
-
-import normlab
 from normlab import experiments
-from normlab.experiments import Experiment, Grid, mean_ci, parse_shard, run_id, select_best, shard, summarise
+from normlab.experiments import (
+    Experiment,
+    Grid,
+    mean_ci,
+    parse_shard,
+    run_id,
+    select_best,
+    shard,
+    summarise,
+)
+from scipy import stats
 
 
 def test_grid_is_the_cross_product_with_seeds() -> None:
-    grid = Grid(axes={"normaliser": ["none", "affine_like"], "lr": [0.1, 1.0, 10.0]}, fixed={"epochs": 3}, seeds=2)
+    grid = Grid(
+        axes={"normaliser": ["none", "affine_like"], "lr": [0.1, 1.0, 10.0]},
+        fixed={"epochs": 3},
+        seeds=2,
+    )
     configs = grid.configs()
     assert len(configs) == grid.size() == 12
     assert {(c["normaliser"], c["lr"], c["seed"]) for c in configs} == {
-        (n, lr, s) for n in ("none", "affine_like") for lr in (0.1, 1.0, 10.0) for s in (0, 1)}
+        (n, lr, s)
+        for n in ("none", "affine_like")
+        for lr in (0.1, 1.0, 10.0)
+        for s in (0, 1)
+    }
     assert all(c["epochs"] == 3 for c in configs)
     assert len(grid.configs(seeds=1)) == 6
     with pytest.raises(ValueError, match="both swept and fixed: lr"):
@@ -32,10 +49,18 @@ def test_run_ids_are_stable_hashes() -> None:
     config = {"lr": 0.1, "normaliser": "none", "seed": 0}
     assert run_id("exp", config) == run_id("exp", dict(reversed(list(config.items()))))
     assert run_id("exp", config) != run_id("exp", {**config, "seed": 1})
-    assert run_id("exp", config).startswith("exp-") and len(run_id("exp", config)) == len("exp-") + 12
+    assert (
+        run_id("exp", config).startswith("exp-")
+        and len(run_id("exp", config)) == len("exp-") + 12
+    )
     # A fixed value: the id of a configuration must not change between releases or machines.
-    assert run_id("exp", config) == "exp-" + __import__("hashlib").sha256(
-        b'{"lr":0.1,"normaliser":"none","seed":0}').hexdigest()[:12]
+    assert (
+        run_id("exp", config)
+        == "exp-"
+        + __import__("hashlib")
+        .sha256(b'{"lr":0.1,"normaliser":"none","seed":0}')
+        .hexdigest()[:12]
+    )
 
 
 def test_shards_partition_the_grid() -> None:
@@ -44,7 +69,9 @@ def test_shards_partition_the_grid() -> None:
     ids = [r.run_id for part in parts for r in part]
     assert sorted(ids) == sorted(r.run_id for r in runs) and len(set(ids)) == len(ids)
     assert max(map(len, parts)) - min(map(len, parts)) <= 1
-    assert shard(runs, "2/5") == shard(list(reversed(runs)), (2, 5))  # independent of input order
+    assert shard(runs, "2/5") == shard(
+        list(reversed(runs)), (2, 5)
+    )  # independent of input order
 
 
 @pytest.mark.parametrize("bad", ["3", "a/b", "5/5", "-1/4", "1/0", "1/2/3"])
@@ -56,7 +83,9 @@ def test_bad_shard(bad: str) -> None:
 def test_mean_ci_matches_scipy() -> None:
     sample = [0.91, 0.87, 0.95, 0.89, 0.93]
     mean, half, n = mean_ci(sample)
-    low, high = stats.t.interval(0.95, len(sample) - 1, loc=np.mean(sample), scale=stats.sem(sample))
+    low, high = stats.t.interval(
+        0.95, len(sample) - 1, loc=np.mean(sample), scale=stats.sem(sample)
+    )
     assert n == 5 and mean == pytest.approx(np.mean(sample))
     assert mean - half == pytest.approx(low) and mean + half == pytest.approx(high)
     assert math.isnan(mean_ci([0.5])[1])
@@ -65,12 +94,21 @@ def test_mean_ci_matches_scipy() -> None:
 def _table() -> pd.DataFrame:
     """Two normalisers x two lrs x 3 seeds; test would pick the other lr than val does."""
     rows = []
-    for normaliser, lrs in {"none": {0.1: (0.90, 0.50), 1.0: (0.80, 0.99)},
-                            "affine_like": {0.1: (float("nan"), 0.99), 1.0: (0.70, 0.60)}}.items():
+    for normaliser, lrs in {
+        "none": {0.1: (0.90, 0.50), 1.0: (0.80, 0.99)},
+        "affine_like": {0.1: (float("nan"), 0.99), 1.0: (0.70, 0.60)},
+    }.items():
         for lr, (val, test) in lrs.items():
             for seed in range(3):
-                rows.append({"normaliser": normaliser, "lr": lr, "seed": seed, "val_metric": val + 0.01 * seed,
-                             "test_metric": test + 0.02 * seed})
+                rows.append(
+                    {
+                        "normaliser": normaliser,
+                        "lr": lr,
+                        "seed": seed,
+                        "val_metric": val + 0.01 * seed,
+                        "test_metric": test + 0.02 * seed,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -80,16 +118,25 @@ def test_select_best_uses_validation_only() -> None:
     assert best.loc["none", "mean"] == pytest.approx(0.52)
     assert best.loc["none", "ci95"] == pytest.approx(mean_ci([0.50, 0.52, 0.54])[1])
     assert best.loc["affine_like", "lr"] == 1.0  # a NaN (diverged) mean never wins
-    assert best.loc["affine_like", "n"] == 3 and best.loc["affine_like", "candidates"] == 2
-    lower = select_best(_table(), ["normaliser"], "lr", higher_is_better=False).set_index("normaliser")
+    assert (
+        best.loc["affine_like", "n"] == 3 and best.loc["affine_like", "candidates"] == 2
+    )
+    lower = select_best(
+        _table(), ["normaliser"], "lr", higher_is_better=False
+    ).set_index("normaliser")
     assert lower.loc["none", "lr"] == 1.0  # e.g. RMSE: the smaller val mean wins
     assert lower.loc["affine_like", "lr"] == 1.0  # NaN loses in both directions
 
 
 def test_select_best_flags_a_choice_at_the_edge_of_the_grid() -> None:
-    rows = [{"normaliser": n, "lr": lr, "seed": 0, "val_metric": v, "test_metric": v}
-            for n, scores in {"edge": {0.1: 0.2, 1.0: 0.5, 10.0: 0.9}, "inside": {0.1: 0.2, 1.0: 0.9, 10.0: 0.5}}.items()
-            for lr, v in scores.items()]
+    rows = [
+        {"normaliser": n, "lr": lr, "seed": 0, "val_metric": v, "test_metric": v}
+        for n, scores in {
+            "edge": {0.1: 0.2, 1.0: 0.5, 10.0: 0.9},
+            "inside": {0.1: 0.2, 1.0: 0.9, 10.0: 0.5},
+        }.items()
+        for lr, v in scores.items()
+    ]
     best = select_best(pd.DataFrame(rows), ["normaliser"], "lr").set_index("normaliser")
     assert best.loc["edge", "at_edge"] and best.loc["edge", "lr"] == 10.0
     assert not best.loc["inside", "at_edge"]
@@ -107,11 +154,23 @@ def test_part1_declarations() -> None:
         exp = experiments.get(name)
         for profile in exp.profiles:
             grid = exp.grid(profile)
-            assert len(grid.axes["lr"]) >= 3, "normalisers must be compared at their own learning rates"
-            assert set(grid.axes["normaliser"]) == {"none", "batchnorm", "layernorm", "rmsnorm", "l2", "norm_like",
-                                                    "affine_like"}
+            assert len(grid.axes["lr"]) >= 3, (
+                "normalisers must be compared at their own learning rates"
+            )
+            assert set(grid.axes["normaliser"]) == {
+                "none",
+                "batchnorm",
+                "layernorm",
+                "rmsnorm",
+                "l2",
+                "norm_like",
+                "affine_like",
+            }
             budget = grid.axes.get("budget", [grid.fixed.get("budget")])
-            assert set(budget) <= {"fixed_epochs", "fixed_steps", "scaled_lr"} and None not in budget
+            assert (
+                set(budget) <= {"fixed_epochs", "fixed_steps", "scaled_lr"}
+                and None not in budget
+            )
         assert exp.grid("quick").fixed["data"] == "digits"
         assert exp.grid("standard").fixed["data"] == "cifar10"
         assert exp.expected_seconds("quick") <= 60
@@ -124,24 +183,49 @@ def test_registry_errors() -> None:
     with pytest.raises(ValueError, match="already registered"):
         experiments.register_experiment(experiments.get("fc_normalisers"))
     with pytest.raises(ValueError, match="paper"):
-        Experiment(name="x", title="x", chapter="0", profiles={"quick": grid, "standard": grid},
-                   run_one=lambda c, ctx: {}, seconds_per_run={"quick": 1, "standard": 1})
+        Experiment(
+            name="x",
+            title="x",
+            chapter="0",
+            profiles={"quick": grid, "standard": grid},
+            run_one=lambda c, ctx: {},
+            seconds_per_run={"quick": 1, "standard": 1},
+        )
 
 
-def test_runner_writes_records_then_skips_without_rewriting(tmp_path, monkeypatch) -> None:
+def test_runner_writes_records_then_skips_without_rewriting(
+    tmp_path, monkeypatch
+) -> None:
     out = tmp_path / "results"
     runs = experiments.get("fc_normalisers").runs("quick", seeds=1)
     part = f"0/{len(runs) // 3}"  # a few runs
-    done = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard=part, device="cpu",
-                           progress=False)
-    assert sorted(done.ran) == sorted(r.run_id for r in shard(runs, part)) and len(done.ran) >= 2
+    done = experiments.run(
+        "fc_normalisers",
+        profile="quick",
+        out=out,
+        seeds=1,
+        shard=part,
+        device="cpu",
+        progress=False,
+    )
+    assert (
+        sorted(done.ran) == sorted(r.run_id for r in shard(runs, part))
+        and len(done.ran) >= 2
+    )
     assert not done.skipped
     files = sorted(p for p in out.rglob("*") if p.is_file())
-    assert [p.name for p in files if p.suffix == ".json"] == sorted(f"{r}.json" for r in done.ran)
-    assert not (done.folder / "checkpoints").exists()  # finished runs leave no checkpoints behind
+    assert [p.name for p in files if p.suffix == ".json"] == sorted(
+        f"{r}.json" for r in done.ran
+    )
+    assert not (
+        done.folder / "checkpoints"
+    ).exists()  # finished runs leave no checkpoints behind
     record = json.loads((done.folder / "runs" / f"{done.ran[0]}.json").read_text())
     assert record["run_id"] == run_id("fc_normalisers", record["config"])
-    assert 0.0 <= record["metrics"]["test_metric"] <= 1.0 and len(record["history"]) == record["config"]["epochs"]
+    assert (
+        0.0 <= record["metrics"]["test_metric"] <= 1.0
+        and len(record["history"]) == record["config"]["epochs"]
+    )
     table = pd.read_csv(done.results_csv)
     assert sorted(table["run_id"]) == sorted(done.ran)
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
@@ -150,8 +234,15 @@ def test_runner_writes_records_then_skips_without_rewriting(tmp_path, monkeypatc
         raise AssertionError("fit must not be called for finished runs")
 
     monkeypatch.setattr(normlab.training, "fit", no_training)
-    again = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard=part, device="cpu",
-                            progress=False)
+    again = experiments.run(
+        "fc_normalisers",
+        profile="quick",
+        out=out,
+        seeds=1,
+        shard=part,
+        device="cpu",
+        progress=False,
+    )
     assert again.ran == [] and sorted(again.skipped) == sorted(done.ran)
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files} == before
     assert sorted(p for p in out.rglob("*") if p.is_file()) == files
@@ -178,8 +269,15 @@ def test_runner_resumes_an_interrupted_run(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr(normlab.training, "fit", interrupted_fit)
     with pytest.raises(KeyboardInterrupt):
-        experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard=one, device="cpu",
-                        progress=False)
+        experiments.run(
+            "fc_normalisers",
+            profile="quick",
+            out=out,
+            seeds=1,
+            shard=one,
+            device="cpu",
+            progress=False,
+        )
     folder = experiments.results_folder("fc_normalisers", out, "quick")
     assert (folder / "checkpoints" / target.run_id / "last.pt").exists()
     assert not (folder / "runs").exists()
@@ -192,34 +290,76 @@ def test_runner_resumes_an_interrupted_run(tmp_path, monkeypatch) -> None:
         return history
 
     monkeypatch.setattr(normlab.training, "fit", counting_fit)
-    done = experiments.run("fc_normalisers", profile="quick", out=out, seeds=1, shard=one, device="cpu",
-                           progress=False)
+    done = experiments.run(
+        "fc_normalisers",
+        profile="quick",
+        out=out,
+        seeds=1,
+        shard=one,
+        device="cpu",
+        progress=False,
+    )
     assert done.ran == [target.run_id]
     # The resumed history has every epoch; reference: the same run uninterrupted.
     monkeypatch.setattr(normlab.training, "fit", real_fit)
-    fresh = experiments.run("fc_normalisers", profile="quick", out=tmp_path / "fresh", seeds=1, shard=one,
-                            device="cpu", progress=False)
+    fresh = experiments.run(
+        "fc_normalisers",
+        profile="quick",
+        out=tmp_path / "fresh",
+        seeds=1,
+        shard=one,
+        device="cpu",
+        progress=False,
+    )
     resumed = json.loads((folder / "runs" / f"{target.run_id}.json").read_text())
-    reference = json.loads((fresh.folder / "runs" / f"{target.run_id}.json").read_text())
-    strip = lambda h: [{k: v for k, v in r.items() if k not in normlab.training.TIMING_KEYS} for r in h]  # noqa: E731
+    reference = json.loads(
+        (fresh.folder / "runs" / f"{target.run_id}.json").read_text()
+    )
+
+    def strip(h):
+        return [
+            {k: v for k, v in r.items() if k not in normlab.training.TIMING_KEYS}
+            for r in h
+        ]
+
     assert strip(resumed["history"]) == strip(reference["history"])
     assert resumed["metrics"] == reference["metrics"]
 
 
 def test_report_writes_summary_and_figures(tmp_path) -> None:
     out = tmp_path / "results"
-    experiments.run("fc_normalisers", profile="quick", out=out, seeds=2, shard="0/30", device="cpu", progress=False)
+    experiments.run(
+        "fc_normalisers",
+        profile="quick",
+        out=out,
+        seeds=2,
+        shard="0/30",
+        device="cpu",
+        progress=False,
+    )
     rep = experiments.report("fc_normalisers", profile="quick", out=out)
     assert (rep.folder / "summary.csv").exists()
     assert {"lr", "mean", "ci95", "n", "val_mean"} <= set(rep.summary.columns)
     assert all(p.exists() and p.stat().st_size > 0 for p in rep.paths.values())
     assert "lr_sensitivity" in rep.figures
-    assert {f"best_by_width_{o}" for o in rep.results["optimizer"].unique()} <= set(rep.figures)
+    assert {f"best_by_width_{o}" for o in rep.results["optimizer"].unique()} <= set(
+        rep.figures
+    )
     with pytest.raises(ValueError, match="no run records"):
         experiments.report("batch_size", profile="quick", out=out)
-    experiments.run("batch_size", profile="quick", out=out, seeds=2, shard="0/45", device="cpu", progress=False)
+    experiments.run(
+        "batch_size",
+        profile="quick",
+        out=out,
+        seeds=2,
+        shard="0/45",
+        device="cpu",
+        progress=False,
+    )
     rep = experiments.report("batch_size", profile="quick", out=out)
-    assert {"normaliser", "batch_size", "lr", "mean", "ci95"} <= set(rep.summary.columns)
+    assert {"normaliser", "batch_size", "lr", "mean", "ci95"} <= set(
+        rep.summary.columns
+    )
     assert {"best_by_batch_size", "chosen_lr"} <= set(rep.figures)
 
 

@@ -1,4 +1,5 @@
 """Part II experiment declarations: every backbone builds, and AutoNorm runs record their gates."""
+
 from __future__ import annotations
 
 import math
@@ -6,16 +7,22 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from normlab import data, experiments
 from normlab.experiments import RunContext, part2
 
 PART2 = ("autonorm_vision", "autonorm_language", "autonorm_tabular")
 
 
-def quick_config(experiment: str, task: str, normaliser: str, **overrides: object) -> dict:
-    config = {**experiments.get(experiment).grid("quick").fixed, "data": task, "normaliser": normaliser,
-              "lr": 3e-3, "seed": 0}
+def quick_config(
+    experiment: str, task: str, normaliser: str, **overrides: object
+) -> dict:
+    config = {
+        **experiments.get(experiment).grid("quick").fixed,
+        "data": task,
+        "normaliser": normaliser,
+        "lr": 3e-3,
+        "seed": 0,
+    }
     config.update(overrides)
     return config
 
@@ -30,14 +37,23 @@ def test_declared_for_every_profile_with_every_normaliser(name: str) -> None:
         assert grid.fixed["data_profile"] == profile
     # quick may trim the normalisers (a CPU budget), but always keeps the FrozenLN baseline
     quick = experiment.grid("quick")
-    assert "frozen_ln" in quick.axes["normaliser"] and set(quick.axes["normaliser"]) <= set(part2.NORMALISERS)
+    assert "frozen_ln" in quick.axes["normaliser"] and set(
+        quick.axes["normaliser"]
+    ) <= set(part2.NORMALISERS)
     assert quick.fixed["data_profile"] == "quick" and quick.seeds >= 2
     assert experiment.select == "lr"
 
 
-@pytest.mark.parametrize(("experiment", "task"), [
-    ("autonorm_vision", "mnist"), ("autonorm_vision", "cifar10"), ("autonorm_language", "ptb_pos"),
-    ("autonorm_language", "sst2"), ("autonorm_tabular", "energy_efficiency")])
+@pytest.mark.parametrize(
+    ("experiment", "task"),
+    [
+        ("autonorm_vision", "mnist"),
+        ("autonorm_vision", "cifar10"),
+        ("autonorm_language", "ptb_pos"),
+        ("autonorm_language", "sst2"),
+        ("autonorm_tabular", "energy_efficiency"),
+    ],
+)
 def test_backbone_fits_the_task(experiment: str, task: str) -> None:
     train = data.for_profile(task, "quick")["train"]
     model = part2.build_model(train, quick_config(experiment, task, "autonorm"))
@@ -51,8 +67,12 @@ def test_backbone_fits_the_task(experiment: str, task: str) -> None:
 
 
 def run_one(tmp_path: Path, normaliser: str, **overrides: object) -> dict:
-    config = quick_config("autonorm_language", "sst2", normaliser, epochs=2, **overrides)
-    return part2.train_autonorm(config, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path))
+    config = quick_config(
+        "autonorm_language", "sst2", normaliser, epochs=2, **overrides
+    )
+    return part2.train_autonorm(
+        config, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path)
+    )
 
 
 def test_autonorm_s_records_gates_and_freezes(tmp_path: Path) -> None:

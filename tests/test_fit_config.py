@@ -1,21 +1,29 @@
 """FitConfig: one validated config for fit, and the checkpoint record derived from it (issue 9)."""
+
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+import normlab
 import pytest
 import torch
-from torch import nn
-
-import normlab
 from normlab.augment import Augment
 from normlab.checkpoint import CHECKPOINT_NAME
 from normlab.data import DataSplit, load
 from normlab.training import CheckpointError, FitConfig, fit
+from torch import nn
 
-BASE = dict(epochs=2, batch_size=64, lr=0.05, optimizer="sgd", optimizer_kwargs={"momentum": 0.9}, seed=2,
-            device="cpu", progress=False)
+BASE = dict(
+    epochs=2,
+    batch_size=64,
+    lr=0.05,
+    optimizer="sgd",
+    optimizer_kwargs={"momentum": 0.9},
+    seed=2,
+    device="cpu",
+    progress=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +33,9 @@ def digits() -> tuple[DataSplit, DataSplit]:
 
 def small_model(seed: int = 0) -> nn.Module:
     normlab.seed_everything(seed)
-    return nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.Tanh(), nn.Dropout(0.1), nn.Linear(16, 10))
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(64, 16), nn.Tanh(), nn.Dropout(0.1), nn.Linear(16, 10)
+    )
 
 
 def test_a_config_and_keywords_are_the_same_call(digits) -> None:
@@ -61,13 +71,17 @@ def test_a_config_and_keywords_are_the_same_call(digits) -> None:
         ({"checkpoint_dir": 3}, TypeError, "checkpoint_dir"),
     ],
 )
-def test_every_setting_is_checked_by_the_config(settings: dict, error: type, match: str) -> None:
+def test_every_setting_is_checked_by_the_config(
+    settings: dict, error: type, match: str
+) -> None:
     with pytest.raises(error, match=match):
         FitConfig(**{"epochs": 1, "batch_size": 8, "lr": 0.1, **settings})
 
 
 def test_unknown_settings_and_wrong_config_are_refused(digits) -> None:
-    with pytest.raises(TypeError, match=r"unknown setting\(s\) lrate.*FitConfig has .*\blr\b"):
+    with pytest.raises(
+        TypeError, match=r"unknown setting\(s\) lrate.*FitConfig has .*\blr\b"
+    ):
         fit(small_model(), *digits, epochs=1, batch_size=8, lrate=0.1)
     with pytest.raises(TypeError, match="config must be a normlab.training.FitConfig"):
         fit(small_model(), *digits, {"epochs": 1})
@@ -85,21 +99,58 @@ def test_the_run_record_is_every_field_but_the_runtime_ones() -> None:
     record = FitConfig(**BASE).run_record()
     runtime = {"device", "compile", "checkpoint_dir", "progress", "eval_batch_size"}
     assert set(record) == {f.name for f in dataclasses.fields(FitConfig)} - runtime
-    assert record["stop_on_divergence"] is True and record["optimizer_kwargs"] == "[('momentum', 0.9)]"
-    others = dict(epochs=3, batch_size=32, lr=0.1, optimizer="adam", weight_decay=0.1,
-                  optimizer_kwargs={"momentum": 0.5}, schedule="cosine", warmup=0.1, seed=3, label_smoothing=0.1,
-                  augment=Augment(hflip=True), max_steps=7, drop_last=False, stop_on_divergence=False, amp=True)
+    assert (
+        record["stop_on_divergence"] is True
+        and record["optimizer_kwargs"] == "[('momentum', 0.9)]"
+    )
+    others = dict(
+        epochs=3,
+        batch_size=32,
+        lr=0.1,
+        optimizer="adam",
+        weight_decay=0.1,
+        optimizer_kwargs={"momentum": 0.5},
+        schedule="cosine",
+        warmup=0.1,
+        seed=3,
+        label_smoothing=0.1,
+        augment=Augment(hflip=True),
+        max_steps=7,
+        drop_last=False,
+        stop_on_divergence=False,
+        amp=True,
+    )
     assert set(others) == set(record)
     for name, value in others.items():  # each recorded setting shows up in the record
         changed = FitConfig(**{**BASE, name: value}).run_record()
         assert {k for k in record if record[k] != changed[k]} == {name}
-    assert FitConfig(**{**BASE, "eval_batch_size": 7, "progress": True}).run_record() == record
+    assert (
+        FitConfig(**{**BASE, "eval_batch_size": 7, "progress": True}).run_record()
+        == record
+    )
 
 
-def test_resume_with_another_stop_on_divergence_is_refused(digits, tmp_path: Path) -> None:
+def test_resume_with_another_stop_on_divergence_is_refused(
+    digits, tmp_path: Path
+) -> None:
     fit(small_model(), *digits, **{**BASE, "epochs": 1}, checkpoint_dir=tmp_path)
     assert (tmp_path / CHECKPOINT_NAME).exists()
-    with pytest.raises(CheckpointError, match=r"other settings \(stop_on_divergence: checkpoint True vs now False\)"):
-        fit(small_model(), *digits, **{**BASE, "epochs": 1}, checkpoint_dir=tmp_path, stop_on_divergence=False)
+    with pytest.raises(
+        CheckpointError,
+        match=r"other settings \(stop_on_divergence: checkpoint True vs now False\)",
+    ):
+        fit(
+            small_model(),
+            *digits,
+            **{**BASE, "epochs": 1},
+            checkpoint_dir=tmp_path,
+            stop_on_divergence=False,
+        )
     # runtime choices may change between an interrupted run and its resume
-    fit(small_model(), *digits, **{**BASE, "epochs": 1}, checkpoint_dir=tmp_path, eval_batch_size=50)
+    fit(
+        small_model(),
+        *digits,
+        **{**BASE, "epochs": 1},
+        checkpoint_dir=tmp_path,
+        eval_batch_size=50,
+    )

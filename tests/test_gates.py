@@ -3,14 +3,13 @@
 The schedule is a callback for ``normlab.training.fit``; here a tiny hand-made loop drives
 its hooks in the documented order.
 """
+
 from __future__ import annotations
 
 import math
 
 import pytest
 import torch
-from torch import nn
-
 from normlab.callbacks import Callback, TrainState
 from normlab.gates import (
     AutoNormS,
@@ -24,20 +23,41 @@ from normlab.gates import (
     selector_parameters,
 )
 from normlab.layers import AutoNorm
+from torch import nn
 
 
 def tiny_model(seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(6, 8), AutoNorm(8), nn.GELU(), nn.Linear(8, 8), AutoNorm(8), nn.Linear(8, 3))
+    return nn.Sequential(
+        nn.Linear(6, 8),
+        AutoNorm(8),
+        nn.GELU(),
+        nn.Linear(8, 8),
+        AutoNorm(8),
+        nn.Linear(8, 3),
+    )
 
 
-def run(model: nn.Module, callbacks: list[Callback], epochs: int, steps: int = 4, *, seed: int = 1,
-        set_to_none: bool = False, state: TrainState | None = None, weight_decay: float = 0.1) -> TrainState:
+def run(
+    model: nn.Module,
+    callbacks: list[Callback],
+    epochs: int,
+    steps: int = 4,
+    *,
+    seed: int = 1,
+    set_to_none: bool = False,
+    state: TrainState | None = None,
+    weight_decay: float = 0.1,
+) -> TrainState:
     """A minimal loop calling the hooks as ``normlab.callbacks`` documents them."""
     g = torch.Generator().manual_seed(seed)
     if state is None:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=weight_decay)
-        state = TrainState(model=model, optimizer=optimizer, scheduler=None, epochs=epochs)
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=1e-2, weight_decay=weight_decay
+        )
+        state = TrainState(
+            model=model, optimizer=optimizer, scheduler=None, epochs=epochs
+        )
     for cb in callbacks:
         cb.on_train_start(state)
     for epoch in range(state.epoch + 1, epochs + 1):
@@ -66,15 +86,22 @@ def run(model: nn.Module, callbacks: list[Callback], epochs: int, steps: int = 4
 
 
 def selector_snapshot(model: nn.Module) -> list[torch.Tensor]:
-    return [p.detach().clone() for _, layer in autonorm_layers(model) for p in selector_parameters(layer)]
+    return [
+        p.detach().clone()
+        for _, layer in autonorm_layers(model)
+        for p in selector_parameters(layer)
+    ]
 
 
 def backbone_snapshot(model: nn.Module) -> list[torch.Tensor]:
-    selector_ids = {id(p) for _, layer in autonorm_layers(model) for p in selector_parameters(layer)}
+    selector_ids = {
+        id(p) for _, layer in autonorm_layers(model) for p in selector_parameters(layer)
+    }
     return [p.detach().clone() for p in model.parameters() if id(p) not in selector_ids]
 
 
 # --- plain functions ---------------------------------------------------------------------
+
 
 def test_gate_entropy_values_and_bounds() -> None:
     probs = torch.tensor([[1.0, 0.0], [0.5, 0.5], [0.9, 0.1]])
@@ -92,11 +119,17 @@ def test_autonorm_layers_in_module_order() -> None:
 
 # --- the Gumbel-Softmax gradient estimator -----------------------------------------------
 
+
 def test_gumbel_gradient_variance_grows_like_one_over_tau() -> None:
     """Var ~ p(1-p)/(6 tau) as tau -> 0 for two candidates; 10^5 samples per tau."""
     logits = torch.tensor([0.5, -0.3])
     taus = [0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
-    variances = [gumbel_grad_variance(logits, t, 100_000, generator=torch.Generator().manual_seed(0)) for t in taus]
+    variances = [
+        gumbel_grad_variance(
+            logits, t, 100_000, generator=torch.Generator().manual_seed(0)
+        )
+        for t in taus
+    ]
     assert all(a > b for a, b in zip(variances, variances[1:]))
     assert 1.7 < variances[0] / variances[1] < 2.3
     # The analytic small-tau limit: trace = 2 * p(1-p)/(6 tau) (two logits, opposite gradients).
@@ -108,10 +141,14 @@ def test_gumbel_gradient_mean_tends_to_the_exact_gradient() -> None:
     logits = torch.tensor([0.5, -0.3, 0.1])
     values = torch.tensor([1.0, -2.0, 0.5])
     exact = categorical_grad(logits, values)
-    mean, var = gumbel_grad_moments(logits, 0.05, 200_000, values=values, generator=torch.Generator().manual_seed(2))
+    mean, var = gumbel_grad_moments(
+        logits, 0.05, 200_000, values=values, generator=torch.Generator().manual_seed(2)
+    )
     standard_error = (var / 200_000).sqrt()
     assert ((mean - exact).abs() < 5 * standard_error + 0.01).all()
-    mean_hot, _ = gumbel_grad_moments(logits, 5.0, 20_000, values=values, generator=torch.Generator().manual_seed(2))
+    mean_hot, _ = gumbel_grad_moments(
+        logits, 5.0, 20_000, values=values, generator=torch.Generator().manual_seed(2)
+    )
     assert (mean_hot - exact).abs().max() > 0.1  # at high tau the estimator is biased
 
 
@@ -126,24 +163,37 @@ def test_gumbel_moments_validate() -> None:
 
 # --- AutoNorm-S --------------------------------------------------------------------------
 
+
 def test_freezing_keeps_the_selector_bit_identical_under_adamw() -> None:
     model = tiny_model()
-    schedule = AutoNormS(t_freeze=2, eps_h=0.0)  # rule "high": H >= 0 always, so it freezes
+    schedule = AutoNormS(
+        t_freeze=2, eps_h=0.0
+    )  # rule "high": H >= 0 always, so it freezes
     telemetry = GateTelemetry()
     start = selector_snapshot(model)
     state = run(model, [schedule, telemetry], epochs=2)
     assert schedule.frozen == ["1", "4"]
     after_warmup = selector_snapshot(model)
-    assert any(not torch.equal(a, b) for a, b in zip(start, after_warmup))  # it was learning
+    assert any(
+        not torch.equal(a, b) for a, b in zip(start, after_warmup)
+    )  # it was learning
     backbone = backbone_snapshot(model)
     # Further epochs, with zero_grad(set_to_none=False) and weight decay 0.1.
     state.epochs = 4
     run(model, [schedule, telemetry], epochs=4, state=state, set_to_none=False)
-    assert all(torch.equal(a, b) for a, b in zip(after_warmup, selector_snapshot(model)))
+    assert all(
+        torch.equal(a, b) for a, b in zip(after_warmup, selector_snapshot(model))
+    )
     grad_vars = [(r["epoch"], math.isnan(r["grad_var"])) for r in telemetry.records]
-    assert all(is_nan == (epoch > 2) for epoch, is_nan in grad_vars)  # no selector gradient once frozen
-    assert all(not torch.equal(a, b) for a, b in zip(backbone, backbone_snapshot(model)))
-    assert all(not p.requires_grad and p.grad is None for p in model[1].selector.parameters())
+    assert all(
+        is_nan == (epoch > 2) for epoch, is_nan in grad_vars
+    )  # no selector gradient once frozen
+    assert all(
+        not torch.equal(a, b) for a, b in zip(backbone, backbone_snapshot(model))
+    )
+    assert all(
+        not p.requires_grad and p.grad is None for p in model[1].selector.parameters()
+    )
 
 
 def test_without_the_schedule_weight_decay_moves_the_selector() -> None:
@@ -164,14 +214,18 @@ def test_frozen_selector_is_deterministic_in_training_mode() -> None:
     w1 = layer.selector(x)
     w2 = layer.selector(x)
     assert torch.equal(w1, w2)
-    assert torch.equal(w1, nn.functional.one_hot(layer.selector.last_logits.argmax(-1), 2).float())
+    assert torch.equal(
+        w1, nn.functional.one_hot(layer.selector.last_logits.argmax(-1), 2).float()
+    )
     with pytest.raises(ValueError, match="random"):
         freeze_selector(AutoNorm(8, selector="random"))
 
 
 def test_entropy_record_is_the_mean_over_steps() -> None:
     model = tiny_model()
-    schedule = AutoNormS(t_freeze=1, eps_h=math.log(2))  # high rule: never freezes (H < ln 2)
+    schedule = AutoNormS(
+        t_freeze=1, eps_h=math.log(2)
+    )  # high rule: never freezes (H < ln 2)
 
     class Spy(Callback):
         def __init__(self) -> None:
@@ -186,9 +240,13 @@ def test_entropy_record_is_the_mean_over_steps() -> None:
     assert len(schedule.entropy_records) == 1  # only warm-up epochs are recorded
     record = schedule.entropy_records[0]
     for name in ("1", "4"):
-        assert record["layers"][name] == pytest.approx(sum(spy.values[name][:5]) / 5, rel=1e-6)
+        assert record["layers"][name] == pytest.approx(
+            sum(spy.values[name][:5]) / 5, rel=1e-6
+        )
         assert 0 <= record["layers"][name] <= math.log(2)
-    assert record["mean"] == pytest.approx((record["layers"]["1"] + record["layers"]["4"]) / 2)
+    assert record["mean"] == pytest.approx(
+        (record["layers"]["1"] + record["layers"]["4"]) / 2
+    )
     assert schedule.frozen == [] and schedule.decided
 
 
@@ -199,19 +257,26 @@ def _decided_and_undecided() -> nn.Module:
         for name, layer in autonorm_layers(model):
             last = layer.selector.mlp[2]
             last.weight.zero_()
-            last.bias.copy_(torch.tensor([30.0, -30.0]) if name == "1" else torch.zeros(2))
+            last.bias.copy_(
+                torch.tensor([30.0, -30.0]) if name == "1" else torch.zeros(2)
+            )
     return model
 
 
-@pytest.mark.parametrize(("rule", "per_layer", "expected"), [
-    ("high", True, ["4"]),
-    ("low", True, ["1"]),
-    ("high", False, ["1", "4"]),   # mean entropy ~ ln2 / 2 = 0.35 >= 0.3
-    ("low", False, []),
-])
+@pytest.mark.parametrize(
+    ("rule", "per_layer", "expected"),
+    [
+        ("high", True, ["4"]),
+        ("low", True, ["1"]),
+        ("high", False, ["1", "4"]),  # mean entropy ~ ln2 / 2 = 0.35 >= 0.3
+        ("low", False, []),
+    ],
+)
 def test_freezing_rules(rule: str, per_layer: bool, expected: list[str]) -> None:
     model = _decided_and_undecided()
-    schedule = AutoNormS(t_freeze=1, eps_h=0.3, rule=rule, per_layer=per_layer, tau=None)
+    schedule = AutoNormS(
+        t_freeze=1, eps_h=0.3, rule=rule, per_layer=per_layer, tau=None
+    )
     run(model, [schedule], epochs=1, steps=1)
     assert schedule.frozen == expected
     for name, layer in autonorm_layers(model):
@@ -233,8 +298,11 @@ def test_schedule_sets_tau_and_resumes_exactly() -> None:
     restored.on_train_start(TrainState(fresh_model, optimizer, None, epochs=3, epoch=2))
     assert restored.frozen == schedule.frozen and restored.decided
     assert restored.entropy_records == schedule.entropy_records
-    assert all(layer.selector.frozen and not any(p.requires_grad for p in layer.selector.parameters())
-               for _, layer in autonorm_layers(fresh_model))
+    assert all(
+        layer.selector.frozen
+        and not any(p.requires_grad for p in layer.selector.parameters())
+        for _, layer in autonorm_layers(fresh_model)
+    )
 
 
 def test_schedule_validates_its_arguments() -> None:
@@ -258,11 +326,17 @@ def test_schedule_validates_its_arguments() -> None:
 
 # --- telemetry ---------------------------------------------------------------------------
 
+
 def test_telemetry_records_per_layer_rows() -> None:
     model = tiny_model()
     telemetry = GateTelemetry()
     run(model, [telemetry], epochs=2, steps=3)
-    assert [(r["epoch"], r["layer"]) for r in telemetry.records] == [(1, "1"), (1, "4"), (2, "1"), (2, "4")]
+    assert [(r["epoch"], r["layer"]) for r in telemetry.records] == [
+        (1, "1"),
+        (1, "4"),
+        (2, "1"),
+        (2, "4"),
+    ]
     for row in telemetry.records:
         assert row["p_dyt"] + row["p_ln"] == pytest.approx(1.0, abs=1e-6)
         assert 0 <= row["entropy"] <= math.log(2)
@@ -272,7 +346,9 @@ def test_telemetry_records_per_layer_rows() -> None:
 def test_telemetry_gradient_statistics_match_the_ema_formula() -> None:
     model = tiny_model()
     telemetry = GateTelemetry(beta=0.5)
-    state = TrainState(model, torch.optim.SGD(model.parameters(), lr=0.0), None, epochs=1)
+    state = TrainState(
+        model, torch.optim.SGD(model.parameters(), lr=0.0), None, epochs=1
+    )
     params = selector_parameters(model[1])
     sequence = [1.0, 3.0, -1.0]
     for value in sequence:

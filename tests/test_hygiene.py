@@ -1,5 +1,6 @@
 """Notebook hygiene: no outputs, a python3 kernel, the Colab cell, and a table of contents
 that lists every notebook and only files that exist."""
+
 from __future__ import annotations
 
 import json
@@ -54,7 +55,11 @@ def notebook_problems(path: Path) -> list[str]:
 
 
 def resolve(entry: str) -> list[Path]:
-    return [p for p in (ROOT / f"{entry}.ipynb", ROOT / f"{entry}.md", ROOT / entry) if p.is_file()]
+    return [
+        p
+        for p in (ROOT / f"{entry}.ipynb", ROOT / f"{entry}.md", ROOT / entry)
+        if p.is_file()
+    ]
 
 
 def test_there_are_notebooks() -> None:
@@ -75,17 +80,31 @@ def test_every_toc_entry_exists() -> None:
 def test_every_notebook_is_in_the_toc() -> None:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     listed = {str((ROOT / entry).with_suffix("")) for entry in toc_files(toc)}
-    unlisted = [str(p.relative_to(ROOT)) for p in NOTEBOOKS if str(p.with_suffix("")) not in listed]
+    unlisted = [
+        str(p.relative_to(ROOT))
+        for p in NOTEBOOKS
+        if str(p.with_suffix("")) not in listed
+    ]
     assert unlisted == []
 
 
 def test_checker_flags_a_dirty_notebook(tmp_path: Path) -> None:
     """The guard itself: a notebook with outputs, a count, no Colab cell and a wrong kernel."""
     dirty = {
-        "cells": [{"cell_type": "code", "metadata": {}, "source": ["1 + 1"], "execution_count": 3,
-                   "outputs": [{"output_type": "execute_result", "data": {"text/plain": ["2"]}}]}],
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": ["1 + 1"],
+                "execution_count": 3,
+                "outputs": [
+                    {"output_type": "execute_result", "data": {"text/plain": ["2"]}}
+                ],
+            }
+        ],
         "metadata": {"kernelspec": {"name": "julia", "display_name": "Julia"}},
-        "nbformat": 4, "nbformat_minor": 5,
+        "nbformat": 4,
+        "nbformat_minor": 5,
     }
     path = tmp_path / "dirty.ipynb"
     path.write_text(json.dumps(dirty))

@@ -5,6 +5,7 @@ to dodge a circle is still a circle), except those under ``if TYPE_CHECKING:``, 
 run. An edge goes to the submodule named (``from . import vision`` -> ``normlab.data.vision``)
 or else to the module imported from.
 """
+
 from __future__ import annotations
 
 import ast
@@ -34,7 +35,9 @@ def modules(root: Path, package: str = "normlab") -> dict[str, tuple[Path, bool]
 
 def _is_type_checking(node: ast.AST) -> bool:
     test = node.test if isinstance(node, ast.If) else None
-    return isinstance(test, (ast.Name, ast.Attribute)) and ast.unparse(test).endswith("TYPE_CHECKING")
+    return isinstance(test, (ast.Name, ast.Attribute)) and ast.unparse(test).endswith(
+        "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
@@ -61,8 +64,14 @@ def import_graph(root: Path, package: str = "normlab") -> dict[str, set[str]]:
                 continue
             base = node.module or ""
             if node.level:
-                base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
-            targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
+                base = ".".join(
+                    here[: len(here) - node.level + 1]
+                    + ([node.module] if node.module else [])
+                )
+            targets |= {
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                for a in node.names
+            }
         graph[name] = {t for t in targets if t in known and t != name}
     return graph
 
@@ -107,14 +116,21 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_normlab_has_no_import_circle() -> None:
     graph = import_graph(COMPANION)
-    assert {"normlab.data.registry", "normlab.data.vision", "normlab.experiments.part1"} <= set(graph)
+    assert {
+        "normlab.data.registry",
+        "normlab.data.vision",
+        "normlab.experiments.part1",
+    } <= set(graph)
     assert "normlab.data.vision" in graph["normlab.data.registry"]
     assert cycles(graph) == []
 
 
 def test_offline_standins_import_no_real_data_module() -> None:
     graph = import_graph(COMPANION)
-    real = {f"normlab.data.{m}" for m in ("registry", "sources", "vision", "text", "tabular", "_download")}
+    real = {
+        f"normlab.data.{m}"
+        for m in ("registry", "sources", "vision", "text", "tabular", "_download")
+    }
     assert reachable(graph, "normlab.data.standins") & real == set()
 
 
@@ -124,10 +140,13 @@ def test_the_detector_finds_a_planted_circle(tmp_path: Path) -> None:
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("from .loader import load\n")
-    (package / "sub" / "loader.py").write_text("from .table import TABLE\n\ndef load():\n    return TABLE\n")
+    (package / "sub" / "loader.py").write_text(
+        "from .table import TABLE\n\ndef load():\n    return TABLE\n"
+    )
     (package / "sub" / "table.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .loader import load\n\n"
-        "TABLE = {}\n\ndef names():\n    from .. import other\n    return other\n")
+        "TABLE = {}\n\ndef names():\n    from .. import other\n    return other\n"
+    )
     (package / "other.py").write_text("from .sub import loader\n")
     graph = import_graph(tmp_path, "pkg")
     assert graph["pkg.sub.table"] == {"pkg.other"}
@@ -154,14 +173,25 @@ def _top_level_imports(source: str) -> set[str]:
 def _notebook_cells(path: Path) -> list[str]:
     """A notebook's code cells, each IPython magic or shell line replaced by ``pass``."""
     cells = json.loads(path.read_text())["cells"]
-    return [re.sub(r"(?m)^(\s*)[%!].*$", r"\1pass", "".join(cell["source"]))
-            for cell in cells if cell["cell_type"] == "code"]
+    return [
+        re.sub(r"(?m)^(\s*)[%!].*$", r"\1pass", "".join(cell["source"]))
+        for cell in cells
+        if cell["cell_type"] == "code"
+    ]
 
 
 def third_party_imports() -> dict[str, set[str]]:
     """Top-level module -> files importing it, over the package, tests, benchmarks and chapters."""
-    sources = [(p, p.read_text()) for folder in ("companion", "tests", "benchmarks") for p in (ROOT / folder).rglob("*.py")]
-    sources += [(p, cell) for p in (ROOT / "book").glob("*.ipynb") for cell in _notebook_cells(p)]
+    sources = [
+        (p, p.read_text())
+        for folder in ("companion", "tests", "benchmarks")
+        for p in (ROOT / folder).rglob("*.py")
+    ]
+    sources += [
+        (p, cell)
+        for p in (ROOT / "book").glob("*.ipynb")
+        for cell in _notebook_cells(p)
+    ]
     local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"normlab"}
     found: dict[str, set[str]] = {}
     for path, source in sources:
@@ -172,8 +202,13 @@ def third_party_imports() -> dict[str, set[str]]:
 
 def declared_distributions() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = list(project["dependencies"]) + [r for extra in project["optional-dependencies"].values() for r in extra]
-    return {re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.\-]+", r).group(0)).lower() for r in requirements}
+    requirements = list(project["dependencies"]) + [
+        r for extra in project["optional-dependencies"].values() for r in extra
+    ]
+    return {
+        re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.\-]+", r).group(0)).lower()
+        for r in requirements
+    }
 
 
 def test_every_third_party_import_is_declared() -> None:
@@ -183,6 +218,10 @@ def test_every_third_party_import_is_declared() -> None:
     assert {"torch", "PIL", "pygments", "sklearn"} <= set(imports)
     owners = importlib.metadata.packages_distributions()
     declared = declared_distributions()
-    missing = {name: sorted(files)[:3] for name, files in imports.items()
-               if not {re.sub(r"[-_.]+", "-", d).lower() for d in owners.get(name, [name])} & declared}
+    missing = {
+        name: sorted(files)[:3]
+        for name, files in imports.items()
+        if not {re.sub(r"[-_.]+", "-", d).lower() for d in owners.get(name, [name])}
+        & declared
+    }
     assert missing == {}, f"imported but not declared in pyproject.toml: {missing}"

@@ -1,4 +1,5 @@
 """Part I layers: formulas, drop-in behaviour, gradients, numerical safety and errors."""
+
 from __future__ import annotations
 
 import math
@@ -6,31 +7,51 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from normlab.layers import (
+    AffineLikeLinear,
+    Gain,
+    L2Norm,
+    NormLikeLinear,
+    PatchNormConv2d,
+)
 from torch import nn
-
-from normlab.layers import AffineLikeLinear, Gain, L2Norm, NormLikeLinear, PatchNormConv2d
 
 F64 = torch.float64
 
 
 def unfold_patches(x: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
     """(N, L, C_in*kh*kw) patches of every output position; the test's independent reference."""
-    cols = F.unfold(x, conv.kernel_size, dilation=conv.dilation, padding=conv.padding,
-                    stride=conv.stride)
+    cols = F.unfold(
+        x,
+        conv.kernel_size,
+        dilation=conv.dilation,
+        padding=conv.padding,
+        stride=conv.stride,
+    )
     return cols.transpose(1, 2)
 
 
 def patchnorm_reference(layer: PatchNormConv2d, x: torch.Tensor) -> torch.Tensor:
-    patches = unfold_patches(x, layer)                      # (N, L, D)
-    w = layer.weight.reshape(layer.out_channels, -1)        # (C_out, D)
-    sq = patches.square().sum(-1, keepdim=True)             # (N, L, 1)
+    patches = unfold_patches(x, layer)  # (N, L, D)
+    w = layer.weight.reshape(layer.out_channels, -1)  # (C_out, D)
+    sq = patches.square().sum(-1, keepdim=True)  # (N, L, 1)
     if layer.mode == "affine_like":
         out = (patches @ w.T + layer.bias) / torch.sqrt(sq + 1)
     else:
         out = (patches / torch.sqrt(sq)) @ w.T + layer.bias
     n = x.shape[0]
-    h_out = (x.shape[2] + 2 * layer.padding[0] - layer.dilation[0] * (layer.kernel_size[0] - 1) - 1) // layer.stride[0] + 1
-    w_out = (x.shape[3] + 2 * layer.padding[1] - layer.dilation[1] * (layer.kernel_size[1] - 1) - 1) // layer.stride[1] + 1
+    h_out = (
+        x.shape[2]
+        + 2 * layer.padding[0]
+        - layer.dilation[0] * (layer.kernel_size[0] - 1)
+        - 1
+    ) // layer.stride[0] + 1
+    w_out = (
+        x.shape[3]
+        + 2 * layer.padding[1]
+        - layer.dilation[1] * (layer.kernel_size[1] - 1)
+        - 1
+    ) // layer.stride[1] + 1
     return out.transpose(1, 2).reshape(n, layer.out_channels, h_out, w_out)
 
 
@@ -41,7 +62,9 @@ def test_affine_like_formula_with_leading_dims() -> None:
     torch.manual_seed(0)
     layer = AffineLikeLinear(5, 3, dtype=F64)
     x = torch.randn(2, 4, 5, dtype=F64) * 3
-    expected = (x @ layer.weight.T + layer.bias) / torch.sqrt((x * x).sum(-1, keepdim=True) + 1)
+    expected = (x @ layer.weight.T + layer.bias) / torch.sqrt(
+        (x * x).sum(-1, keepdim=True) + 1
+    )
     assert layer(x).shape == (2, 4, 3)
     torch.testing.assert_close(layer(x), expected, rtol=1e-12, atol=1e-12)
 
@@ -53,13 +76,18 @@ def test_norm_like_formula_with_leading_dims() -> None:
     expected = (x / x.norm(dim=-1, keepdim=True)) @ layer.weight.T + layer.bias
     torch.testing.assert_close(layer(x), expected, rtol=1e-12, atol=1e-12)
     no_bias = NormLikeLinear(6, 2, bias=False, dtype=F64)
-    torch.testing.assert_close(no_bias(x), (x / x.norm(dim=-1, keepdim=True)) @ no_bias.weight.T)
+    torch.testing.assert_close(
+        no_bias(x), (x / x.norm(dim=-1, keepdim=True)) @ no_bias.weight.T
+    )
 
 
 def test_norm_like_is_scale_invariant_and_affine_like_is_not() -> None:
     torch.manual_seed(2)
     x = torch.randn(4, 8, dtype=F64)
-    norm_like, affine_like = NormLikeLinear(8, 3, dtype=F64), AffineLikeLinear(8, 3, dtype=F64)
+    norm_like, affine_like = (
+        NormLikeLinear(8, 3, dtype=F64),
+        AffineLikeLinear(8, 3, dtype=F64),
+    )
     torch.testing.assert_close(norm_like(7.0 * x), norm_like(x))
     assert not torch.allclose(affine_like(7.0 * x), affine_like(x))
 
@@ -70,7 +98,9 @@ def test_affine_like_is_l2_normalised_homogeneous_input() -> None:
     x = torch.randn(6, 5, dtype=F64) * 2
     homogeneous = torch.cat([x, torch.ones(6, 1, dtype=F64)], dim=1)
     w_b = torch.cat([layer.weight, layer.bias[:, None]], dim=1)
-    torch.testing.assert_close(layer(x), L2Norm()(homogeneous) @ w_b.T, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        layer(x), L2Norm()(homogeneous) @ w_b.T, rtol=1e-12, atol=1e-12
+    )
 
 
 def test_l2norm_over_several_dims_and_rmsnorm_relation() -> None:
@@ -91,13 +121,20 @@ def test_gain_scales_each_feature() -> None:
 
 
 @pytest.mark.parametrize("mode", ["affine_like", "norm_like"])
-@pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (1, 2, 2), (2, 0, 2)])
-def test_patchnorm_matches_unfold_reference(mode: str, stride: int, padding: int, dilation: int) -> None:
+@pytest.mark.parametrize(
+    "stride,padding,dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (1, 2, 2), (2, 0, 2)]
+)
+def test_patchnorm_matches_unfold_reference(
+    mode: str, stride: int, padding: int, dilation: int
+) -> None:
     torch.manual_seed(5)
-    layer = PatchNormConv2d(3, 4, 3, stride=stride, padding=padding, dilation=dilation,
-                            mode=mode, dtype=F64)
+    layer = PatchNormConv2d(
+        3, 4, 3, stride=stride, padding=padding, dilation=dilation, mode=mode, dtype=F64
+    )
     x = torch.randn(2, 3, 9, 8, dtype=F64)
-    torch.testing.assert_close(layer(x), patchnorm_reference(layer, x), rtol=1e-11, atol=1e-12)
+    torch.testing.assert_close(
+        layer(x), patchnorm_reference(layer, x), rtol=1e-11, atol=1e-12
+    )
 
 
 def test_patchnorm_rectangular_kernel_and_unbatched_input() -> None:
@@ -106,7 +143,9 @@ def test_patchnorm_rectangular_kernel_and_unbatched_input() -> None:
     x = torch.randn(2, 7, 6, dtype=F64)
     out = layer(x)
     assert out.shape == (3, 7, 3)
-    torch.testing.assert_close(out, patchnorm_reference(layer, x[None])[0], rtol=1e-11, atol=1e-12)
+    torch.testing.assert_close(
+        out, patchnorm_reference(layer, x[None])[0], rtol=1e-11, atol=1e-12
+    )
 
 
 # ---------------------------------------------------------------- drop-in
@@ -153,7 +192,12 @@ def test_linear_layers_gradcheck(cls: type) -> None:
     x = _generic_linear_input()
     w = layer.weight.detach().clone().requires_grad_()
     b = layer.bias.detach().clone().requires_grad_()
-    fn = lambda inp, weight, bias: torch.func.functional_call(layer, {"weight": weight, "bias": bias}, (inp,))
+
+    def fn(inp, weight, bias):
+        return torch.func.functional_call(
+            layer, {"weight": weight, "bias": bias}, (inp,)
+        )
+
     assert torch.autograd.gradcheck(fn, (x, w, b))
 
 
@@ -169,11 +213,18 @@ def test_l2norm_and_gain_gradcheck() -> None:
 @pytest.mark.parametrize("mode", ["affine_like", "norm_like"])
 def test_patchnorm_gradcheck(mode: str) -> None:
     torch.manual_seed(10)
-    layer = PatchNormConv2d(2, 2, 3, stride=2, padding=1, dilation=1, mode=mode, dtype=F64)
+    layer = PatchNormConv2d(
+        2, 2, 3, stride=2, padding=1, dilation=1, mode=mode, dtype=F64
+    )
     x = (torch.randn(1, 2, 5, 5, dtype=F64) + 0.3).requires_grad_()
     w = layer.weight.detach().clone().requires_grad_()
     b = layer.bias.detach().clone().requires_grad_()
-    fn = lambda inp, weight, bias: torch.func.functional_call(layer, {"weight": weight, "bias": bias}, (inp,))
+
+    def fn(inp, weight, bias):
+        return torch.func.functional_call(
+            layer, {"weight": weight, "bias": bias}, (inp,)
+        )
+
     assert torch.autograd.gradcheck(fn, (x, w, b))
 
 
@@ -184,7 +235,10 @@ def _all_layers(dtype: torch.dtype) -> list[tuple[nn.Module, tuple[int, ...]]]:
         (L2Norm(), (4, 16)),
         (L2Norm(dim=(1, 2, 3)), (2, 3, 6, 6)),
         (PatchNormConv2d(3, 4, 3, padding=1, dtype=dtype), (2, 3, 6, 6)),
-        (PatchNormConv2d(3, 4, 3, padding=1, mode="norm_like", dtype=dtype), (2, 3, 6, 6)),
+        (
+            PatchNormConv2d(3, 4, 3, padding=1, mode="norm_like", dtype=dtype),
+            (2, 3, 6, 6),
+        ),
     ]
 
 
@@ -214,17 +268,20 @@ def test_no_nan_or_inf_across_scales(dtype: torch.dtype, scale: float) -> None:
 # ---------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("make", [
-    lambda: AffineLikeLinear(0, 3),
-    lambda: AffineLikeLinear(3, -1),
-    lambda: NormLikeLinear(0, 3),
-    lambda: NormLikeLinear(3, 2, eps=0.0),
-    lambda: PatchNormConv2d(0, 3, 3),
-    lambda: PatchNormConv2d(3, 3, 3, mode="batch"),
-    lambda: PatchNormConv2d(4, 4, 3, groups=2),
-    lambda: L2Norm(eps=-1.0),
-    lambda: Gain(0),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: AffineLikeLinear(0, 3),
+        lambda: AffineLikeLinear(3, -1),
+        lambda: NormLikeLinear(0, 3),
+        lambda: NormLikeLinear(3, 2, eps=0.0),
+        lambda: PatchNormConv2d(0, 3, 3),
+        lambda: PatchNormConv2d(3, 3, 3, mode="batch"),
+        lambda: PatchNormConv2d(4, 4, 3, groups=2),
+        lambda: L2Norm(eps=-1.0),
+        lambda: Gain(0),
+    ],
+)
 def test_bad_constructor_arguments_raise(make) -> None:
     with pytest.raises(ValueError):
         make()

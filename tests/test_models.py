@@ -1,4 +1,5 @@
 """Part II backbones: ViTLite, SequenceTransformer, TabularTransformer and their blocks."""
+
 from __future__ import annotations
 
 import functools
@@ -6,12 +7,9 @@ import functools
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from normlab.data import IGNORE_INDEX, PAD_ID
 from normlab.gates import autonorm_layers
 from normlab.layers import AutoNorm, FiLMNorm
-from normlab.normalisers import norm_layer
 from normlab.models import (
     DropPath,
     LayerScale,
@@ -25,9 +23,18 @@ from normlab.models import (
     tabular_config,
     vit_config,
 )
+from normlab.normalisers import norm_layer
+from torch import nn
 
 NORMS = ["layernorm", "dyt", "adanorm", "film", "autonorm", "autonorm_random"]
-TINY = {"dim": 32, "depth": 2, "heads": 2, "dropout": 0.0, "attn_dropout": 0.0, "drop_path": 0.1}
+TINY = {
+    "dim": 32,
+    "depth": 2,
+    "heads": 2,
+    "dropout": 0.0,
+    "attn_dropout": 0.0,
+    "drop_path": 0.1,
+}
 
 
 def _one_step(model: nn.Module, loss: torch.Tensor) -> None:
@@ -38,13 +45,18 @@ def _one_step(model: nn.Module, loss: torch.Tensor) -> None:
     assert torch.isfinite(loss)
     assert all(torch.isfinite(p).all() for p in model.parameters())
     changed = [not torch.equal(a, p) for a, p in zip(before, model.parameters())]
-    assert sum(changed) >= len(changed) // 2  # most tensors moved (some get no gradient, e.g. PAD row)
+    assert (
+        sum(changed) >= len(changed) // 2
+    )  # most tensors moved (some get no gradient, e.g. PAD row)
 
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_vit_trains_one_step(norm: str) -> None:
     torch.manual_seed(0)
-    model = ViTLite(ViTConfig(img_size=8, in_chans=1, patch_size=2, num_classes=10, **TINY), norm_layer(norm))
+    model = ViTLite(
+        ViTConfig(img_size=8, in_chans=1, patch_size=2, num_classes=10, **TINY),
+        norm_layer(norm),
+    )
     logits = model(torch.rand(4, 1, 8, 8))
     assert logits.shape == (4, 10)
     _one_step(model, F.cross_entropy(logits, torch.randint(0, 10, (4,))))
@@ -62,7 +74,9 @@ def test_sequence_model_trains_one_step(norm: str, task: str) -> None:
     if task == "tagging":
         assert out.shape == (3, 9, 5)
         tags = torch.randint(0, 5, (3, 9)).masked_fill(tokens == PAD_ID, IGNORE_INDEX)
-        loss = F.cross_entropy(out.reshape(-1, 5), tags.reshape(-1), ignore_index=IGNORE_INDEX)
+        loss = F.cross_entropy(
+            out.reshape(-1, 5), tags.reshape(-1), ignore_index=IGNORE_INDEX
+        )
     else:
         assert out.shape == (3, 5)
         loss = F.cross_entropy(out, torch.randint(0, 5, (3,)))
@@ -80,7 +94,10 @@ def test_tabular_model_trains_one_step(norm: str) -> None:
     assert two(torch.randn(5, 7)).shape == (5, 2)
 
 
-@pytest.mark.parametrize(("size", "chans", "patch"), [(28, 1, 4), (32, 3, 4), (8, 1, 2), (8, 1, 4), (16, 3, 4)])
+@pytest.mark.parametrize(
+    ("size", "chans", "patch"),
+    [(28, 1, 4), (32, 3, 4), (8, 1, 2), (8, 1, 4), (16, 3, 4)],
+)
 def test_vit_input_sizes(size: int, chans: int, patch: int) -> None:
     model = ViTLite(ViTConfig(img_size=size, in_chans=chans, patch_size=patch, **TINY))
     assert model(torch.rand(2, chans, size, size)).shape == (2, 10)
@@ -89,12 +106,29 @@ def test_vit_input_sizes(size: int, chans: int, patch: int) -> None:
 
 def test_named_configs() -> None:
     paper = vit_config("paper_vision")
-    assert (paper.depth, paper.heads, paper.dim, paper.patch_size, paper.mlp_ratio) == (8, 4, 128, 4, 2.0)
+    assert (paper.depth, paper.heads, paper.dim, paper.patch_size, paper.mlp_ratio) == (
+        8,
+        4,
+        128,
+        4,
+        2.0,
+    )
     assert (paper.drop_path, paper.layer_scale_init) == (0.1, 1e-4)
     lite = vit_config("vit_lite_7_4", num_classes=100)
-    assert (lite.depth, lite.heads, lite.dim, lite.patch_size, lite.mlp_ratio, lite.num_classes) == (7, 4, 256, 4, 2.0, 100)
+    assert (
+        lite.depth,
+        lite.heads,
+        lite.dim,
+        lite.patch_size,
+        lite.mlp_ratio,
+        lite.num_classes,
+    ) == (7, 4, 256, 4, 2.0, 100)
     nlp, tab = sequence_config("paper_nlp"), tabular_config("paper_tabular")
-    assert (nlp.depth, nlp.dim, nlp.heads) == (tab.depth, tab.dim, tab.heads) == (12, 128, 8)
+    assert (
+        (nlp.depth, nlp.dim, nlp.heads)
+        == (tab.depth, tab.dim, tab.heads)
+        == (12, 128, 8)
+    )
     model = ViTLite(paper, "autonorm")
     assert len(autonorm_layers(model)) == 2 * 8 + 1
     rates = [block.drop_path.p for block in model.encoder.blocks]
@@ -105,13 +139,22 @@ def test_named_configs() -> None:
 
 
 @pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize(("task", "pool"), [("tagging", "mean"), ("classification", "mean"), ("classification", "cls")])
-def test_padding_does_not_change_the_other_outputs(norm: str, task: str, pool: str) -> None:
+@pytest.mark.parametrize(
+    ("task", "pool"),
+    [("tagging", "mean"), ("classification", "mean"), ("classification", "cls")],
+)
+def test_padding_does_not_change_the_other_outputs(
+    norm: str, task: str, pool: str
+) -> None:
     """Eval mode: a sentence alone, and the same sentence padded inside a longer batch."""
     torch.manual_seed(0)
-    config = SequenceConfig(vocab_size=30, max_len=16, num_outputs=4, task=task, pool=pool, **TINY)
+    config = SequenceConfig(
+        vocab_size=30, max_len=16, num_outputs=4, task=task, pool=pool, **TINY
+    )
     model = SequenceTransformer(config, norm_layer(norm)).eval()
-    for layer in model.modules():  # make FiLM's conditioning non-trivial, so pooling matters
+    for (
+        layer
+    ) in model.modules():  # make FiLM's conditioning non-trivial, so pooling matters
         if isinstance(layer, FiLMNorm):
             nn.init.normal_(layer.condition[2].weight, std=0.5)
     sentence = torch.randint(1, 30, (1, 6))
@@ -128,7 +171,9 @@ def test_padding_does_not_change_the_other_outputs(norm: str, task: str, pool: s
 def test_padding_check_detects_leaks() -> None:
     """The invariance above is not automatic: without the mask the padded output differs."""
     torch.manual_seed(0)
-    config = SequenceConfig(vocab_size=30, max_len=16, num_outputs=4, task="classification", **TINY)
+    config = SequenceConfig(
+        vocab_size=30, max_len=16, num_outputs=4, task="classification", **TINY
+    )
     model = SequenceTransformer(config).eval()
     sentence = torch.randint(1, 30, (1, 6))
     padded = F.pad(sentence, (0, 5), value=PAD_ID)
@@ -141,13 +186,23 @@ def test_autonorm_drops_into_timm_vision_transformer() -> None:
     from timm.models.vision_transformer import VisionTransformer
 
     torch.manual_seed(0)
-    model = VisionTransformer(img_size=32, patch_size=4, embed_dim=64, depth=2, num_heads=2, num_classes=10,
-                              norm_layer=functools.partial(AutoNorm, tau=0.5))
+    model = VisionTransformer(
+        img_size=32,
+        patch_size=4,
+        embed_dim=64,
+        depth=2,
+        num_heads=2,
+        num_classes=10,
+        norm_layer=functools.partial(AutoNorm, tau=0.5),
+    )
     assert len(autonorm_layers(model)) == 2 * 2 + 1
     logits = model(torch.rand(2, 3, 32, 32))
     assert logits.shape == (2, 10)
     logits.sum().backward()
-    assert all(layer.selector.mlp[0].weight.grad is not None for _, layer in autonorm_layers(model))
+    assert all(
+        layer.selector.mlp[0].weight.grad is not None
+        for _, layer in autonorm_layers(model)
+    )
     assert all(layer.last_probs.shape == (2, 2) for _, layer in autonorm_layers(model))
 
 
@@ -158,7 +213,9 @@ def test_drop_path_and_layer_scale() -> None:
     out = layer.train()(x)
     kept = (out != 0).flatten(1).all(dim=1)
     dropped = (out == 0).flatten(1).all(dim=1)
-    assert torch.equal(kept | dropped, torch.ones(2000, dtype=torch.bool))  # whole samples
+    assert torch.equal(
+        kept | dropped, torch.ones(2000, dtype=torch.bool)
+    )  # whole samples
     torch.testing.assert_close(out[kept], x[kept] / 0.75)
     # Binomial(2000, 0.25) dropped samples: mean 500, sd 19.4; 5 sd either side.
     assert 403 < dropped.sum().item() < 597

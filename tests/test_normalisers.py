@@ -1,4 +1,5 @@
 """normlab.normalisers: one registry, and every normaliser name the book uses is in it."""
+
 from __future__ import annotations
 
 import ast
@@ -9,28 +10,54 @@ from pathlib import Path
 import pytest
 import torch
 from matplotlib.colors import to_rgb
-from torch import nn
-
 from normlab import experiments, normalisers, plots, plots_theory
 from normlab.experiments import part1, part2
 from normlab.layers import AffineLikeLinear, AutoNorm, L2Norm, NormLikeLinear
 from normlab.models import mlp_for
 from normlab.normalisers import NORMALISERS, PALETTE, PART1, PART2
+from torch import nn
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 # Calls whose first argument is a normaliser name, and keywords whose value is one.
-NAME_TAKERS = {"label", "colour", "norm_layer", "resolve_norm_layer", "mlp_for", "make_layer"}
+NAME_TAKERS = {
+    "label",
+    "colour",
+    "norm_layer",
+    "resolve_norm_layer",
+    "mlp_for",
+    "make_layer",
+}
 NAME_KEYWORDS = {"normaliser", "norm_layer", "kind"}
 
 
 def test_the_canonical_names_in_book_order() -> None:
-    assert PART1 == ("none", "batchnorm", "layernorm", "rmsnorm", "l2", "norm_like", "affine_like")
-    assert PART2 == ("frozen_ln", "dyt", "adanorm", "film", "autonorm", "autonorm_random", "autonorm_s",
-                     "autonorm_s_low")
+    assert PART1 == (
+        "none",
+        "batchnorm",
+        "layernorm",
+        "rmsnorm",
+        "l2",
+        "norm_like",
+        "affine_like",
+    )
+    assert PART2 == (
+        "frozen_ln",
+        "dyt",
+        "adanorm",
+        "film",
+        "autonorm",
+        "autonorm_random",
+        "autonorm_s",
+        "autonorm_s_low",
+    )
     assert normalisers.names() == PART1 + PART2
     assert normalisers.names(1) == PART1 and normalisers.names(2) == PART2
-    assert all(NORMALISERS[n].part == 1 for n in PART1) and all(NORMALISERS[n].part == 2 for n in PART2)
-    with pytest.raises(ValueError, match="normaliser='affine-like' is not known; expected one of none"):
+    assert all(NORMALISERS[n].part == 1 for n in PART1) and all(
+        NORMALISERS[n].part == 2 for n in PART2
+    )
+    with pytest.raises(
+        ValueError, match="normaliser='affine-like' is not known; expected one of none"
+    ):
         normalisers.get("affine-like")
     with pytest.raises(ValueError, match="part"):
         normalisers.names(3)
@@ -48,40 +75,81 @@ def test_colours_and_labels_are_distinct_within_a_part(part: tuple[str, ...]) ->
 
 def test_palette_is_okabe_ito() -> None:
     # Okabe & Ito (2008), in 0-255 RGB: the published values, checked independently of the hex strings.
-    published = [(0, 0, 0), (230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178),
-                 (213, 94, 0), (204, 121, 167)]
+    published = [
+        (0, 0, 0),
+        (230, 159, 0),
+        (86, 180, 233),
+        (0, 158, 115),
+        (240, 228, 66),
+        (0, 114, 178),
+        (213, 94, 0),
+        (204, 121, 167),
+    ]
     assert [tuple(round(255 * c) for c in to_rgb(h)) for h in PALETTE] == published
-    assert normalisers.colour("layernorm") == normalisers.colour("frozen_ln")  # one concept, one colour
+    assert normalisers.colour("layernorm") == normalisers.colour(
+        "frozen_ln"
+    )  # one concept, one colour
 
 
-@pytest.mark.parametrize("name, linear, norm", [
-    ("none", nn.Linear, None), ("batchnorm", nn.Linear, nn.BatchNorm1d), ("layernorm", nn.Linear, nn.LayerNorm),
-    ("rmsnorm", nn.Linear, nn.RMSNorm), ("l2", nn.Linear, L2Norm), ("norm_like", NormLikeLinear, None),
-    ("affine_like", AffineLikeLinear, None),
-])
+@pytest.mark.parametrize(
+    "name, linear, norm",
+    [
+        ("none", nn.Linear, None),
+        ("batchnorm", nn.Linear, nn.BatchNorm1d),
+        ("layernorm", nn.Linear, nn.LayerNorm),
+        ("rmsnorm", nn.Linear, nn.RMSNorm),
+        ("l2", nn.Linear, L2Norm),
+        ("norm_like", NormLikeLinear, None),
+        ("affine_like", AffineLikeLinear, None),
+    ],
+)
 def test_part1_pairs_build_the_mlp(name: str, linear: type, norm: type | None) -> None:
     linear_layer, norm_layer = NORMALISERS[name].pair
     assert linear_layer is linear
     assert (norm_layer is None) == (norm is None)
     model = mlp_for(name, in_features=6, num_classes=3, width=5, depth=2)
-    assert [type(m) for m in model.modules() if isinstance(m, nn.Linear)] == [linear] * 3
-    assert len([m for m in model.hidden if not isinstance(m, (nn.Linear, nn.Tanh))]) == (2 if norm else 0)
-    assert all(isinstance(m, norm) for m in model.hidden if not isinstance(m, (nn.Linear, nn.Tanh)))
+    assert [type(m) for m in model.modules() if isinstance(m, nn.Linear)] == [
+        linear
+    ] * 3
+    assert len(
+        [m for m in model.hidden if not isinstance(m, (nn.Linear, nn.Tanh))]
+    ) == (2 if norm else 0)
+    assert all(
+        isinstance(m, norm)
+        for m in model.hidden
+        if not isinstance(m, (nn.Linear, nn.Tanh))
+    )
 
 
 def test_l2_norm_factory_normalises_the_trailing_shape() -> None:
     x = torch.randn(4, 3, 2, 5, dtype=torch.float64)
     y = normalisers.l2_norm((2, 5))(x)
-    torch.testing.assert_close(y, x / x.flatten(2).norm(dim=-1)[..., None, None], rtol=1e-12, atol=0)
-    torch.testing.assert_close(normalisers.l2_norm(5)(x), x / x.norm(dim=-1, keepdim=True), rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        y, x / x.flatten(2).norm(dim=-1)[..., None, None], rtol=1e-12, atol=0
+    )
+    torch.testing.assert_close(
+        normalisers.l2_norm(5)(x), x / x.norm(dim=-1, keepdim=True), rtol=1e-12, atol=0
+    )
 
 
 def test_part2_entries_carry_the_schedule_and_gate() -> None:
     rules = {n: NORMALISERS[n].freeze_rule for n in PART2}
-    assert rules == {**dict.fromkeys(PART2), "autonorm_s": "high", "autonorm_s_low": "low"}
-    assert {n for n in PART2 if NORMALISERS[n].gated} == {"autonorm", "autonorm_random", "autonorm_s",
-                                                          "autonorm_s_low"}
-    assert all(isinstance(normalisers.norm_layer(n)(4), AutoNorm) for n in PART2 if NORMALISERS[n].gated)
+    assert rules == {
+        **dict.fromkeys(PART2),
+        "autonorm_s": "high",
+        "autonorm_s_low": "low",
+    }
+    assert {n for n in PART2 if NORMALISERS[n].gated} == {
+        "autonorm",
+        "autonorm_random",
+        "autonorm_s",
+        "autonorm_s_low",
+    }
+    assert all(
+        isinstance(normalisers.norm_layer(n)(4), AutoNorm)
+        for n in PART2
+        if NORMALISERS[n].gated
+    )
     assert not any(NORMALISERS[n].gated for n in PART1)
 
 
@@ -91,7 +159,9 @@ def test_bad_entries_are_refused() -> None:
     with pytest.raises(ValueError, match="part"):
         normalisers.Normaliser("x", 3, "x", PALETTE[0], None)
     with pytest.raises(ValueError, match="freeze_rule"):
-        normalisers.Normaliser("x", 2, "x", PALETTE[0], AutoNorm, freeze_rule="sometimes")
+        normalisers.Normaliser(
+            "x", 2, "x", PALETTE[0], AutoNorm, freeze_rule="sometimes"
+        )
 
 
 # --- every name in use is registered -------------------------------------------------------
@@ -108,9 +178,16 @@ def _names_in_code(source: str) -> set[str]:
 
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
-            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            registry_get = func == "get" and getattr(node.func, "value", None) is not None and \
-                getattr(node.func.value, "id", "") == "normalisers"
+            func = (
+                node.func.attr
+                if isinstance(node.func, ast.Attribute)
+                else getattr(node.func, "id", "")
+            )
+            registry_get = (
+                func == "get"
+                and getattr(node.func, "value", None) is not None
+                and getattr(node.func.value, "id", "") == "normalisers"
+            )
             if (func in NAME_TAKERS or registry_get) and node.args:
                 literal(node.args[0])
             for keyword in node.keywords:
@@ -137,24 +214,52 @@ def _misspelled(source: str) -> set[str]:
             keys.extend(k for k in node.keys if k is not None)
         elif isinstance(node, ast.Compare):
             keys.extend([node.left, *node.comparators])
-    literals = {k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-    return {s for s in literals if s not in NORMALISERS and s.lower().replace("-", "_") in NORMALISERS}
+    literals = {
+        k.value
+        for k in keys
+        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+    }
+    return {
+        s
+        for s in literals
+        if s not in NORMALISERS and s.lower().replace("-", "_") in NORMALISERS
+    }
 
 
 def _notebook_code(path: Path) -> str:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    lines = [line for cell in cells if cell["cell_type"] == "code" for line in "".join(cell["source"]).splitlines()]
+    lines = [
+        line
+        for cell in cells
+        if cell["cell_type"] == "code"
+        for line in "".join(cell["source"]).splitlines()
+    ]
     # IPython magics become ``pass`` at the same indentation, so the code still parses.
-    return "\n".join(line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
-                     for line in lines)
+    return "\n".join(
+        line[: len(line) - len(line.lstrip())] + "pass"
+        if line.lstrip().startswith(("%", "!"))
+        else line
+        for line in lines
+    )
 
 
 def test_the_scanner_finds_names() -> None:
-    code = ('norm_layer("dyt"); mlp_for("l2", width=3); f(normaliser="film"); x.get("none")\n'
-            '{"normaliser": ["autonorm", "batchnorm"]}; g("frozen_ln"); make_layer(kind="norm-like", n=2)')
+    code = (
+        'norm_layer("dyt"); mlp_for("l2", width=3); f(normaliser="film"); x.get("none")\n'
+        '{"normaliser": ["autonorm", "batchnorm"]}; g("frozen_ln"); make_layer(kind="norm-like", n=2)'
+    )
     assert _names_in_code(code.replace("x.get", "normalisers.get")) == {
-        "dyt", "l2", "film", "none", "autonorm", "batchnorm", "norm-like"}
-    assert "none" not in _names_in_code(code)  # any other .get() is not a registry lookup
+        "dyt",
+        "l2",
+        "film",
+        "none",
+        "autonorm",
+        "batchnorm",
+        "norm-like",
+    }
+    assert "none" not in _names_in_code(
+        code
+    )  # any other .get() is not a registry lookup
     keys = 'sizes["affine-like"]; {"Norm_Like": 1, "plain": 2, "layernorm": 3}; k == "LayerNorm"; print("affine-like")'
     assert _misspelled(keys) == {"affine-like", "Norm_Like", "LayerNorm"}
 
@@ -168,10 +273,14 @@ def test_experiment_grids_use_registered_names() -> None:
             used = set(grid.axes.get("normaliser", []))
             if "normaliser" in grid.fixed:
                 used.add(grid.fixed["normaliser"])
-            assert used <= set(NORMALISERS), f"{name}/{profile}: {used - set(NORMALISERS)} not in the registry"
+            assert used <= set(NORMALISERS), (
+                f"{name}/{profile}: {used - set(NORMALISERS)} not in the registry"
+            )
 
 
-@pytest.mark.parametrize("module", [plots, plots_theory, part1, part2], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module", [plots, plots_theory, part1, part2], ids=lambda m: m.__name__
+)
 def test_package_figures_and_experiments_use_registered_names(module: object) -> None:
     source = inspect.getsource(module)
     assert _names_in_code(source) <= set(NORMALISERS)
@@ -183,5 +292,9 @@ def test_package_figures_and_experiments_use_registered_names(module: object) ->
 def test_chapter_notebooks_use_registered_names(notebook: Path) -> None:
     code = _notebook_code(notebook)
     unknown = _names_in_code(code) - set(NORMALISERS)
-    assert not unknown, f"{notebook.name} uses normaliser names missing from normlab.normalisers: {unknown}"
-    assert not _misspelled(code), f"{notebook.name} spells registered names another way: {_misspelled(code)}"
+    assert not unknown, (
+        f"{notebook.name} uses normaliser names missing from normlab.normalisers: {unknown}"
+    )
+    assert not _misspelled(code), (
+        f"{notebook.name} spells registered names another way: {_misspelled(code)}"
+    )

@@ -1,4 +1,5 @@
 """Part I experiments: grid filters, the l2 and CNN normalisers, kernel coupling, slopes and leads."""
+
 from __future__ import annotations
 
 import math
@@ -7,14 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from torch import nn
-
 from normlab import experiments
 from normlab.divergence import layer_inputs, offdiagonal_share, tangent_kernel
-from normlab.experiments import Grid, RunContext
-from normlab.experiments import part1, part1_conv
+from normlab.experiments import Grid, RunContext, part1, part1_conv
 from normlab.layers import L2Norm, PatchNormConv2d
 from normlab.models import CNN, CONV_NORMALISERS, RMSNorm2d, cnn_for, mlp_for
+from torch import nn
 
 F64 = torch.float64
 
@@ -24,28 +23,47 @@ F64 = torch.float64
 
 def test_grid_where_keeps_only_matching_points() -> None:
     rates = {"sgd": (0.1, 1.0), "adam": (0.001,)}
-    grid = Grid(axes={"optimizer": ["sgd", "adam"], "lr": [0.001, 0.1, 1.0]}, seeds=2,
-                where=lambda c: c["lr"] in rates[c["optimizer"]])
+    grid = Grid(
+        axes={"optimizer": ["sgd", "adam"], "lr": [0.001, 0.1, 1.0]},
+        seeds=2,
+        where=lambda c: c["lr"] in rates[c["optimizer"]],
+    )
     configs = grid.configs()
-    assert {(c["optimizer"], c["lr"]) for c in configs} == {("sgd", 0.1), ("sgd", 1.0), ("adam", 0.001)}
+    assert {(c["optimizer"], c["lr"]) for c in configs} == {
+        ("sgd", 0.1),
+        ("sgd", 1.0),
+        ("adam", 0.001),
+    }
     assert grid.size() == len(configs) == 6 and grid.size(seeds=1) == 3
 
 
 def test_part1_grids_meet_the_design() -> None:
-    fc, batch, cnn = (experiments.get(n) for n in ("fc_normalisers", "batch_size", "cnn_normalisers"))
+    fc, batch, cnn = (
+        experiments.get(n) for n in ("fc_normalisers", "batch_size", "cnn_normalisers")
+    )
     for exp in (fc, batch, cnn):
         assert exp.grid("quick").seeds >= 3 and exp.grid("cpu").seeds >= 5
         for profile in exp.profiles:
             configs = exp.grid(profile).configs(seeds=1)
             per_config: dict[tuple, set] = {}
             for c in configs:
-                key = tuple(sorted((k, v) for k, v in c.items() if k not in ("lr", "seed")))
+                key = tuple(
+                    sorted((k, v) for k, v in c.items() if k not in ("lr", "seed"))
+                )
                 per_config.setdefault(key, set()).add(c["lr"])
-            assert min(len(v) for v in per_config.values()) >= 3, f"{exp.name} {profile}: lr chosen from >= 3 rates"
+            assert min(len(v) for v in per_config.values()) >= 3, (
+                f"{exp.name} {profile}: lr chosen from >= 3 rates"
+            )
     cpu = fc.grid("cpu").configs(seeds=1)
     assert {c["normaliser"] for c in cpu} == set(part1.NORMALISERS)
-    assert any(c["depth"] == 3 and c["width"] == 16 for c in cpu)  # claim A11's configuration
-    assert {c["optimizer"] for c in cpu} == {"sgd", "adam"} == {c["optimizer"] for c in fc.grid("quick").configs()}
+    assert any(
+        c["depth"] == 3 and c["width"] == 16 for c in cpu
+    )  # claim A11's configuration
+    assert (
+        {c["optimizer"] for c in cpu}
+        == {"sgd", "adam"}
+        == {c["optimizer"] for c in fc.grid("quick").configs()}
+    )
     for profile in batch.profiles:
         sizes = sorted(batch.grid(profile).axes["batch_size"])
         assert len(sizes) >= 5 and sizes[-1] / sizes[0] >= 32
@@ -61,7 +79,9 @@ def test_l2_normaliser_divides_each_sample_by_its_norm() -> None:
     norms = [m for m in model.hidden if isinstance(m, L2Norm)]
     assert len(norms) == 2 and norms[0].dim == (-1,)
     x = torch.randn(5, 64)
-    h = layer_inputs(model, [model.hidden[2]], x)[0]  # the first tanh's input: the L2Norm output
+    h = layer_inputs(model, [model.hidden[2]], x)[
+        0
+    ]  # the first tanh's input: the L2Norm output
     assert torch.allclose(h.norm(dim=1), torch.ones(5), atol=1e-6)
 
 
@@ -71,7 +91,9 @@ def test_rmsnorm2d_maths_and_gradients() -> None:
         layer.weight.copy_(torch.tensor([1.0, 2.0, -0.5], dtype=F64))
     x = torch.randn(4, 3, 5, 5, dtype=F64)
     rms = x.square().mean(dim=(1, 2, 3), keepdim=True).add(layer.eps).sqrt()
-    assert torch.allclose(layer(x), x / rms * layer.weight.view(1, -1, 1, 1), rtol=1e-12, atol=1e-12)
+    assert torch.allclose(
+        layer(x), x / rms * layer.weight.view(1, -1, 1, 1), rtol=1e-12, atol=1e-12
+    )
     assert torch.autograd.gradcheck(layer, (x.requires_grad_(),))
     with pytest.raises(ValueError, match="num_channels"):
         RMSNorm2d(0)
@@ -89,7 +111,11 @@ def test_cnn_for_builds_each_normaliser(normaliser: str) -> None:
     assert (len(patch) == 2) == (normaliser in ("norm_like", "affine_like"))
     if patch:
         assert {c.mode for c in patch} == {normaliser}
-    kinds = {"batchnorm": nn.BatchNorm2d, "layernorm": nn.GroupNorm, "rmsnorm": RMSNorm2d}
+    kinds = {
+        "batchnorm": nn.BatchNorm2d,
+        "layernorm": nn.GroupNorm,
+        "rmsnorm": RMSNorm2d,
+    }
     if normaliser in kinds:
         assert sum(isinstance(m, kinds[normaliser]) for m in model.features) == 2
     if normaliser == "layernorm":
@@ -118,9 +144,13 @@ def test_offdiagonal_share_exact() -> None:
         offdiagonal_share(torch.zeros(3, 3))
 
 
-def test_kernel_coupling_of_affine_like_is_the_cosine_gram_of_augmented_inputs() -> None:
+def test_kernel_coupling_of_affine_like_is_the_cosine_gram_of_augmented_inputs() -> (
+    None
+):
     torch.manual_seed(0)
-    model = mlp_for("affine_like", in_features=6, num_classes=3, width=5, depth=1).double()
+    model = mlp_for(
+        "affine_like", in_features=6, num_classes=3, width=5, depth=1
+    ).double()
     x = torch.randn(7, 6, dtype=F64)
     head_input = layer_inputs(model, [model.head], x)[0]
     augmented = torch.cat([head_input, torch.ones(7, 1, dtype=F64)], dim=1)
@@ -129,7 +159,9 @@ def test_kernel_coupling_of_affine_like_is_the_cosine_gram_of_augmented_inputs()
     assert torch.allclose(tangent_kernel(model.head, head_input), cosine, atol=1e-12)
     off = cosine.abs().sum() - cosine.diagonal().abs().sum()
     measured = part1.kernel_coupling(model, x)
-    assert measured["gram_offdiag"] == pytest.approx(float(off / cosine.abs().sum()), rel=1e-9)
+    assert measured["gram_offdiag"] == pytest.approx(
+        float(off / cosine.abs().sum()), rel=1e-9
+    )
     assert measured["gram_cosine"] == pytest.approx(float(off / (7 * 6)), rel=1e-9)
     with pytest.raises(ValueError, match="batch of >= 2"):
         part1.kernel_coupling(model, x[:1])
@@ -140,7 +172,9 @@ def test_position_coupling_matches_the_conv_kernel() -> None:
     model = cnn_for("none", in_channels=1, num_classes=10, channels=3, depth=1).double()
     x = torch.rand(2, 1, 6, 6, dtype=F64)
     conv = model.convolutions()[0]
-    expected = np.mean([offdiagonal_share(tangent_kernel(conv, x[i:i + 1])) for i in range(2)])
+    expected = np.mean(
+        [offdiagonal_share(tangent_kernel(conv, x[i : i + 1])) for i in range(2)]
+    )
     assert part1_conv.position_coupling(model, x) == pytest.approx(expected, rel=1e-12)
     assert 0.5 < expected < 1.0  # 36 positions share one set of weights
 
@@ -168,47 +202,96 @@ def _batch_table(slopes: dict[str, float]) -> pd.DataFrame:
                     good = lr == (1.0 if budget == "scaled_lr" or batch >= 32 else 0.1)
                     for seed in range(4):
                         acc = 0.5 + slope * math.log2(batch) + 0.01 * seed
-                        rows.append({"budget": budget, "normaliser": name, "batch_size": batch, "lr": lr, "base_batch_size": 32,
-                                     "seed": seed, "higher_is_better": True,
-                                     "val_metric": acc if good else acc - 0.2,
-                                     "test_metric": acc if good else acc + 0.3})
+                        rows.append(
+                            {
+                                "budget": budget,
+                                "normaliser": name,
+                                "batch_size": batch,
+                                "lr": lr,
+                                "base_batch_size": 32,
+                                "seed": seed,
+                                "higher_is_better": True,
+                                "val_metric": acc if good else acc - 0.2,
+                                "test_metric": acc if good else acc + 0.3,
+                            }
+                        )
     return pd.DataFrame(rows)
 
 
 def test_batch_slopes_choose_on_val_and_apply_the_scaling_rule() -> None:
-    slopes, scores = part1.batch_slopes(_batch_table({"none": 0.02, "affine_like": -0.05}))
+    slopes, scores = part1.batch_slopes(
+        _batch_table({"none": 0.02, "affine_like": -0.05})
+    )
     by = slopes.set_index(["budget", "normaliser"])
     for budget in part1.BUDGETS:
         assert by.loc[(budget, "none"), "mean"] == pytest.approx(0.02)
         assert by.loc[(budget, "affine_like"), "mean"] == pytest.approx(-0.05)
-        assert by.loc[(budget, "none"), "n"] == 4 and by.loc[(budget, "none"), "ci95"] == pytest.approx(0.0, abs=1e-12)
+        assert by.loc[(budget, "none"), "n"] == 4 and by.loc[
+            (budget, "none"), "ci95"
+        ] == pytest.approx(0.0, abs=1e-12)
     scaled = scores[scores["budget"] == "scaled_lr"]
-    assert set(scaled["lr"]) == {1.0}  # chosen once at batch 32, kept (scaled by the runs) at every batch
-    assert set(scores[(scores["budget"] == "fixed_epochs") & (scores["batch_size"] == 8)]["lr"]) == {0.1}
+    assert set(scaled["lr"]) == {
+        1.0
+    }  # chosen once at batch 32, kept (scaled by the runs) at every batch
+    assert set(
+        scores[(scores["budget"] == "fixed_epochs") & (scores["batch_size"] == 8)]["lr"]
+    ) == {0.1}
 
 
 def test_paired_lead_picks_the_rival_on_val() -> None:
     rows = []
     for seed in range(3):
-        for name, (val, test) in {"affine_like": (0.9, 0.90), "layernorm": (0.85, 0.80),
-                                  "batchnorm": (0.80, 0.95)}.items():
-            rows.append({"normaliser": name, "seed": seed, "val_metric": val, "test_metric": test + 0.01 * seed})
-    lead = part1.paired_lead(pd.DataFrame(rows), [], "affine_like", ["layernorm", "batchnorm"])
-    assert lead.loc[0, "rival"] == "layernorm"  # batchnorm would win on test, but val decides
+        for name, (val, test) in {
+            "affine_like": (0.9, 0.90),
+            "layernorm": (0.85, 0.80),
+            "batchnorm": (0.80, 0.95),
+        }.items():
+            rows.append(
+                {
+                    "normaliser": name,
+                    "seed": seed,
+                    "val_metric": val,
+                    "test_metric": test + 0.01 * seed,
+                }
+            )
+    lead = part1.paired_lead(
+        pd.DataFrame(rows), [], "affine_like", ["layernorm", "batchnorm"]
+    )
+    assert (
+        lead.loc[0, "rival"] == "layernorm"
+    )  # batchnorm would win on test, but val decides
     assert lead.loc[0, "mean"] == pytest.approx(0.10) and lead.loc[0, "n"] == 3
 
 
 def test_runs_record_the_measurements(tmp_path) -> None:
     ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "a")
-    config = {**experiments.get("batch_size").grid("quick").configs(seeds=1)[0], "normaliser": "affine_like",
-              "batch_size": 16, "steps": 3}
+    config = {
+        **experiments.get("batch_size").grid("quick").configs(seeds=1)[0],
+        "normaliser": "affine_like",
+        "batch_size": 16,
+        "steps": 3,
+    }
     record = part1.train_mlp_measured(config, ctx)
-    assert 0.0 < record["metrics"]["gram_offdiag"] < 1.0 and 0.0 < record["metrics"]["gram_cosine"] <= 1.0
-    adam = {**experiments.get("fc_normalisers").grid("quick").configs(seeds=1)[0], "optimizer": "adam",
-            "lr": 0.01, "epochs": 1}
-    assert part1.train_mlp(adam, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "b"))["metrics"]
-    cnn = {**experiments.get("cnn_normalisers").grid("quick").configs(seeds=1)[0], "epochs": 1}
-    outcome = part1_conv.train_cnn(cnn, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "c"))
+    assert (
+        0.0 < record["metrics"]["gram_offdiag"] < 1.0
+        and 0.0 < record["metrics"]["gram_cosine"] <= 1.0
+    )
+    adam = {
+        **experiments.get("fc_normalisers").grid("quick").configs(seeds=1)[0],
+        "optimizer": "adam",
+        "lr": 0.01,
+        "epochs": 1,
+    }
+    assert part1.train_mlp(
+        adam, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "b")
+    )["metrics"]
+    cnn = {
+        **experiments.get("cnn_normalisers").grid("quick").configs(seeds=1)[0],
+        "epochs": 1,
+    }
+    outcome = part1_conv.train_cnn(
+        cnn, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "c")
+    )
     assert 0.0 < outcome["metrics"]["position_coupling"] < 1.0
 
 
@@ -221,24 +304,57 @@ def _two_optimisers(lead: dict[str, float]) -> pd.DataFrame:
     for optimizer, gap in lead.items():
         for name in part1.NORMALISERS:
             for seed in range(5):
-                acc = 0.8 + 0.002 * seed + (gap if name == "affine_like" else 0.0) - 0.001 * len(name)
-                rows.append({"data": "digits", "budget": "fixed_epochs", "optimizer": optimizer, "activation": "tanh",
-                             "width": 64, "depth": 3, "normaliser": name, "lr": 0.1, "seed": seed,
-                             "higher_is_better": True, "val_metric": acc, "test_metric": acc})
+                acc = (
+                    0.8
+                    + 0.002 * seed
+                    + (gap if name == "affine_like" else 0.0)
+                    - 0.001 * len(name)
+                )
+                rows.append(
+                    {
+                        "data": "digits",
+                        "budget": "fixed_epochs",
+                        "optimizer": optimizer,
+                        "activation": "tanh",
+                        "width": 64,
+                        "depth": 3,
+                        "normaliser": name,
+                        "lr": 0.1,
+                        "seed": seed,
+                        "higher_is_better": True,
+                        "val_metric": acc,
+                        "test_metric": acc,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def test_part1_claims_are_judged_per_optimiser() -> None:
     from normlab import claims
 
-    outcome = claims.judge(claims.get("A15"), _two_optimisers({"sgd": 0.05, "adam": -0.05}))
+    outcome = claims.judge(
+        claims.get("A15"), _two_optimisers({"sgd": 0.05, "adam": -0.05})
+    )
     verdicts = {label: verdict for label, _, verdict in outcome.effects}
-    assert set(verdicts) == {"affine_like - strongest scale-invariant normaliser (adam)",
-                             "affine_like - strongest scale-invariant normaliser (sgd)"}
-    assert verdicts["affine_like - strongest scale-invariant normaliser (sgd)"] == claims.SUPPORTED
-    assert outcome.verdict == claims.CONTRADICTED  # Adam's effect is more than the margin below zero
-    unmeasured = claims.judge(claims.get("A11"), _two_optimisers({"sgd": 0.0, "adam": 0.0}))
-    assert unmeasured.verdict == claims.INCONCLUSIVE and "sgd:" in unmeasured.note and "adam:" in unmeasured.note
+    assert set(verdicts) == {
+        "affine_like - strongest scale-invariant normaliser (adam)",
+        "affine_like - strongest scale-invariant normaliser (sgd)",
+    }
+    assert (
+        verdicts["affine_like - strongest scale-invariant normaliser (sgd)"]
+        == claims.SUPPORTED
+    )
+    assert (
+        outcome.verdict == claims.CONTRADICTED
+    )  # Adam's effect is more than the margin below zero
+    unmeasured = claims.judge(
+        claims.get("A11"), _two_optimisers({"sgd": 0.0, "adam": 0.0})
+    )
+    assert (
+        unmeasured.verdict == claims.INCONCLUSIVE
+        and "sgd:" in unmeasured.note
+        and "adam:" in unmeasured.note
+    )
 
 
 @pytest.mark.parametrize("gap, verdict", [(0.0, "supported"), (0.05, "contradicted")])
@@ -248,9 +364,25 @@ def test_a14_is_an_equivalence(gap: float, verdict: str) -> None:
     rows = []
     for name in CONV_NORMALISERS:
         for seed in range(5):
-            acc = 0.9 + 0.001 * seed + (gap if name == "affine_like" else 0.0) - (0.05 if name == "none" else 0.0)
-            rows.append({"data": "digits", "depth": 2, "channels": 8, "normaliser": name, "lr": 0.3, "seed": seed,
-                         "higher_is_better": True, "val_metric": acc, "test_metric": acc})
+            acc = (
+                0.9
+                + 0.001 * seed
+                + (gap if name == "affine_like" else 0.0)
+                - (0.05 if name == "none" else 0.0)
+            )
+            rows.append(
+                {
+                    "data": "digits",
+                    "depth": 2,
+                    "channels": 8,
+                    "normaliser": name,
+                    "lr": 0.3,
+                    "seed": seed,
+                    "higher_is_better": True,
+                    "val_metric": acc,
+                    "test_metric": acc,
+                }
+            )
     assert claims.judge(claims.get("A14"), pd.DataFrame(rows)).verdict == verdict
 
 
@@ -258,7 +390,17 @@ def test_verdict_table_lists_every_effect(tmp_path) -> None:
     from normlab import claims
 
     live = _two_optimisers({"sgd": 0.05, "adam": 0.05})
-    empty = claims.verdict_table(["A8", "A15"], live=live, root=tmp_path)  # no saved set under tmp_path
-    assert list(empty["id"]) == ["A8", "A15"] and empty["claim verdict"].str.startswith("needs").all()
+    empty = claims.verdict_table(
+        ["A8", "A15"], live=live, root=tmp_path
+    )  # no saved set under tmp_path
+    assert (
+        list(empty["id"]) == ["A8", "A15"]
+        and empty["claim verdict"].str.startswith("needs").all()
+    )
     assert empty["live run"].tolist() == ["not measurable"] * 2
-    assert set(claims.verdict_table(["A12"], root=tmp_path).columns) >= {"effect", "ours", "n", "verdict"}
+    assert set(claims.verdict_table(["A12"], root=tmp_path).columns) >= {
+        "effect",
+        "ours",
+        "n",
+        "verdict",
+    }

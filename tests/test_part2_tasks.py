@@ -1,4 +1,5 @@
 """Chapters 13-15's experiments: declarations, corrupted test suites, and the statistics of the tables."""
+
 from __future__ import annotations
 
 import math
@@ -8,15 +9,18 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from scipy import stats
-from torch import nn
-
 from normlab import data, experiments
 from normlab.data.corruptions import CORRUPTIONS
 from normlab.data.types import IGNORE_INDEX, DataSplit
 from normlab.experiments import RunContext
 from normlab.experiments import part2_tasks as tasks
-from normlab.robustness import accuracy_under_corruption, corruption_suite, mean_corruption_accuracy
+from normlab.robustness import (
+    accuracy_under_corruption,
+    corruption_suite,
+    mean_corruption_accuracy,
+)
+from scipy import stats
+from torch import nn
 
 COMPARISONS = ("autonorm_language", "autonorm_tabular", "autonorm_robustness")
 
@@ -29,7 +33,9 @@ def test_every_profile_is_declared_with_enough_seeds(name: str) -> None:
     for profile in ("standard", "paper"):
         assert experiment.grid(profile).fixed["data_profile"] == profile
     for profile in ("quick", "cpu"):
-        assert experiment.grid(profile).fixed["data_profile"] == "quick"   # offline stand-ins
+        assert (
+            experiment.grid(profile).fixed["data_profile"] == "quick"
+        )  # offline stand-ins
 
 
 @pytest.mark.parametrize("name", COMPARISONS)
@@ -49,12 +55,14 @@ def test_paired_test_matches_scipy() -> None:
     rng = np.random.default_rng(0)
     a = {s: float(v) for s, v in enumerate(rng.normal(1.0, 1.0, 7))}
     b = {s: float(v) for s, v in enumerate(rng.normal(0.0, 1.0, 7))}
-    b[99] = 5.0                                   # an unpaired seed is ignored
+    b[99] = 5.0  # an unpaired seed is ignored
     test = tasks.paired_test(a, b)
     d = np.array([a[s] - b[s] for s in range(7)])
     reference = stats.ttest_rel([a[s] for s in range(7)], [b[s] for s in range(7)])
     assert test.n == 7 and test.mean == pytest.approx(d.mean())
-    assert test.p == pytest.approx(reference.pvalue) and test.t == pytest.approx(reference.statistic)
+    assert test.p == pytest.approx(reference.pvalue) and test.t == pytest.approx(
+        reference.statistic
+    )
     assert test.d_z == pytest.approx(d.mean() / d.std(ddof=1))
     half = stats.t.ppf(0.975, 6) * d.std(ddof=1) / math.sqrt(7)
     assert (test.low, test.high) == pytest.approx((d.mean() - half, d.mean() + half))
@@ -67,27 +75,59 @@ def test_paired_test_needs_two_pairs() -> None:
 
 
 def test_at_chosen_lr_keeps_the_validation_best() -> None:
-    rows = [{"data": "d", "normaliser": n, "lr": lr, "seed": s, "val_metric": v + 0.01 * s, "test_metric": 0.0,
-             "higher_is_better": True}
-            for n, best in (("a", 0.1), ("b", 0.01)) for lr in (0.01, 0.1) for s in range(3)
-            for v in [1.0 if lr == best else 0.0]]
+    rows = [
+        {
+            "data": "d",
+            "normaliser": n,
+            "lr": lr,
+            "seed": s,
+            "val_metric": v + 0.01 * s,
+            "test_metric": 0.0,
+            "higher_is_better": True,
+        }
+        for n, best in (("a", 0.1), ("b", 0.01))
+        for lr in (0.01, 0.1)
+        for s in range(3)
+        for v in [1.0 if lr == best else 0.0]
+    ]
     chosen = tasks.at_chosen_lr(pd.DataFrame(rows))
-    assert chosen.groupby("normaliser")["lr"].unique().map(list).to_dict() == {"a": [0.1], "b": [0.01]}
+    assert chosen.groupby("normaliser")["lr"].unique().map(list).to_dict() == {
+        "a": [0.1],
+        "b": [0.01],
+    }
     assert len(chosen) == 6 and chosen["at_edge"].all()
 
 
 def test_gate_summary_measures_depth_slope_and_entropy() -> None:
     layers = ["block0.norm1", "block0.norm2", "norm"]
-    gates = [{"epoch": e, "layer": name, "p_dyt": p, "p_ln": 1 - p, "entropy": -(p * math.log(p) + (1 - p) * math.log(1 - p))}
-             for e in (1, 2) for i, name in enumerate(layers) for p in [0.2 + 0.3 * i if e == 2 else 0.5]]
-    record = {"run_id": "r", "config": {"data": "d", "normaliser": "autonorm", "lr": 1e-3, "seed": 0}, "gates": gates,
-              "history": [{"epoch": 1, "step": 10}, {"epoch": 2, "step": 20}]}
+    gates = [
+        {
+            "epoch": e,
+            "layer": name,
+            "p_dyt": p,
+            "p_ln": 1 - p,
+            "entropy": -(p * math.log(p) + (1 - p) * math.log(1 - p)),
+        }
+        for e in (1, 2)
+        for i, name in enumerate(layers)
+        for p in [0.2 + 0.3 * i if e == 2 else 0.5]
+    ]
+    record = {
+        "run_id": "r",
+        "config": {"data": "d", "normaliser": "autonorm", "lr": 1e-3, "seed": 0},
+        "gates": gates,
+        "history": [{"epoch": 1, "step": 10}, {"epoch": 2, "step": 20}],
+    }
     table = tasks.gate_table([record])
     assert list(table["position"][:3]) == [0, 1, 2] and set(table["step"]) == {10, 20}
     summary = tasks.gate_summary(table).iloc[0]
-    assert summary["depth_slope"] == pytest.approx(0.6)        # p_dyt 0.2 -> 0.8 over relative depth 0 -> 1
+    assert summary["depth_slope"] == pytest.approx(
+        0.6
+    )  # p_dyt 0.2 -> 0.8 over relative depth 0 -> 1
     assert summary["p_ln_final"] == pytest.approx(0.5)
-    assert summary["entropy_mean"] == pytest.approx((math.log(2) + table[table["epoch"] == 2]["entropy"].mean()) / 2)
+    assert summary["entropy_mean"] == pytest.approx(
+        (math.log(2) + table[table["epoch"] == 2]["entropy"].mean()) / 2
+    )
 
 
 def test_tagging_baselines_count_words() -> None:
@@ -96,9 +136,18 @@ def test_tagging_baselines_count_words() -> None:
     y = torch.tensor([[0, 0, 1, IGNORE_INDEX], [1, 1, 1, 1]])
     meta = {"tags": ["A", "B"]}
     train = DataSplit(x=x, y=y, task="tagging", name="t", split="train", meta=meta)
-    test = DataSplit(x=torch.tensor([[2, 3, 4]]), y=torch.tensor([[0, 1, 1]]), task="tagging", name="t", split="test",
-                     meta=meta)
-    assert tasks.tagging_baselines(train, test) == {"majority_tag": pytest.approx(2 / 3), "word_majority": 1.0}
+    test = DataSplit(
+        x=torch.tensor([[2, 3, 4]]),
+        y=torch.tensor([[0, 1, 1]]),
+        task="tagging",
+        name="t",
+        split="test",
+        meta=meta,
+    )
+    assert tasks.tagging_baselines(train, test) == {
+        "majority_tag": pytest.approx(2 / 3),
+        "word_majority": 1.0,
+    }
 
 
 # ------------------------------------------------------------------ corruption
@@ -107,7 +156,9 @@ def test_tagging_baselines_count_words() -> None:
 def test_stand_in_suite_covers_every_condition_deterministically() -> None:
     first = list(corruption_suite("fashion_mnist", "quick", images=8))
     second = list(corruption_suite("fashion_mnist", "cpu", images=8))
-    assert [(c, s) for c, s, _ in first] == [(c, s) for c in CORRUPTIONS for s in range(1, 6)]
+    assert [(c, s) for c, s, _ in first] == [
+        (c, s) for c in CORRUPTIONS for s in range(1, 6)
+    ]
     clean = data.for_profile("fashion_mnist", "quick")["test"]
     for (_, _, a), (_, _, b) in zip(first, second):
         assert len(a) == 8 and torch.equal(a.x, b.x) and torch.equal(a.y, clean.y[:8])
@@ -131,28 +182,46 @@ class Constant(nn.Module):
         self.dummy = nn.Parameter(torch.zeros(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return nn.functional.one_hot(torch.full((x.shape[0],), self.k), 10).float() + 0 * self.dummy
+        return (
+            nn.functional.one_hot(torch.full((x.shape[0],), self.k), 10).float()
+            + 0 * self.dummy
+        )
 
 
 def test_accuracy_under_corruption_of_a_constant_model() -> None:
     suite = list(corruption_suite("fashion_mnist", "quick", images=50))
     rows = accuracy_under_corruption(Constant(3), iter(suite), device="cpu")
     expected = float((suite[0][2].y == 3).float().mean())
-    assert len(rows) == 5 * len(CORRUPTIONS) and all(r["accuracy"] == pytest.approx(expected) for r in rows)
+    assert len(rows) == 5 * len(CORRUPTIONS) and all(
+        r["accuracy"] == pytest.approx(expected) for r in rows
+    )
     assert mean_corruption_accuracy(rows) == pytest.approx(expected)
     with pytest.raises(ValueError, match="empty"):
         mean_corruption_accuracy([])
 
 
 def test_robust_run_records_every_condition(tmp_path: Path) -> None:
-    config = {**experiments.get("autonorm_robustness").grid("quick").fixed, "data": "fashion_mnist",
-              "normaliser": "frozen_ln", "lr": 3e-3, "seed": 0, "epochs": 1, "eval_images": 10}
-    record = tasks.train_robust(config, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path))
+    config = {
+        **experiments.get("autonorm_robustness").grid("quick").fixed,
+        "data": "fashion_mnist",
+        "normaliser": "frozen_ln",
+        "lr": 3e-3,
+        "seed": 0,
+        "epochs": 1,
+        "eval_images": 10,
+    }
+    record = tasks.train_robust(
+        config, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path)
+    )
     assert len(record["corruption"]) == 5 * len(CORRUPTIONS)
     assert record["clean_accuracy"] == record["metrics"]["test_metric"]
-    assert record["mean_corruption_accuracy"] == pytest.approx(np.mean([r["accuracy"] for r in record["corruption"]]))
+    assert record["mean_corruption_accuracy"] == pytest.approx(
+        np.mean([r["accuracy"] for r in record["corruption"]])
+    )
     table = tasks.corruption_table([{"run_id": "r", "config": config, **record}])
-    assert set(table["severity"]) == {0, 1, 2, 3, 4, 5} and len(table) == 1 + 5 * len(CORRUPTIONS)
+    assert set(table["severity"]) == {0, 1, 2, 3, 4, 5} and len(table) == 1 + 5 * len(
+        CORRUPTIONS
+    )
 
 
 def test_regression_references_report_original_units() -> None:
@@ -162,23 +231,39 @@ def test_regression_references_report_original_units() -> None:
     scale = splits["train"].meta["target_scale"]
     y_train, y_test = splits["train"].y.double(), splits["test"].y.double()
     expected = float(((y_test - y_train.mean()) ** 2).mean().sqrt()) * scale
-    assert table.set_index("model").loc["mean", "rmse"] == pytest.approx(expected, rel=1e-6)
+    assert table.set_index("model").loc["mean", "rmse"] == pytest.approx(
+        expected, rel=1e-6
+    )
 
 
 # ------------------------------------------------------------------ claims on constructed tables
 
 
-def gate_results(language_entropy: float, vision_entropy: float, slope: float) -> pd.DataFrame:
+def gate_results(
+    language_entropy: float, vision_entropy: float, slope: float
+) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     rows = []
     for task in ("ptb_pos", "sst2", "fashion_mnist"):
         vision = task == "fashion_mnist"
         for seed in range(5):
-            rows.append({"profile": "cpu", "data": task, "normaliser": "autonorm", "lr": 3e-3, "seed": seed,
-                         "val_metric": 0.9, "test_metric": 0.9, "higher_is_better": True,
-                         "entropy_mean": (vision_entropy if vision else language_entropy) + 0.01 * rng.normal(),
-                         "entropy_final": 0.05 if vision else 0.5, "p_ln_final": 0.9 if vision else 0.5,
-                         "depth_slope": slope + 0.01 * rng.normal()})
+            rows.append(
+                {
+                    "profile": "cpu",
+                    "data": task,
+                    "normaliser": "autonorm",
+                    "lr": 3e-3,
+                    "seed": seed,
+                    "val_metric": 0.9,
+                    "test_metric": 0.9,
+                    "higher_is_better": True,
+                    "entropy_mean": (vision_entropy if vision else language_entropy)
+                    + 0.01 * rng.normal(),
+                    "entropy_final": 0.05 if vision else 0.5,
+                    "p_ln_final": 0.9 if vision else 0.5,
+                    "depth_slope": slope + 0.01 * rng.normal(),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -190,27 +275,56 @@ def test_gate_claims_follow_their_rules_and_name_the_stand_ins() -> None:
     assert claims.judge(n10, gate_results(0.2, 0.6, 0.3)).verdict == claims.CONTRADICTED
     supported = claims.judge(n11, gate_results(0.6, 0.2, 0.3))
     assert supported.verdict == claims.SUPPORTED and len(supported.effects) == 5
-    assert claims.judge(n11, gate_results(0.6, 0.2, -0.3)).verdict == claims.CONTRADICTED
+    assert (
+        claims.judge(n11, gate_results(0.6, 0.2, -0.3)).verdict == claims.CONTRADICTED
+    )
     labels = " ".join(label for label, _, _ in supported.effects)
     assert "stand-in pos_grammar" in labels and "stand-in shapes_stationary" in labels
     missing = gate_results(0.6, 0.2, 0.3)
-    assert claims.judge(n10, missing[missing["data"] != "sst2"]).verdict == claims.INCONCLUSIVE
+    assert (
+        claims.judge(n10, missing[missing["data"] != "sst2"]).verdict
+        == claims.INCONCLUSIVE
+    )
 
 
 def test_robustness_claim_reads_the_mean_corruption_accuracy() -> None:
     from normlab import claims
 
-    rows = [{"profile": "cpu", "data": "fashion_mnist", "normaliser": n, "lr": 3e-3, "seed": s, "val_metric": 0.8,
-             "test_metric": 0.8, "higher_is_better": True, "mean_corruption_accuracy": m + 0.001 * s * (n == "frozen_ln")}
-            for n, m in (("autonorm_s", 0.7), ("frozen_ln", 0.6)) for s in range(5)]
+    rows = [
+        {
+            "profile": "cpu",
+            "data": "fashion_mnist",
+            "normaliser": n,
+            "lr": 3e-3,
+            "seed": s,
+            "val_metric": 0.8,
+            "test_metric": 0.8,
+            "higher_is_better": True,
+            "mean_corruption_accuracy": m + 0.001 * s * (n == "frozen_ln"),
+        }
+        for n, m in (("autonorm_s", 0.7), ("frozen_ln", 0.6))
+        for s in range(5)
+    ]
     outcome = claims.judge(claims.get("N7"), pd.DataFrame(rows))
     assert outcome.verdict == claims.SUPPORTED
-    (label, ci, _), = outcome.effects
-    assert "mean corruption accuracy" in label and "shapes_stationary" in label and ci.mean == pytest.approx(0.098)
+    ((label, ci, _),) = outcome.effects
+    assert (
+        "mean corruption accuracy" in label
+        and "shapes_stationary" in label
+        and ci.mean == pytest.approx(0.098)
+    )
 
 
 def test_quick_gate_runs_are_the_language_runs_without_freezing() -> None:
     # Chapter 13 takes its quick "freezing off" runs from autonorm_gates: same settings, same lr.
-    gates, language = experiments.get("autonorm_gates").grid("quick"), experiments.get("autonorm_language").grid("quick")
-    assert gates.fixed == language.fixed and list(gates.axes["lr"]) == list(language.axes["lr"])
-    assert set(language.axes["data"]) <= set(gates.axes["data"]) and gates.seeds == language.seeds
+    gates, language = (
+        experiments.get("autonorm_gates").grid("quick"),
+        experiments.get("autonorm_language").grid("quick"),
+    )
+    assert gates.fixed == language.fixed and list(gates.axes["lr"]) == list(
+        language.axes["lr"]
+    )
+    assert (
+        set(language.axes["data"]) <= set(gates.axes["data"])
+        and gates.seeds == language.seeds
+    )

@@ -1,12 +1,17 @@
 """The tagger-perplexity bounds of normlab.perplexity, checked on constructed and random models."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-
-from normlab.perplexity import binary_entropy, perplexity, perplexity_bounds, smoothed_floor
+from normlab.perplexity import (
+    binary_entropy,
+    perplexity,
+    perplexity_bounds,
+    smoothed_floor,
+)
 
 
 def cross_entropy_and_accuracy(probs: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -42,7 +47,7 @@ def test_any_perplexity_above_the_bound_is_reachable() -> None:
     # Wrong tokens' true-tag probability can be made as small as we like.
     k, n, wrong = 45, 1000, 30
     for target in (38.6, 41.9, 1e3):
-        q = math.exp(-math.log(target) * n / wrong)   # right tokens at probability 1
+        q = math.exp(-math.log(target) * n / wrong)  # right tokens at probability 1
         probs = np.zeros((n, k))
         y = np.zeros(n, dtype=int)
         probs[:, 0] = 1.0
@@ -57,18 +62,27 @@ def test_fano_bounds_the_best_perplexity() -> None:
     rng = np.random.default_rng(1)
     for k in (3, 8, 45):
         for _ in range(200):
-            joint = rng.dirichlet(np.full(k, rng.uniform(0.05, 2.0)), size=20) * rng.dirichlet(np.ones(20))[:, None]
+            joint = (
+                rng.dirichlet(np.full(k, rng.uniform(0.05, 2.0)), size=20)
+                * rng.dirichlet(np.ones(20))[:, None]
+            )
             conditional = joint / joint.sum(1, keepdims=True)
-            entropy = float(-(joint * np.log(np.where(conditional > 0, conditional, 1.0))).sum())
+            entropy = float(
+                -(joint * np.log(np.where(conditional > 0, conditional, 1.0))).sum()
+            )
             accuracy = float(joint.max(1).sum())
-            assert math.exp(entropy) <= perplexity_bounds(accuracy, k).fano_best * (1 + 1e-9)
+            assert math.exp(entropy) <= perplexity_bounds(accuracy, k).fano_best * (
+                1 + 1e-9
+            )
 
 
 def test_right_and_wrong_token_limits() -> None:
     bounds = perplexity_bounds(0.97, 45)
     # Correct tokens alone can supply 38.6 (a log K > log 38.6): nothing is needed from errors.
     assert bounds.wrong_token_loss_needed(38.6) == 0.0
-    assert bounds.wrong_token_loss_needed(1e6) == pytest.approx((math.log(1e6) - 0.97 * math.log(45)) / 0.03)
+    assert bounds.wrong_token_loss_needed(1e6) == pytest.approx(
+        (math.log(1e6) - 0.97 * math.log(45)) / 0.03
+    )
     # Wrong tokens at 1/K and right ones at p: perplexity exp(-(a log p + e log(1/K))).
     p = bounds.right_token_probability(38.6)
     assert math.exp(-(0.97 * math.log(p) - 0.03 * math.log(45))) == pytest.approx(38.6)
@@ -79,7 +93,9 @@ def test_smoothed_floor_is_the_entropy_of_the_smoothed_target() -> None:
     k, eps = 45, 0.1
     target = np.full(k, eps / k)
     target[0] += 1 - eps
-    assert smoothed_floor(k, eps) == pytest.approx(math.exp(-(target * np.log(target)).sum()))
+    assert smoothed_floor(k, eps) == pytest.approx(
+        math.exp(-(target * np.log(target)).sum())
+    )
     assert smoothed_floor(k, 0.0) == 1.0
 
 

@@ -1,5 +1,6 @@
 """normlab.plots and plots_theory: figures are returned (never shown), in one style, with the
 registry's colours and labels; data are drawn as given."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -9,18 +10,26 @@ import pytest
 import torch
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
-from scipy import stats
-
 from normlab import normalisers, plots, plots_theory
+from scipy import stats
 
 
 def test_colours_and_labels_come_from_the_registry() -> None:
-    assert plots.colours(["affine_like"]) == {"affine_like": normalisers.colour("affine_like")}
-    assert plots.label("affine_like") == "affine-like" and plots.label("layernorm") == "LayerNorm"
-    assert plots.label("batch_size") == "batch-size"  # not a normaliser: underscores shown as hyphens
+    assert plots.colours(["affine_like"]) == {
+        "affine_like": normalisers.colour("affine_like")
+    }
+    assert (
+        plots.label("affine_like") == "affine-like"
+        and plots.label("layernorm") == "LayerNorm"
+    )
+    assert (
+        plots.label("batch_size") == "batch-size"
+    )  # not a normaliser: underscores shown as hyphens
     # names outside the registry take palette colours that no name of the same figure has
     mixed = plots.colours(["none", "budget_a", "affine_like", "budget_b"])
-    assert len(set(mixed.values())) == 4 and set(mixed.values()) <= set(normalisers.PALETTE)
+    assert len(set(mixed.values())) == 4 and set(mixed.values()) <= set(
+        normalisers.PALETTE
+    )
     assert mixed["none"] == normalisers.colour("none")
     assert plots.colours(["x", "y"]) == plots.colours(["x", "y"])
     assert plots.STYLE["axes.prop_cycle"].by_key()["color"] == list(normalisers.PALETTE)
@@ -28,10 +37,16 @@ def test_colours_and_labels_come_from_the_registry() -> None:
 
 def test_training_curves_mean_and_ci_band() -> None:
     before = plt.get_fignums()
-    histories = {"layernorm": [[{"epoch": e, "val_accuracy": v} for e, v in enumerate(seq, 1)]
-                               for seq in ([0.5, 0.7, 0.8], [0.6, 0.8, 0.9], [0.4, 0.75, 0.85])]}
+    histories = {
+        "layernorm": [
+            [{"epoch": e, "val_accuracy": v} for e, v in enumerate(seq, 1)]
+            for seq in ([0.5, 0.7, 0.8], [0.6, 0.8, 0.9], [0.4, 0.75, 0.85])
+        ]
+    }
     figure = plots.training_curves(histories, key="val_accuracy")
-    assert isinstance(figure, Figure) and plt.get_fignums() == before  # nothing registered with pyplot
+    assert (
+        isinstance(figure, Figure) and plt.get_fignums() == before
+    )  # nothing registered with pyplot
     ax = figure.axes[0]
     line = ax.lines[0]
     assert np.allclose(line.get_ydata(), [0.5, 0.75, 0.85])
@@ -45,40 +60,87 @@ def test_training_curves_mean_and_ci_band() -> None:
 
 
 def test_metric_vs_draws_means_and_error_bars() -> None:
-    table = pd.DataFrame({"normaliser": ["none"] * 3 + ["affine_like"] * 3, "batch_size": [8, 32, 128] * 2,
-                          "mean": [0.9, 0.8, 0.7, 0.95, 0.9, 0.6], "ci95": [0.01, 0.02, 0.03, 0.0, 0.01, 0.05]})
+    table = pd.DataFrame(
+        {
+            "normaliser": ["none"] * 3 + ["affine_like"] * 3,
+            "batch_size": [8, 32, 128] * 2,
+            "mean": [0.9, 0.8, 0.7, 0.95, 0.9, 0.6],
+            "ci95": [0.01, 0.02, 0.03, 0.0, 0.01, 0.05],
+        }
+    )
     figure = plots.metric_vs(table, "batch_size", logx=True, base=2)
     ax = figure.axes[0]
     assert ax.get_xscale() == "log"
-    assert {t.get_text() for t in figure.legends[0].get_texts()} == {"plain", "affine-like"}  # registry labels
-    data = [line for line in ax.lines if len(line.get_xdata()) == 3 and line.get_marker() == "o"]
-    assert sorted(tuple(np.round(np.asarray(line.get_ydata(), dtype=float), 6)) for line in data) == [(0.9, 0.8, 0.7), (0.95, 0.9, 0.6)]
-    bars = ax.collections[0].get_segments()  # error bars of the first series: mean -/+ ci95
-    assert np.allclose([seg[:, 1] for seg in bars], [[0.89, 0.91], [0.78, 0.82], [0.67, 0.73]])
+    assert {t.get_text() for t in figure.legends[0].get_texts()} == {
+        "plain",
+        "affine-like",
+    }  # registry labels
+    data = [
+        line
+        for line in ax.lines
+        if len(line.get_xdata()) == 3 and line.get_marker() == "o"
+    ]
+    assert sorted(
+        tuple(np.round(np.asarray(line.get_ydata(), dtype=float), 6)) for line in data
+    ) == [(0.9, 0.8, 0.7), (0.95, 0.9, 0.6)]
+    bars = ax.collections[
+        0
+    ].get_segments()  # error bars of the first series: mean -/+ ci95
+    assert np.allclose(
+        [seg[:, 1] for seg in bars], [[0.89, 0.91], [0.78, 0.82], [0.67, 0.73]]
+    )
 
 
 def test_metric_vs_panels() -> None:
-    table = pd.DataFrame({"normaliser": ["none", "none"], "lr": [0.1, 1.0], "mean": [0.5, 0.6], "ci95": [0.1, 0.1],
-                          "activation": ["tanh", "relu"]})
+    table = pd.DataFrame(
+        {
+            "normaliser": ["none", "none"],
+            "lr": [0.1, 1.0],
+            "mean": [0.5, 0.6],
+            "ci95": [0.1, 0.1],
+            "activation": ["tanh", "relu"],
+        }
+    )
     figure = plots.metric_vs(table, "lr", col="activation")
-    assert [ax.get_title() for ax in figure.axes] == ["activation = relu", "activation = tanh"]
+    assert [ax.get_title() for ax in figure.axes] == [
+        "activation = relu",
+        "activation = tanh",
+    ]
 
 
 def test_heatmap_annotates_every_cell() -> None:
-    table = pd.DataFrame([[0.1, 0.2, np.nan], [0.4, 0.5, 0.6]], index=["none", "affine_like"], columns=[16, 64, 256])
+    table = pd.DataFrame(
+        [[0.1, 0.2, np.nan], [0.4, 0.5, 0.6]],
+        index=["none", "affine_like"],
+        columns=[16, 64, 256],
+    )
     figure = plots.heatmap(table, fmt=".1f")
     texts = sorted(t.get_text() for t in figure.axes[0].texts)
     assert texts == sorted(["0.1", "0.2", "nan", "0.4", "0.5", "0.6"])
-    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["plain", "affine-like"]
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == [
+        "plain",
+        "affine-like",
+    ]
 
 
 THEORY_FIGURES = {
     "plot_update_sizes": lambda: plots_theory.plot_update_sizes(3.0, 0.05, 2),
-    "plot_update_size_curves": lambda: plots_theory.plot_update_size_curves([1.0, 3.0], 0.01, [1, 4]),
+    "plot_update_size_curves": lambda: plots_theory.plot_update_size_curves(
+        [1.0, 3.0], 0.01, [1, 4]
+    ),
     "plot_ratio_scatter": lambda: plots_theory.plot_ratio_scatter(
-        torch.tensor([1.0, 4.0]), {"norm_like": torch.tensor([2.0, 2.0]), "one at a time": torch.tensor([2.0, 5.0])}),
-    "plot_kernels": lambda: plots_theory.plot_kernels({"none": torch.eye(3), "affine_like": torch.eye(3)}),
-    "plot_ratio_bars": lambda: plots_theory.plot_ratio_bars({"SGD": {"none": 3.0, "affine_like": 1.0}}, ylabel="r"),
+        torch.tensor([1.0, 4.0]),
+        {
+            "norm_like": torch.tensor([2.0, 2.0]),
+            "one at a time": torch.tensor([2.0, 5.0]),
+        },
+    ),
+    "plot_kernels": lambda: plots_theory.plot_kernels(
+        {"none": torch.eye(3), "affine_like": torch.eye(3)}
+    ),
+    "plot_ratio_bars": lambda: plots_theory.plot_ratio_bars(
+        {"SGD": {"none": 3.0, "affine_like": 1.0}}, ylabel="r"
+    ),
 }
 
 
@@ -88,19 +150,37 @@ def test_theory_figures_share_the_style_without_pyplot(name: str) -> None:
     figure = THEORY_FIGURES[name]()
     assert isinstance(figure, Figure) and plt.get_fignums() == before
     assert figure.get_dpi() == plots.STYLE["figure.dpi"]
-    drawn = {to_hex(c) for ax in figure.axes for c in
-             [line.get_color() for line in ax.lines] + [p.get_facecolor() for p in ax.patches]
-             + [tuple(col.get_facecolor()[0]) for col in ax.collections if len(col.get_facecolor())]}
+    drawn = {
+        to_hex(c)
+        for ax in figure.axes
+        for c in [line.get_color() for line in ax.lines]
+        + [p.get_facecolor() for p in ax.patches]
+        + [
+            tuple(col.get_facecolor()[0])
+            for col in ax.collections
+            if len(col.get_facecolor())
+        ]
+    }
     palette = {c.lower() for c in normalisers.PALETTE}
-    assert drawn <= palette or name == "plot_kernels"  # kernels: a diverging colour map, no series
+    assert (
+        drawn <= palette or name == "plot_kernels"
+    )  # kernels: a diverging colour map, no series
 
 
 def test_theory_figures_colour_each_layer_kind_by_the_registry() -> None:
     figure = plots_theory.plot_update_size_curves([1.0, 3.0], 0.01, [1])
-    lines = {t.get_text(): line for t, line in zip(figure.axes[0].get_legend().get_texts(), figure.axes[0].lines)}
+    lines = {
+        t.get_text(): line
+        for t, line in zip(
+            figure.axes[0].get_legend().get_texts(), figure.axes[0].lines
+        )
+    }
     assert set(lines) == {normalisers.label(k) for k in plots_theory.LAYER_KINDS}
     for kind in plots_theory.LAYER_KINDS:
-        assert to_hex(lines[normalisers.label(kind)].get_color()) == normalisers.colour(kind).lower()
+        assert (
+            to_hex(lines[normalisers.label(kind)].get_color())
+            == normalisers.colour(kind).lower()
+        )
     assert set(plots_theory.LAYER_KINDS) == {"none", "norm_like", "affine_like"}
     with pytest.raises(ValueError, match="kind='norm-like' is not known"):
         plots_theory.make_layer("norm-like", 2, 2)
@@ -112,7 +192,16 @@ def test_no_pyplot_inside(module: object) -> None:
     import inspect
 
     tree = ast.parse(inspect.getsource(module))
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                 for alias in node.names}
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
     assert not any("pyplot" in name for name in imported)

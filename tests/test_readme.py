@@ -1,6 +1,7 @@
 """README.md works as written: its Python blocks run, every shell command it shows exists after
 the set-up it describes (a Makefile target, an extra, a console script, a ``python -m normlab``
 subcommand, a file), and its Colab link agrees with the repository set in _config.yml."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,7 +27,14 @@ README = (ROOT / "README.md").read_text()
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 # Programs whose commands this test knows how to check; a README command for any other fails.
-PROGRAMS = ("make", "python", "python3", "pip", "conda", *PYPROJECT["project"]["scripts"])
+PROGRAMS = (
+    "make",
+    "python",
+    "python3",
+    "pip",
+    "conda",
+    *PYPROJECT["project"]["scripts"],
+)
 MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")
 
 
@@ -46,7 +54,11 @@ def split(command: str) -> list[str]:
 
 def shell_commands(text: str) -> list[str]:
     """Every line of a bash block, and every inline code span that is a command of a known program."""
-    lines = [line.strip() for block in fenced(text, "bash", "sh", "shell", "console") for line in block.splitlines()]
+    lines = [
+        line.strip()
+        for block in fenced(text, "bash", "sh", "shell", "console")
+        for line in block.splitlines()
+    ]
     commands = [line for line in lines if split(line)]
     prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
     for span in re.findall(r"`([^`\n]+)`", prose):
@@ -66,8 +78,12 @@ def make_problem(args: list[str]) -> str | None:
         return "names no make target"
     env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
     for target in targets:
-        done = subprocess.run(["make", "-n", "-C", str(ROOT), target, *assignments], env=env,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["make", "-n", "-C", str(ROOT), target, *assignments],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             return f"make target {target!r} does not run: {done.stderr.strip()}"
     return None
@@ -78,13 +94,20 @@ def normlab_problem(args: list[str]) -> str | None:
     from normlab import experiments
     from normlab.__main__ import main
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()) as err,
+    ):
         try:
             main([*args, "--help"])
         except SystemExit as exit_:
             if exit_.code not in (0, None):
                 return f"python -m normlab {' '.join(args)}: {err.getvalue().strip().splitlines()[-1]}"
-    if args[0] in ("run", "report") and len(args) > 1 and args[1] not in experiments.names():
+    if (
+        args[0] in ("run", "report")
+        and len(args) > 1
+        and args[1] not in experiments.names()
+    ):
         return f"no experiment {args[1]!r}; registered: {experiments.names()}"
     return None
 
@@ -109,7 +132,11 @@ def conda_problem(args: list[str]) -> str | None:
         return None if (ROOT / name).is_file() else f"no file {name}"
     if args[:1] == ["activate"] and len(args) == 2:
         name = yaml.safe_load((ROOT / "environment.yml").read_text())["name"]
-        return None if args[1] == name else f"environment.yml names the environment {name!r}"
+        return (
+            None
+            if args[1] == name
+            else f"environment.yml names the environment {name!r}"
+        )
     return "unrecognised conda command"
 
 
@@ -140,22 +167,32 @@ COMMANDS = shell_commands(README)
 
 
 def test_readme_shows_commands() -> None:
-    assert any(split(c)[:2] == ["make", "lab"] for c in COMMANDS), "README must show how to open the notebooks"
+    assert any(split(c)[:2] == ["make", "lab"] for c in COMMANDS), (
+        "README must show how to open the notebooks"
+    )
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(split(c)) for c in COMMANDS])
+@pytest.mark.parametrize(
+    "command", COMMANDS, ids=[" ".join(split(c)) for c in COMMANDS]
+)
 def test_readme_command_exists(command: str) -> None:
     assert command_problem(command) is None, command_problem(command)
 
 
-@pytest.mark.parametrize("command, problem", [
-    ("make no-such-target", "make target 'no-such-target' does not run"),
-    ("python -m normlab no-such-subcommand", "invalid choice"),
-    ("NORMLAB_PROFILE=quick python -m normlab run no_such_experiment", "no experiment"),
-    ('pip install -e ".[no_such_extra]"', "no extra"),
-    ("jupyter lab book/", "not a command this test can check"),
-    ("make lab PROFILE=fast", "expected one of"),
-])
+@pytest.mark.parametrize(
+    "command, problem",
+    [
+        ("make no-such-target", "make target 'no-such-target' does not run"),
+        ("python -m normlab no-such-subcommand", "invalid choice"),
+        (
+            "NORMLAB_PROFILE=quick python -m normlab run no_such_experiment",
+            "no experiment",
+        ),
+        ('pip install -e ".[no_such_extra]"', "no extra"),
+        ("jupyter lab book/", "not a command this test can check"),
+        ("make lab PROFILE=fast", "expected one of"),
+    ],
+)
 def test_a_wrong_command_is_caught(command: str, problem: str) -> None:
     found = command_problem(command)
     assert found is not None and problem in found, found
@@ -166,17 +203,34 @@ def test_readme_python_block_runs(index: int, tmp_path: Path) -> None:
     """Each block runs as a new user would paste it: its own interpreter, quick profile, CPU."""
     block = fenced(README, "python")[index]
     package = str(Path(normlab.__file__).resolve().parents[1])
-    env = {**os.environ, "NORMLAB_PROFILE": "quick", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [package, os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
+    env = {
+        **os.environ,
+        "NORMLAB_PROFILE": "quick",
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [package, os.environ.get("PYTHONPATH")])
+        ),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", block],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
 
 
 def repository() -> tuple[str, str]:
     """``owner/name`` and branch of the repository, from _config.yml."""
-    match = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+?)/?", CONFIG["repository"]["url"])
-    assert match, f"_config.yml repository.url is not a GitHub repository: {CONFIG['repository']['url']}"
+    match = re.fullmatch(
+        r"https://github\.com/([\w.-]+/[\w.-]+?)/?", CONFIG["repository"]["url"]
+    )
+    assert match, (
+        f"_config.yml repository.url is not a GitHub repository: {CONFIG['repository']['url']}"
+    )
     return match.group(1), CONFIG["repository"]["branch"]
 
 
@@ -186,21 +240,34 @@ def test_colab_links_follow_config() -> None:
     links = re.findall(r"https://colab\.research\.google\.com/[^\s`)>\]]+", README)
     assert links, "README shows no Colab link"
     for link in links:
-        assert link.startswith(prefix), f"{link} does not start with {prefix} (from _config.yml)"
-        assert (ROOT / link[len(prefix):]).is_file(), f"{link} opens a notebook that does not exist"
-    section = README[README.index("## Open a chapter on Colab"):]
-    assert "`_config.yml`" in section.split("\n## ")[0], "README must say where the repository URL is set"
+        assert link.startswith(prefix), (
+            f"{link} does not start with {prefix} (from _config.yml)"
+        )
+        assert (ROOT / link[len(prefix) :]).is_file(), (
+            f"{link} opens a notebook that does not exist"
+        )
+    section = README[README.index("## Open a chapter on Colab") :]
+    assert "`_config.yml`" in section.split("\n## ")[0], (
+        "README must say where the repository URL is set"
+    )
 
 
 def test_notebook_install_cells_follow_config() -> None:
     slug, branch = repository()
     for path in sorted((ROOT / "book").rglob("*.ipynb")):
-        for found_slug, found_branch in re.findall(r"git\+https://github\.com/([\w.-]+/[\w.-]+?)(?:\.git)?@([\w./-]+)",
-                                                   path.read_text()):
-            assert (found_slug, found_branch) == (slug, branch), f"{path.name} installs from {found_slug}@{found_branch}"
+        for found_slug, found_branch in re.findall(
+            r"git\+https://github\.com/([\w.-]+/[\w.-]+?)(?:\.git)?@([\w./-]+)",
+            path.read_text(),
+        ):
+            assert (found_slug, found_branch) == (slug, branch), (
+                f"{path.name} installs from {found_slug}@{found_branch}"
+            )
 
 
 def test_widget_extension_is_installed() -> None:
     """JupyterLab renders widgets through this prebuilt extension (from jupyterlab_widgets)."""
-    extension = Path(sys.prefix) / "share/jupyter/labextensions/@jupyter-widgets/jupyterlab-manager/package.json"
+    extension = (
+        Path(sys.prefix)
+        / "share/jupyter/labextensions/@jupyter-widgets/jupyterlab-manager/package.json"
+    )
     assert extension.is_file(), f"{extension} is missing: pip install -e '.[lab]'"

@@ -1,22 +1,26 @@
 """normlab's run-time choices: profile, device, seeding, and showing source."""
+
 from __future__ import annotations
 
 import random
 
+import normlab
 import numpy as np
 import pytest
 import torch
 
-import normlab
 
-
-def test_profile_defaults_to_quick_without_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_profile_defaults_to_quick_without_cuda(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("NORMLAB_PROFILE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert normlab.profile() == "quick"
 
 
-def test_profile_defaults_to_standard_with_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_profile_defaults_to_standard_with_cuda(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("NORMLAB_PROFILE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert normlab.profile() == "standard"
@@ -48,7 +52,12 @@ def test_device_is_cpu_without_accelerators(monkeypatch: pytest.MonkeyPatch) -> 
 def test_seed_everything_repeats_all_generators() -> None:
     def draw() -> tuple[float, float, float, float]:
         gen = normlab.seed_everything(123)
-        return random.random(), float(np.random.rand()), float(torch.rand(())), float(torch.rand((), generator=gen))
+        return (
+            random.random(),
+            float(np.random.rand()),
+            float(torch.rand(())),
+            float(torch.rand((), generator=gen)),
+        )
 
     assert draw() == draw()
     normlab.seed_everything(124)

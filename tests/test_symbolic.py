@@ -1,9 +1,9 @@
 """SymPy derivations equal the closed forms of the affine divergence."""
+
 from __future__ import annotations
 
 import pytest
 import sympy as sp
-
 from normlab import symbolic
 
 
@@ -17,7 +17,9 @@ def sq(v: sp.Matrix) -> sp.Expr:
     return (v.T * v)[0, 0]
 
 
-@pytest.mark.parametrize("kind,factor", [("none", None), ("norm_like", 2), ("affine_like", 1)])
+@pytest.mark.parametrize(
+    "kind,factor", [("none", None), ("norm_like", 2), ("affine_like", 1)]
+)
 def test_single_sample_update(kind: str, factor: int | None) -> None:
     d = symbolic.linear_update(kind, n_in=3, n_out=2)
     x, g = d.symbols["x"][0], d.symbols["g"][0]
@@ -39,9 +41,19 @@ def _expected_batch_kernel(kind: str, xs: list[sp.Matrix]) -> sp.Matrix:
     if kind == "none":
         return sp.Matrix(n, n, lambda i, j: (xs[i].T * xs[j])[0, 0] + 1)
     if kind == "norm_like":
-        return sp.Matrix(n, n, lambda i, j: (xs[i].T * xs[j])[0, 0] / sp.sqrt(sq(xs[i]) * sq(xs[j])) + 1)
-    return sp.Matrix(n, n, lambda i, j: ((xs[i].T * xs[j])[0, 0] + 1)
-                     / (sp.sqrt(sq(xs[i]) + 1) * sp.sqrt(sq(xs[j]) + 1)))
+        return sp.Matrix(
+            n,
+            n,
+            lambda i, j: (xs[i].T * xs[j])[0, 0] / sp.sqrt(sq(xs[i]) * sq(xs[j])) + 1,
+        )
+    return sp.Matrix(
+        n,
+        n,
+        lambda i, j: (
+            ((xs[i].T * xs[j])[0, 0] + 1)
+            / (sp.sqrt(sq(xs[i]) + 1) * sp.sqrt(sq(xs[j]) + 1))
+        ),
+    )
 
 
 @pytest.mark.parametrize("kind", symbolic.KINDS)
@@ -51,7 +63,9 @@ def test_batch_kernel_and_update(kind: str) -> None:
     K = _expected_batch_kernel(kind, xs)
     assert is_zero(d.kernel - K)
     for i in range(2):
-        expected = -(d.eta / 2) * sum((K[i, j] * gs[j] for j in range(2)), sp.zeros(1, 1))
+        expected = -(d.eta / 2) * sum(
+            (K[i, j] * gs[j] for j in range(2)), sp.zeros(1, 1)
+        )
         assert is_zero(d.effective[:, i] - expected)
 
 
@@ -64,18 +78,33 @@ def test_batch_with_several_outputs_keeps_units_separate() -> None:
 
 
 @pytest.mark.parametrize("in_channels,padding", [(1, 0), (2, 1)])
-def test_conv1d_couples_positions_through_patch_products(in_channels: int, padding: int) -> None:
+def test_conv1d_couples_positions_through_patch_products(
+    in_channels: int, padding: int
+) -> None:
     length, k = 3, 2
-    d = symbolic.conv1d_update("none", length=length, kernel_size=k, in_channels=in_channels,
-                               padding=padding)
+    d = symbolic.conv1d_update(
+        "none", length=length, kernel_size=k, in_channels=in_channels, padding=padding
+    )
     # independent patches, built here from the symbol names
-    names = (lambda c, t: f"x_{t + 1}") if in_channels == 1 else (lambda c, t: f"x_{c + 1}{t + 1}")
-    padded = [[0] * padding + [sp.Symbol(names(c, t), real=True) for t in range(length)] + [0] * padding
-              for c in range(in_channels)]
+    names = (
+        (lambda c, t: f"x_{t + 1}")
+        if in_channels == 1
+        else (lambda c, t: f"x_{c + 1}{t + 1}")
+    )
+    padded = [
+        [0] * padding
+        + [sp.Symbol(names(c, t), real=True) for t in range(length)]
+        + [0] * padding
+        for c in range(in_channels)
+    ]
     positions = length + 2 * padding - k + 1
-    patches = [sp.Matrix([padded[c][p + t] for c in range(in_channels) for t in range(k)])
-               for p in range(positions)]
-    K = sp.Matrix(positions, positions, lambda p, q: (patches[p].T * patches[q])[0, 0] + 1)
+    patches = [
+        sp.Matrix([padded[c][p + t] for c in range(in_channels) for t in range(k)])
+        for p in range(positions)
+    ]
+    K = sp.Matrix(
+        positions, positions, lambda p, q: (patches[p].T * patches[q])[0, 0] + 1
+    )
     assert d.kernel.shape == (positions, positions)
     assert is_zero(d.kernel - K)
     gs = d.symbols["g"]

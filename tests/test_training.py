@@ -1,4 +1,5 @@
 """normlab.training: learning, exact determinism and resume, checkpoints, errors, tasks."""
+
 from __future__ import annotations
 
 import os
@@ -8,16 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+import normlab
 import pytest
 import torch
-from torch import nn
-
-import normlab
 from normlab.augment import Augment, cutmix, mixup, random_crop, random_hflip
 from normlab.callbacks import Callback, TrainState
 from normlab.data import DataSplit, load
 from normlab.models import MLP
 from normlab.training import CheckpointError, History, evaluate, fit
+from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,14 +30,30 @@ def digits() -> tuple[DataSplit, DataSplit, DataSplit]:
 def small_model(seed: int = 0) -> nn.Module:
     """Dropout (global RNG), BatchNorm (buffers) and two linear layers: all resume paths."""
     normlab.seed_everything(seed)
-    return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.BatchNorm1d(32), nn.Tanh(), nn.Dropout(0.2),
-                         nn.Linear(32, 10))
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(64, 32),
+        nn.BatchNorm1d(32),
+        nn.Tanh(),
+        nn.Dropout(0.2),
+        nn.Linear(32, 10),
+    )
 
 
 # Shuffling, augmentation, dropout, AdamW state, a warm-up schedule and weight decay.
-RESUME_KWARGS = dict(epochs=4, batch_size=64, lr=0.01, optimizer="adamw", weight_decay=0.01,
-                     schedule="warmup_cosine", warmup=0.2, augment=Augment(crop_padding=1, hflip=True),
-                     device="cpu", progress=False, seed=3)
+RESUME_KWARGS = dict(
+    epochs=4,
+    batch_size=64,
+    lr=0.01,
+    optimizer="adamw",
+    weight_decay=0.01,
+    schedule="warmup_cosine",
+    warmup=0.2,
+    augment=Augment(crop_padding=1, hflip=True),
+    device="cpu",
+    progress=False,
+    seed=3,
+)
 
 
 class StepCounter(Callback):
@@ -81,14 +97,26 @@ def test_digits_beats_chance(digits) -> None:
     train, val, test = digits
     normlab.seed_everything(0)
     model = MLP(in_features=64, num_classes=10, width=64, depth=2)
-    history = fit(model, train, val, epochs=10, batch_size=32, lr=0.1, optimizer="sgd", device="cpu", progress=False)
+    history = fit(
+        model,
+        train,
+        val,
+        epochs=10,
+        batch_size=32,
+        lr=0.1,
+        optimizer="sgd",
+        device="cpu",
+        progress=False,
+    )
     assert isinstance(history, History) and len(history) == 10
     assert history.metric == "accuracy" and history.higher_is_better
     assert history.val_metric[-1] >= 0.85
     assert evaluate(model, test)["accuracy"] >= 0.85
     assert history[-1]["train_loss"] < history[0]["train_loss"]
     assert all(r["samples_per_s"] > 0 and r["epoch_time_s"] > 0 for r in history)
-    assert history.column("step") == [39 * e for e in range(1, 11)]  # 1257 // 32 = 39 steps an epoch
+    assert history.column("step") == [
+        39 * e for e in range(1, 11)
+    ]  # 1257 // 32 = 39 steps an epoch
 
 
 def test_same_seed_same_numbers(digits) -> None:
@@ -109,34 +137,66 @@ def test_resume_in_process_is_exact(digits, tmp_path: Path) -> None:
     train, val, _ = digits
     counter = StepCounter()
     model = small_model()
-    reference = fit(model, train, val, callbacks=[counter], **RESUME_KWARGS).without_timing()
+    reference = fit(
+        model, train, val, callbacks=[counter], **RESUME_KWARGS
+    ).without_timing()
     reference_params = params(model)
     steps_per_epoch = len(train) // RESUME_KWARGS["batch_size"]
-    for crash_at in (5, steps_per_epoch, 2 * steps_per_epoch + 7, 4 * steps_per_epoch - 1):
+    for crash_at in (
+        5,
+        steps_per_epoch,
+        2 * steps_per_epoch + 7,
+        4 * steps_per_epoch - 1,
+    ):
         folder = tmp_path / f"crash{crash_at}"
         with pytest.raises(KeyboardInterrupt):
-            fit(small_model(), train, val, callbacks=[StepCounter(), Crash(crash_at)], **RESUME_KWARGS,
-                checkpoint_dir=folder)
+            fit(
+                small_model(),
+                train,
+                val,
+                callbacks=[StepCounter(), Crash(crash_at)],
+                **RESUME_KWARGS,
+                checkpoint_dir=folder,
+            )
         resumed_counter = StepCounter()
         # A crash before the first checkpoint restarts from scratch (same initial weights);
         # after it, start from other weights: the checkpoint must overwrite them.
         model = small_model(seed=99 if (folder / "last.pt").exists() else 0)
-        history = fit(model, train, val, callbacks=[resumed_counter, Crash(-1)], **RESUME_KWARGS,
-                      checkpoint_dir=folder)
+        history = fit(
+            model,
+            train,
+            val,
+            callbacks=[resumed_counter, Crash(-1)],
+            **RESUME_KWARGS,
+            checkpoint_dir=folder,
+        )
         assert history.without_timing() == reference, f"crash at step {crash_at}"
-        assert all(torch.equal(reference_params[k], v) for k, v in params(model).items())
+        assert all(
+            torch.equal(reference_params[k], v) for k, v in params(model).items()
+        )
         assert resumed_counter.steps == counter.steps
 
 
 def test_rerun_of_finished_run_trains_nothing(digits, tmp_path: Path) -> None:
     train, val, _ = digits
     kwargs = {**RESUME_KWARGS, "epochs": 2}
-    first = fit(small_model(), train, val, checkpoint_dir=tmp_path, callbacks=[StepCounter()], **kwargs)
+    first = fit(
+        small_model(),
+        train,
+        val,
+        checkpoint_dir=tmp_path,
+        callbacks=[StepCounter()],
+        **kwargs,
+    )
     counter = StepCounter()
     model = small_model(seed=5)
-    again = fit(model, train, val, checkpoint_dir=tmp_path, callbacks=[counter], **kwargs)
+    again = fit(
+        model, train, val, checkpoint_dir=tmp_path, callbacks=[counter], **kwargs
+    )
     assert again == first  # timing included: the history comes from the checkpoint
-    assert counter.steps == 2 * (len(train) // 64)  # restored from the checkpoint, none added
+    assert counter.steps == 2 * (
+        len(train) // 64
+    )  # restored from the checkpoint, none added
     assert again.column("callback_steps") == [counter.steps // 2, counter.steps]
 
 
@@ -180,10 +240,14 @@ def test_resume_after_sigkill_is_exact(tmp_path: Path) -> None:
     script.write_text(JOB)
     env = {**os.environ, "NORMLAB_PROGRESS": "0", "PYTHONPATH": str(ROOT / "companion")}
     folder = tmp_path / "ckpt"
-    victim = subprocess.Popen([sys.executable, str(script), str(folder), "0.4"], env=env)
+    victim = subprocess.Popen(
+        [sys.executable, str(script), str(folder), "0.4"], env=env
+    )
     deadline = time.monotonic() + 60
     while not (folder / "last.pt").exists():
-        assert victim.poll() is None, "the training process ended before writing a checkpoint"
+        assert victim.poll() is None, (
+            "the training process ended before writing a checkpoint"
+        )
         assert time.monotonic() < deadline
         time.sleep(0.02)
     time.sleep(0.5)
@@ -205,7 +269,9 @@ def test_resume_after_sigkill_is_exact(tmp_path: Path) -> None:
     assert resumed[0]["epoch"] == 1 and len(resumed) == 12
     assert resumed.without_timing() == reference.without_timing()
     expected = reference_model.state_dict()
-    assert all(torch.equal(v, expected[k]) for k, v in resumed_model.state_dict().items())
+    assert all(
+        torch.equal(v, expected[k]) for k, v in resumed_model.state_dict().items()
+    )
 
 
 @pytest.mark.parametrize(
@@ -234,22 +300,59 @@ def test_bad_arguments_name_themselves(digits, kwargs: dict, match: str) -> None
 
 def test_checkpoint_from_another_model_is_refused(digits, tmp_path: Path) -> None:
     train, val, _ = digits
-    fit(small_model(), train, val, epochs=1, batch_size=64, lr=0.01, checkpoint_dir=tmp_path, progress=False)
+    fit(
+        small_model(),
+        train,
+        val,
+        epochs=1,
+        batch_size=64,
+        lr=0.01,
+        checkpoint_dir=tmp_path,
+        progress=False,
+    )
     other = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.Tanh(), nn.Linear(16, 10))
     with pytest.raises(CheckpointError, match="another model"):
-        fit(other, train, val, epochs=1, batch_size=64, lr=0.01, checkpoint_dir=tmp_path, progress=False)
+        fit(
+            other,
+            train,
+            val,
+            epochs=1,
+            batch_size=64,
+            lr=0.01,
+            checkpoint_dir=tmp_path,
+            progress=False,
+        )
     with pytest.raises(CheckpointError, match="other settings.*lr"):
-        fit(small_model(), train, val, epochs=1, batch_size=64, lr=0.02, checkpoint_dir=tmp_path, progress=False)
+        fit(
+            small_model(),
+            train,
+            val,
+            epochs=1,
+            batch_size=64,
+            lr=0.02,
+            checkpoint_dir=tmp_path,
+            progress=False,
+        )
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
-def test_corrupted_checkpoint_gives_a_clear_error(digits, tmp_path: Path, damage: str) -> None:
+def test_corrupted_checkpoint_gives_a_clear_error(
+    digits, tmp_path: Path, damage: str
+) -> None:
     train, val, _ = digits
-    kwargs = dict(epochs=1, batch_size=64, lr=0.01, checkpoint_dir=tmp_path, progress=False)
+    kwargs = dict(
+        epochs=1, batch_size=64, lr=0.01, checkpoint_dir=tmp_path, progress=False
+    )
     fit(small_model(), train, val, **kwargs)
     path = tmp_path / "last.pt"
     blob = path.read_bytes()
-    path.write_bytes({"truncate": blob[: len(blob) // 2], "garbage": b"not a checkpoint" * 10, "empty": b""}[damage])
+    path.write_bytes(
+        {
+            "truncate": blob[: len(blob) // 2],
+            "garbage": b"not a checkpoint" * 10,
+            "empty": b"",
+        }[damage]
+    )
     with pytest.raises(CheckpointError, match=r"last\.pt is unreadable.*delete it"):
         fit(small_model(), train, val, **kwargs)
 
@@ -266,18 +369,50 @@ def test_frozen_parameters_do_not_move(digits) -> None:
 
     freeze = FreezeFirst()
     model = small_model()
-    fit(model, train, val, epochs=3, batch_size=64, lr=0.05, optimizer="sgd", weight_decay=0.1,
-        optimizer_kwargs={"momentum": 0.9}, callbacks=[freeze], device="cpu", progress=False)
+    fit(
+        model,
+        train,
+        val,
+        epochs=3,
+        batch_size=64,
+        lr=0.05,
+        optimizer="sgd",
+        weight_decay=0.1,
+        optimizer_kwargs={"momentum": 0.9},
+        callbacks=[freeze],
+        device="cpu",
+        progress=False,
+    )
     assert torch.equal(model[1].weight, freeze.frozen)
 
 
 def test_warmup_cosine_schedule_and_max_steps(digits) -> None:
     train, val, _ = digits
-    history = fit(small_model(), train, val, epochs=2, batch_size=64, lr=0.5, optimizer="sgd",
-                  schedule="warmup_cosine", warmup=0.5, progress=False, device="cpu")
+    history = fit(
+        small_model(),
+        train,
+        val,
+        epochs=2,
+        batch_size=64,
+        lr=0.5,
+        optimizer="sgd",
+        schedule="warmup_cosine",
+        warmup=0.5,
+        progress=False,
+        device="cpu",
+    )
     # warm-up ends exactly at the end of epoch 1 (multiplier 1), the cosine reaches 0 at the end.
     assert history.column("lr") == [pytest.approx(0.5), pytest.approx(0.0, abs=1e-12)]
-    capped = fit(small_model(), train, val, epochs=5, batch_size=64, lr=0.1, max_steps=25, progress=False)
+    capped = fit(
+        small_model(),
+        train,
+        val,
+        epochs=5,
+        batch_size=64,
+        lr=0.1,
+        max_steps=25,
+        progress=False,
+    )
     assert capped.column("step") == [19, 25]
 
 
@@ -307,10 +442,19 @@ def test_tagging_ignores_padding() -> None:
     logits = torch.zeros(2, 3, 4)
     logits[0, 0, 1] = logits[0, 1, 2] = logits[0, 2, 3] = logits[1, 0, 0] = 5.0
     y = torch.tensor([[1, 0, -100], [0, -100, -100]])  # 3 real tokens, 2 right
-    split = DataSplit(torch.ones(2, 3, dtype=torch.long), y, "tagging", "toy", "val", {"tags": list("abcd")})
+    split = DataSplit(
+        torch.ones(2, 3, dtype=torch.long),
+        y,
+        "tagging",
+        "toy",
+        "val",
+        {"tags": list("abcd")},
+    )
     scores = evaluate(FixedLogits(logits), split)
     assert scores["token_accuracy"] == pytest.approx(2 / 3)
-    expected = nn.functional.cross_entropy(logits.reshape(-1, 4), y.reshape(-1), ignore_index=-100)
+    expected = nn.functional.cross_entropy(
+        logits.reshape(-1, 4), y.reshape(-1), ignore_index=-100
+    )
     assert scores["loss"] == pytest.approx(expected.item(), rel=1e-6)
 
 
@@ -320,7 +464,9 @@ def test_augmentations_are_crops_flips_and_mixes() -> None:
     cropped = random_crop(x, 2, generator)
     padded = nn.functional.pad(x, (2, 2, 2, 2))
     for i in range(len(x)):  # every output is one 6x6 window of the padded image
-        windows = [padded[i, :, a : a + 6, b : b + 6] for a in range(5) for b in range(5)]
+        windows = [
+            padded[i, :, a : a + 6, b : b + 6] for a in range(5) for b in range(5)
+        ]
         assert any(torch.equal(cropped[i], w) for w in windows)
     flipped = random_hflip(x, generator)
     same = [torch.equal(flipped[i], x[i]) for i in range(16)]
@@ -329,11 +475,15 @@ def test_augmentations_are_crops_flips_and_mixes() -> None:
     y = torch.arange(16)
     mixed, partner, lam = mixup(x, y, 0.4, generator)
     assert 0 <= lam <= 1
-    assert torch.allclose(mixed, lam * x + (1 - lam) * x[partner])  # y == arange: partner labels are the permutation
+    assert torch.allclose(
+        mixed, lam * x + (1 - lam) * x[partner]
+    )  # y == arange: partner labels are the permutation
     cut, partner, kept = cutmix(x, y, 1.0, generator)
     from_self = (cut == x).all(dim=1).float().mean().item()
     moved = partner != y
-    assert from_self == pytest.approx(kept * 1.0 + (1 - kept) * (~moved).float().mean().item(), abs=1e-6)
+    assert from_self == pytest.approx(
+        kept * 1.0 + (1 - kept) * (~moved).float().mean().item(), abs=1e-6
+    )
     with pytest.raises(ValueError, match="crop_padding"):
         Augment(crop_padding=-1)
 

@@ -18,6 +18,7 @@ Submodules (imported on first use, so ``import normlab`` stays light):
 - ``normlab.results``: saved result sets that ship with the book, and their checks.
 - ``normlab.stats``: confidence intervals, paired differences, slopes and equivalence tests.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -47,7 +48,14 @@ _SUBMODULES = (
     "stats",
 )
 
-__all__ = ["PROFILES", "device", "profile", "seed_everything", "show_source", *_SUBMODULES]
+__all__ = [
+    "PROFILES",
+    "device",
+    "profile",
+    "seed_everything",
+    "show_source",
+    *_SUBMODULES,
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -10,11 +10,13 @@ Examples::
     python -m normlab verify                                             # re-check every saved set
     python -m normlab scorecard --format markdown --out scorecard.md
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ._runtime import PROFILES
 
@@ -33,38 +35,102 @@ def _duration(seconds: float) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m normlab", description="Run the book's experiments.")
+    parser = argparse.ArgumentParser(
+        prog="python -m normlab", description="Run the book's experiments."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("list", help="the experiments, with run counts and expected times per profile")
+    commands.add_parser(
+        "list", help="the experiments, with run counts and expected times per profile"
+    )
     run = commands.add_parser("run", help="run (or resume) an experiment's grid")
     run.add_argument("name")
-    run.add_argument("--profile", choices=PROFILES, default=None, help="default: $NORMLAB_PROFILE, else by device")
-    run.add_argument("--out", default=str(DEFAULT_OUT), help=f"results folder (default: {DEFAULT_OUT})")
-    run.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the profile's)")
-    run.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: the best available)")
-    run.add_argument("--shard", default=None, help="K/N: run shard K (from 0) of N, e.g. $SLURM_ARRAY_TASK_ID/8")
-    run.add_argument("--threads", type=int, default=None,
-                     help="CPU threads for torch (1 is fastest for the quick profile on a busy machine)")
+    run.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help="default: $NORMLAB_PROFILE, else by device",
+    )
+    run.add_argument(
+        "--out",
+        default=str(DEFAULT_OUT),
+        help=f"results folder (default: {DEFAULT_OUT})",
+    )
+    run.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="number of seeds (default: the profile's)",
+    )
+    run.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda, cuda:1, ... (default: the best available)",
+    )
+    run.add_argument(
+        "--shard",
+        default=None,
+        help="K/N: run shard K (from 0) of N, e.g. $SLURM_ARRAY_TASK_ID/8",
+    )
+    run.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (1 is fastest for the quick profile on a busy machine)",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    report = commands.add_parser("report", help="merge shards, write the summary table and figures")
+    report = commands.add_parser(
+        "report", help="merge shards, write the summary table and figures"
+    )
     report.add_argument("name")
     report.add_argument("--profile", choices=PROFILES, default=None)
     report.add_argument("--out", default=str(DEFAULT_OUT))
-    save = commands.add_parser("save", help="run (or resume) a saved result set in results/ and write its manifest")
+    save = commands.add_parser(
+        "save",
+        help="run (or resume) a saved result set in results/ and write its manifest",
+    )
     save.add_argument("name")
-    save.add_argument("--profile", choices=[p for p in PROFILES if p != "quick"], required=True)
-    save.add_argument("--root", default=None, help="saved-results folder (default: the repository's results/)")
+    save.add_argument(
+        "--profile", choices=[p for p in PROFILES if p != "quick"], required=True
+    )
+    save.add_argument(
+        "--root",
+        default=None,
+        help="saved-results folder (default: the repository's results/)",
+    )
     save.add_argument("--seeds", type=int, default=None)
     save.add_argument("--device", default="cpu")
-    save.add_argument("--shard", default=None, help="K/N: run shard K (from 0) of N into the same set")
-    save.add_argument("--threads", type=int, default=None, help="CPU threads for torch (recorded in the manifest)")
-    verify = commands.add_parser("verify", help="check saved sets: digests, table, and a re-run of one configuration")
-    verify.add_argument("name", nargs="?", default=None, help="one experiment (default: every saved set)")
+    save.add_argument(
+        "--shard", default=None, help="K/N: run shard K (from 0) of N into the same set"
+    )
+    save.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (recorded in the manifest)",
+    )
+    verify = commands.add_parser(
+        "verify",
+        help="check saved sets: digests, table, and a re-run of one configuration",
+    )
+    verify.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        help="one experiment (default: every saved set)",
+    )
     verify.add_argument("--root", default=None)
-    card = commands.add_parser("scorecard", help="every claim, the paper's number, ours and the verdict")
+    card = commands.add_parser(
+        "scorecard", help="every claim, the paper's number, ours and the verdict"
+    )
     card.add_argument("--format", choices=("text", "markdown", "csv"), default="text")
-    card.add_argument("--out", default=None, help="write to this file instead of the terminal")
-    card.add_argument("--root", default=None, help="saved-results folder (default: the repository's results/)")
+    card.add_argument(
+        "--out", default=None, help="write to this file instead of the terminal"
+    )
+    card.add_argument(
+        "--root",
+        default=None,
+        help="saved-results folder (default: the repository's results/)",
+    )
     return parser
 
 
@@ -72,18 +138,23 @@ def _list() -> None:
     from . import experiments
 
     width = max(len("experiment"), *(len(name) for name in experiments.names()))
-    header = f"{'experiment':<{width}} {'chapter':<8}" + "".join(f"{p:>22}" for p in PROFILES)
+    header = f"{'experiment':<{width}} {'chapter':<8}" + "".join(
+        f"{p:>22}" for p in PROFILES
+    )
     print(header)
     print("-" * len(header))
     for name in experiments.names():
         exp = experiments.get(name)
         cells = "".join(
             f"{f'{exp.grid(p).size()} runs, ~{_duration(exp.expected_seconds(p))}' if p in exp.profiles else '-':>22}"
-            for p in PROFILES)
+            for p in PROFILES
+        )
         print(f"{name:<{width}} {exp.chapter:<8}{cells}")
         print(f"    {exp.title}")
-    print("\nTimes: quick and cpu measured on a 2-core CPU with --threads 1 (cpu: saved result sets, '-' where "
-          "none is declared); standard/paper estimated for one GPU, before sharding.")
+    print(
+        "\nTimes: quick and cpu measured on a 2-core CPU with --threads 1 (cpu: saved result sets, '-' where "
+        "none is declared); standard/paper estimated for one GPU, before sharding."
+    )
 
 
 def _threads(threads: int | None) -> None:
@@ -106,7 +177,9 @@ def _verify(name: str | None, root: str | None) -> int:
     for saved in sets:
         problems = results.verify(saved)
         kind = "format only (made on a GPU)" if saved.on_gpu else "format + re-run"
-        print(f"{saved.experiment}/{saved.profile}: {kind}: {'ok' if not problems else 'FAILED'}")
+        print(
+            f"{saved.experiment}/{saved.profile}: {kind}: {'ok' if not problems else 'FAILED'}"
+        )
         for problem in problems:
             print(f"    {problem}")
         failed += bool(problems)
@@ -119,14 +192,24 @@ def _scorecard_text(table: pd.DataFrame, width: int = 100) -> str:
 
     lines: list[str] = []
     for row in table.itertuples(index=False):
-        lines.append(f"{row.id:<4} {row.verdict.upper():<24} {row.kind} (chapter {row.chapter}): {row.claim}")
+        lines.append(
+            f"{row.id:<4} {row.verdict.upper():<24} {row.kind} (chapter {row.chapter}): {row.claim}"
+        )
         fields = [("paper", row.paper), ("ours", row.ours)]
         if row.n not in ("", "-"):
-            fields.append(("from", f"n={row.n}, {row.profile} profile, {row.data} data"))
+            fields.append(
+                ("from", f"n={row.n}, {row.profile} profile, {row.data} data")
+            )
         for name, value in fields:
             if value not in ("", "-"):
-                lines.extend(textwrap.wrap(str(value), width, initial_indent=f"     {name:<6}",
-                                           subsequent_indent=" " * 11))
+                lines.extend(
+                    textwrap.wrap(
+                        str(value),
+                        width,
+                        initial_indent=f"     {name:<6}",
+                        subsequent_indent=" " * 11,
+                    )
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -134,7 +217,9 @@ def _scorecard(fmt: str, out: str | None, root: str | None) -> None:
     from . import claims
     from ._io import write_text_atomic
 
-    table = claims.scorecard(root=root)[["id", "kind", "paper", "ours", "n", "profile", "data", "verdict", "chapter"]]
+    table = claims.scorecard(root=root)[
+        ["id", "kind", "paper", "ours", "n", "profile", "data", "verdict", "chapter"]
+    ]
     if fmt == "csv":
         text = table.to_csv(index=False)
     elif fmt == "markdown":
@@ -160,19 +245,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             experiments.get(args.name)
             experiments.parse_shard(args.shard)
             _threads(args.threads)
-            done = experiments.run(args.name, profile=args.profile, out=args.out, seeds=args.seeds,
-                                   device=args.device, shard=args.shard,
-                                   progress=False if args.no_progress else None)
-            print(f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "
-                  f"records in {done.folder / 'runs'}, table {done.results_csv}")
+            done = experiments.run(
+                args.name,
+                profile=args.profile,
+                out=args.out,
+                seeds=args.seeds,
+                device=args.device,
+                shard=args.shard,
+                progress=False if args.no_progress else None,
+            )
+            print(
+                f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "
+                f"records in {done.folder / 'runs'}, table {done.results_csv}"
+            )
         elif args.command == "save":
             experiments.get(args.name)
             experiments.parse_shard(args.shard)
             _threads(args.threads)
             from . import results
 
-            saved = results.save(args.name, profile=args.profile, root=args.root, shard=args.shard,
-                                 seeds=args.seeds, device=args.device)
+            saved = results.save(
+                args.name,
+                profile=args.profile,
+                root=args.root,
+                shard=args.shard,
+                seeds=args.seeds,
+                device=args.device,
+            )
             print(f"{saved.label()}\nin {saved.folder}")
         elif args.command == "verify":
             return _verify(args.name, args.root)
@@ -182,7 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rep = experiments.report(args.name, out=args.out, profile=args.profile)
             import pandas as pd
 
-            with pd.option_context("display.width", 160, "display.max_rows", 200, "display.max_columns", 30):
+            with pd.option_context(
+                "display.width", 160, "display.max_rows", 200, "display.max_columns", 30
+            ):
                 print(rep.summary.to_string(index=False))
             for stem, path in rep.paths.items():
                 print(f"{stem}: {path}")

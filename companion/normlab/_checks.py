@@ -3,10 +3,12 @@
 Every check raises a ``ValueError`` (``TypeError`` for a wrong kind of object) whose message
 names the argument, says what was expected and shows what was given.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def positive_int(name: str, value: Any) -> int:
@@ -25,16 +27,27 @@ def non_negative_int(name: str, value: Any) -> int:
 
 def positive_number(name: str, value: Any) -> float:
     """``value`` as a float if it is a finite real number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 
 
 def fraction(name: str, value: Any, *, closed_right: bool = False) -> float:
     """``value`` as a float in ``[0, 1)`` (``[0, 1]`` with ``closed_right``)."""
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+    )
     if not ok or value < 0 or (value > 1 if closed_right else value >= 1):
-        raise ValueError(f"{name} must be a number in [0, 1{']' if closed_right else ')'}, got {value!r}")
+        raise ValueError(
+            f"{name} must be a number in [0, 1{']' if closed_right else ')'}, got {value!r}"
+        )
     return float(value)
 
 
@@ -42,7 +55,9 @@ def one_of(name: str, value: Any, choices: Iterable[Any]) -> Any:
     """``value`` if it is one of ``choices``; the message lists them."""
     choices = tuple(choices)
     if value not in choices:
-        raise ValueError(f"{name}={value!r} is not known; expected one of {', '.join(map(str, choices))}")
+        raise ValueError(
+            f"{name}={value!r} is not known; expected one of {', '.join(map(str, choices))}"
+        )
     return value
 
 

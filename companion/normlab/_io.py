@@ -3,12 +3,14 @@
 A reader (or a run interrupted half-way) then sees either the old file or the new one,
 never a truncated one.
 """
+
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, IO
+from typing import IO
 
 
 def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None]) -> Path:

@@ -1,4 +1,5 @@
 """Run-time choices shared by every chapter: the profile, the device and the seed."""
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,9 @@ def check_profile(name: str | None) -> str:
     if name is None:
         return profile()
     if name not in PROFILES:
-        raise ValueError(f"profile={name!r} is not a profile; expected one of {', '.join(PROFILES)}")
+        raise ValueError(
+            f"profile={name!r} is not a profile; expected one of {', '.join(PROFILES)}"
+        )
     return name
 
 

@@ -4,6 +4,7 @@ Every random number comes from the ``generator`` argument (a CPU ``torch.Generat
 never from the global RNG, so a training run is reproducible and resumable. The few random
 numbers a batch needs are drawn on the CPU and moved to the batch's device.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ import torch.nn.functional as F
 from ._checks import fraction, non_negative_int
 
 
-def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
+def random_crop(
+    x: torch.Tensor, padding: int, generator: torch.Generator
+) -> torch.Tensor:
     """Zero-pad each image by ``padding`` pixels and crop it back at a random offset.
 
     Shape: ``(N, C, H, W)`` in and out; each image gets its own offset.
@@ -24,7 +27,9 @@ def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> to
         return x
     n, _, h, w = x.shape
     padded = F.pad(x, (padding, padding, padding, padding))
-    offsets = torch.randint(0, 2 * padding + 1, (n, 2), generator=generator).to(x.device)
+    offsets = torch.randint(0, 2 * padding + 1, (n, 2), generator=generator).to(
+        x.device
+    )
     rows = offsets[:, :1] + torch.arange(h, device=x.device)  # (N, H)
     cols = offsets[:, 1:] + torch.arange(w, device=x.device)  # (N, W)
     batch = torch.arange(n, device=x.device)[:, None, None]
@@ -44,7 +49,9 @@ def _beta(alpha: float, generator: torch.Generator) -> float:
     return float(np.random.default_rng(seed).beta(alpha, alpha))
 
 
-def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, float]:
+def mixup(
+    x: torch.Tensor, y: torch.Tensor, alpha: float, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, float]:
     r"""MixUp (Zhang et al., 2018): :math:`\tilde x = \lambda x + (1-\lambda) x_{\pi}`.
 
     Returns the mixed batch, the partner labels :math:`y_{\pi}` and :math:`\lambda`; the loss
@@ -55,7 +62,9 @@ def mixup(x: torch.Tensor, y: torch.Tensor, alpha: float, generator: torch.Gener
     return lam * x + (1.0 - lam) * x[perm], y[perm], lam
 
 
-def cutmix(x: torch.Tensor, y: torch.Tensor, alpha: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, float]:
+def cutmix(
+    x: torch.Tensor, y: torch.Tensor, alpha: float, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, float]:
     """CutMix (Yun et al., 2019): paste a random box from a partner image.
 
     Returns the mixed batch, the partner labels and :math:`\\lambda` = the kept area fraction.
@@ -100,17 +109,24 @@ class Augment:
         """True when batches may be mixed (the loss then needs partner labels)."""
         return self.mix_prob > 0 and (self.mixup_alpha > 0 or self.cutmix_alpha > 0)
 
-    def __call__(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, float]:
+    def __call__(
+        self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, float]:
         """Augment one ``(N, C, H, W)`` batch; return ``(x, partner_labels, lam)``.
 
         Without mixing, the partner labels are ``y`` itself and ``lam`` is 1.
         """
         if x.ndim != 4:
-            raise ValueError(f"augmentations need image batches (N, C, H, W), got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"augmentations need image batches (N, C, H, W), got shape {tuple(x.shape)}"
+            )
         x = random_crop(x, self.crop_padding, generator)
         if self.hflip:
             x = random_hflip(x, generator)
-        if not self.mixes or float(torch.rand((), generator=generator)) >= self.mix_prob:
+        if (
+            not self.mixes
+            or float(torch.rand((), generator=generator)) >= self.mix_prob
+        ):
             return x, y, 1.0
         use_cutmix = self.mixup_alpha <= 0 or (
             self.cutmix_alpha > 0 and float(torch.rand((), generator=generator)) < 0.5

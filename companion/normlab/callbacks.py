@@ -17,6 +17,7 @@ A callback sees the whole training state at fixed points of the loop and may cha
 Callbacks that keep state implement ``state_dict``/``load_state_dict`` so that a resumed run
 continues exactly where an interrupted one stopped.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -11,11 +11,13 @@ Files are written atomically (:func:`normlab._io.write_atomic`), so a run killed
 saving leaves the previous checkpoint intact. Everything is stored as tensors and plain
 types, so loading uses ``torch.load(weights_only=True)``.
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +26,14 @@ from torch import nn
 from ._io import write_atomic
 from .callbacks import Callback, TrainState
 
-__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CheckpointError", "model_signature", "resume", "save"]
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_NAME",
+    "CheckpointError",
+    "model_signature",
+    "resume",
+    "save",
+]
 
 CHECKPOINT_NAME = "last.pt"
 CHECKPOINT_FORMAT = 1
@@ -39,8 +48,14 @@ def model_signature(model: nn.Module) -> list[list[Any]]:
     return [[name, list(t.shape)] for name, t in model.state_dict().items()]
 
 
-def save(path: Path, state: TrainState, *, run_record: Mapping[str, Any], generator: torch.Generator,
-         callbacks: Sequence[Callback]) -> None:
+def save(
+    path: Path,
+    state: TrainState,
+    *,
+    run_record: Mapping[str, Any],
+    generator: torch.Generator,
+    callbacks: Sequence[Callback],
+) -> None:
     """Write the loop's state after epoch ``state.epoch`` to ``path``, atomically."""
     payload = {
         "format": CHECKPOINT_FORMAT,
@@ -50,7 +65,9 @@ def save(path: Path, state: TrainState, *, run_record: Mapping[str, Any], genera
         "optimizer": state.optimizer.state_dict(),
         "scheduler": state.scheduler.state_dict(),
         "rng": _rng_state(generator),
-        "callbacks": [[type(callback).__name__, callback.state_dict()] for callback in callbacks],
+        "callbacks": [
+            [type(callback).__name__, callback.state_dict()] for callback in callbacks
+        ],
         "history": [dict(record) for record in state.history],
         "epoch": state.epoch,
         "step": state.step,
@@ -59,8 +76,14 @@ def save(path: Path, state: TrainState, *, run_record: Mapping[str, Any], genera
     write_atomic(path, lambda f: torch.save(payload, f))
 
 
-def resume(path: Path, state: TrainState, *, run_record: Mapping[str, Any], generator: torch.Generator,
-           callbacks: Sequence[Callback]) -> bool:
+def resume(
+    path: Path,
+    state: TrainState,
+    *,
+    run_record: Mapping[str, Any],
+    generator: torch.Generator,
+    callbacks: Sequence[Callback],
+) -> bool:
     """Restore the loop's state from ``path`` if it exists; say whether it did.
 
     The model, optimiser and scheduler in ``state`` must already be built. On resume each
@@ -80,7 +103,11 @@ def resume(path: Path, state: TrainState, *, run_record: Mapping[str, Any], gene
     state.scheduler.load_state_dict(payload["scheduler"])
     _restore_callbacks(callbacks, payload["callbacks"])
     state.history.extend(payload["history"])
-    state.epoch, state.step, state.stop_training = payload["epoch"], payload["step"], payload["stopped"]
+    state.epoch, state.step, state.stop_training = (
+        payload["epoch"],
+        payload["step"],
+        payload["stopped"],
+    )
     _set_rng_state(payload["rng"], generator)
     return True
 
@@ -93,9 +120,18 @@ def _rng_state(generator: torch.Generator) -> dict[str, Any]:
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "shuffle": generator.get_state(),
-        "python": {"version": py_version, "state": torch.tensor(py_state, dtype=torch.int64), "gauss": py_gauss},
-        "numpy": {"kind": np_kind, "keys": torch.from_numpy(np_keys.astype(np.int64)), "pos": int(np_pos),
-                  "has_gauss": int(np_has_gauss), "gauss": float(np_gauss)},
+        "python": {
+            "version": py_version,
+            "state": torch.tensor(py_state, dtype=torch.int64),
+            "gauss": py_gauss,
+        },
+        "numpy": {
+            "kind": np_kind,
+            "keys": torch.from_numpy(np_keys.astype(np.int64)),
+            "pos": int(np_pos),
+            "has_gauss": int(np_has_gauss),
+            "gauss": float(np_gauss),
+        },
     }
 
 
@@ -107,7 +143,15 @@ def _set_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> None
     py = state["python"]
     random.setstate((py["version"], tuple(py["state"].tolist()), py["gauss"]))
     npy = state["numpy"]
-    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["gauss"]))
+    np.random.set_state(
+        (
+            npy["kind"],
+            npy["keys"].numpy().astype(np.uint32),
+            npy["pos"],
+            npy["has_gauss"],
+            npy["gauss"],
+        )
+    )
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -119,26 +163,44 @@ def _load(path: Path) -> dict[str, Any]:
             f"delete it (or its folder) to start the run afresh"
         ) from err
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint {path} is not a normlab.training checkpoint (format {CHECKPOINT_FORMAT}); delete it to start afresh")
+        raise CheckpointError(
+            f"checkpoint {path} is not a normlab.training checkpoint (format {CHECKPOINT_FORMAT}); delete it to start afresh"
+        )
     return payload
 
 
-def _check_compatible(payload: Mapping[str, Any], path: Path, signature: list[list[Any]], run_record: Mapping[str, Any]) -> None:
+def _check_compatible(
+    payload: Mapping[str, Any],
+    path: Path,
+    signature: list[list[Any]],
+    run_record: Mapping[str, Any],
+) -> None:
     if payload["signature"] != signature:
         theirs = {name: shape for name, shape in payload["signature"]}
         ours = {name: shape for name, shape in signature}
-        diff = sorted(k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k))
-        shown = ", ".join(f"{k}: checkpoint {theirs.get(k)} vs model {ours.get(k)}" for k in diff[:4])
+        diff = sorted(
+            k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)
+        )
+        shown = ", ".join(
+            f"{k}: checkpoint {theirs.get(k)} vs model {ours.get(k)}" for k in diff[:4]
+        )
         raise CheckpointError(
             f"checkpoint {path} was written by another model ({len(diff)} parameter(s) differ: {shown}); "
             f"use another checkpoint_dir or delete it"
         )
     saved = payload["run_config"]
-    diff = sorted(k for k in saved.keys() | run_record.keys() if saved.get(k) != run_record.get(k))
+    diff = sorted(
+        k for k in saved.keys() | run_record.keys() if saved.get(k) != run_record.get(k)
+    )
     if diff:
-        shown = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {run_record.get(k)!r}" for k in diff)
-        raise CheckpointError(f"checkpoint {path} was written by a run with other settings ({shown}); "
-                              f"use another checkpoint_dir or delete it")
+        shown = ", ".join(
+            f"{k}: checkpoint {saved.get(k)!r} vs now {run_record.get(k)!r}"
+            for k in diff
+        )
+        raise CheckpointError(
+            f"checkpoint {path} was written by a run with other settings ({shown}); "
+            f"use another checkpoint_dir or delete it"
+        )
 
 
 def _restore_callbacks(callbacks: Sequence[Callback], saved: list[list[Any]]) -> None:

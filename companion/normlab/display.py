@@ -5,6 +5,7 @@ A chapter shows what its text is about, like a textbook listing: for a class, it
 checks at the top of a function are elided. The full source is one click away, folded behind
 a toggle. Long lines wrap inside the column instead of scrolling sideways.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,12 +43,16 @@ class SourceView:
     def __init__(self, obj: Any, members: tuple[str, ...] = ()) -> None:
         module = inspect.getmodule(obj)
         if module is None or not module.__name__.split(".")[0] == "normlab":
-            raise TypeError(f"obj must be a normlab module, class or function, got {obj!r}")
+            raise TypeError(
+                f"obj must be a normlab module, class or function, got {obj!r}"
+            )
         if members and not inspect.isclass(obj):
             raise TypeError(f"members can only be named for a class, got {obj!r}")
         missing = [m for m in members if not inspect.isfunction(getattr(obj, m, None))]
         if missing:
-            raise ValueError(f"members must be methods of {obj.__qualname__}, got {missing}")
+            raise ValueError(
+                f"members must be methods of {obj.__qualname__}, got {missing}"
+            )
         self.name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
         self.module = module.__name__
         self.code = textwrap.dedent(inspect.getsource(obj))
@@ -67,32 +72,48 @@ class SourceView:
         return f"{self.listing}\n# full source: {len(self.code.splitlines())} lines (SourceView.code)\n"
 
     def _repr_html_(self) -> str:
-        caption = (f"<div style='font-size:0.85em;color:#555'>source: <code>{self.module}</code>"
-                   f" ({html.escape(self.name)}, line {self.first_line})</div>")
+        caption = (
+            f"<div style='font-size:0.85em;color:#555'>source: <code>{self.module}</code>"
+            f" ({html.escape(self.name)}, line {self.first_line})</div>"
+        )
         # MathJax typesets the docstring's maths in the book and in Jupyter.
-        maths = "".join(f"<div class='mathjax_process' style='overflow-x:auto'>\\[{html.escape(m)}\\]</div>"
-                        for m in self.maths)
+        maths = "".join(
+            f"<div class='mathjax_process' style='overflow-x:auto'>\\[{html.escape(m)}\\]</div>"
+            for m in self.maths
+        )
         parts = [caption, maths, _highlight(self.listing)]
         if self.folded:
             lines = len(self.code.splitlines())
-            parts.append(f"<details><summary>Full source of <code>{html.escape(self.name)}</code>"
-                         f" ({lines} lines)</summary>{_highlight(self.code)}</details>")
+            parts.append(
+                f"<details><summary>Full source of <code>{html.escape(self.name)}</code>"
+                f" ({lines} lines)</summary>{_highlight(self.code)}</details>"
+            )
         return "<div class='normlab-source'>" + "".join(parts) + "</div>"
 
 
 def _highlight(code: str) -> str:
     """Highlighted HTML whose long lines wrap in the column rather than scroll."""
-    out = highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, style="friendly"))
-    return out.replace("<pre style=\"", "<pre style=\"white-space:pre-wrap;overflow-wrap:anywhere;", 1)
+    out = highlight(
+        code, PythonLexer(), HtmlFormatter(noclasses=True, style="friendly")
+    )
+    return out.replace(
+        '<pre style="', '<pre style="white-space:pre-wrap;overflow-wrap:anywhere;', 1
+    )
 
 
 def _docstring_maths(doc: str) -> list[str]:
     """The bodies of the ``.. math::`` blocks of a docstring, one LaTeX string each."""
     doc = inspect.cleandoc(doc)
     blocks = re.findall(r"^\.\. math::\n((?:[ \t]+.*\n?|\n)+)", doc + "\n", flags=re.M)
-    maths = [" ".join(line.strip() for line in block.strip().splitlines()) for block in blocks]
+    maths = [
+        " ".join(line.strip() for line in block.strip().splitlines())
+        for block in blocks
+    ]
     # Equations set side by side with \qquad go one per line, so they fit a narrow column.
-    return [GATHERED.format(m.replace(r"\qquad", "\\\\")) if r"\qquad" in m else m for m in maths]
+    return [
+        GATHERED.format(m.replace(r"\qquad", "\\\\")) if r"\qquad" in m else m
+        for m in maths
+    ]
 
 
 def _is_check(stmt: ast.stmt) -> bool:
@@ -100,7 +121,11 @@ def _is_check(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.If):
         return not stmt.orelse and all(isinstance(s, ast.Raise) for s in stmt.body)
     call = stmt.value if isinstance(stmt, ast.Expr) else None
-    name = getattr(getattr(call, "func", None), "id", "") if isinstance(call, ast.Call) else ""
+    name = (
+        getattr(getattr(call, "func", None), "id", "")
+        if isinstance(call, ast.Call)
+        else ""
+    )
     return name.startswith(CHECK_PREFIXES)
 
 
@@ -111,7 +136,11 @@ def _elide_checks(code: str) -> str:
     if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return code
     body = list(func.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    ):
         body = body[1:]  # the docstring stays
     checks = []
     for stmt in body:
@@ -138,8 +167,12 @@ def _listing(obj: Any, members: tuple[str, ...]) -> str:
         return textwrap.dedent(inspect.getsource(obj))
     source = textwrap.dedent(inspect.getsource(obj))
     header = source[: source.index(":\n", source.index("class ")) + 2]
-    methods = [textwrap.indent(_elide_checks(textwrap.dedent(inspect.getsource(getattr(obj, m)))), "    ")
-               for m in members]
+    methods = [
+        textwrap.indent(
+            _elide_checks(textwrap.dedent(inspect.getsource(getattr(obj, m)))), "    "
+        )
+        for m in members
+    ]
     return header + "    ...\n\n" + "\n".join(methods)
 
 

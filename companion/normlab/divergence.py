@@ -17,11 +17,13 @@ the tangent kernel of output unit ``u`` (default 0), computed exactly from the J
 output is linear in the parameters and the same kernel holds for every unit, so one SGD step
 satisfies the formula exactly; for other modules it is the first-order prediction.
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,11 +32,20 @@ from torch.func import functional_call, jacrev
 
 from ._checks import positive_int
 
-__all__ = ["OptimizerSpec", "UpdateMeasurement", "measure_update", "tangent_kernel",
-           "measure_each_sample", "single_sample_ratios", "ResidualBlock", "SelfAttention",
-           "offdiagonal_share", "layer_inputs"]
+__all__ = [
+    "OptimizerSpec",
+    "UpdateMeasurement",
+    "measure_update",
+    "tangent_kernel",
+    "measure_each_sample",
+    "single_sample_ratios",
+    "ResidualBlock",
+    "SelfAttention",
+    "offdiagonal_share",
+    "layer_inputs",
+]
 
-OptimizerSpec = Union[torch.optim.Optimizer, Callable[..., torch.optim.Optimizer]]
+OptimizerSpec = torch.optim.Optimizer | Callable[..., torch.optim.Optimizer]
 
 
 @dataclass
@@ -70,7 +81,9 @@ class UpdateMeasurement:
     def predicted(self) -> Tensor:
         """The kernel's prediction of one SGD step, ``-(eta/B) K g``, shaped like the output."""
         if self.kernel is None:
-            raise ValueError("this measurement has no kernel; call measure_update(..., kernel=True)")
+            raise ValueError(
+                "this measurement has no kernel; call measure_update(..., kernel=True)"
+            )
         g_sites = _to_sites(self.grad_output, self.feature_dim)
         update = -(self.lr / self.batch_size) * (self.kernel @ g_sites)
         return _from_sites(update, self.grad_output.shape, self.feature_dim)
@@ -93,13 +106,20 @@ def _from_sites(sites: Tensor, shape: torch.Size, feature_dim: int) -> Tensor:
     return sites.reshape(moved_shape).movedim(-1, feature_dim)
 
 
-def _bind_optimizer(optimizer: OptimizerSpec, original: nn.Module, work: nn.Module,
-                    lr: float | None, kwargs: dict[str, Any]) -> torch.optim.Optimizer:
+def _bind_optimizer(
+    optimizer: OptimizerSpec,
+    original: nn.Module,
+    work: nn.Module,
+    lr: float | None,
+    kwargs: dict[str, Any],
+) -> torch.optim.Optimizer:
     """An optimiser over ``work``'s parameters, from a factory or a constructed optimiser."""
     if isinstance(optimizer, torch.optim.Optimizer):
         if lr is not None or kwargs:
-            raise ValueError("optimizer is already constructed: set lr and its options there, "
-                             "not in measure_update")
+            raise ValueError(
+                "optimizer is already constructed: set lr and its options there, "
+                "not in measure_update"
+            )
         index = {id(p): i for i, p in enumerate(original.parameters())}
         copies = list(work.parameters())
         groups = []
@@ -108,31 +128,40 @@ def _bind_optimizer(optimizer: OptimizerSpec, original: nn.Module, work: nn.Modu
             if missing:
                 raise ValueError("optimizer holds parameters that are not the layer's")
             options = {k: v for k, v in group.items() if k != "params"}
-            groups.append({**options, "params": [copies[index[id(p)]] for p in group["params"]]})
+            groups.append(
+                {**options, "params": [copies[index[id(p)]] for p in group["params"]]}
+            )
         clone = type(optimizer)(groups, **optimizer.defaults)
         clone.load_state_dict(optimizer.state_dict())
         return clone
     if not callable(optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer or a factory, got {optimizer!r}")
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer or a factory, got {optimizer!r}"
+        )
     return optimizer(work.parameters(), lr=0.1 if lr is None else lr, **kwargs)
 
 
 def _learning_rate(opt: torch.optim.Optimizer) -> float:
     rates = {float(group["lr"]) for group in opt.param_groups}
     if len(rates) != 1:
-        raise ValueError(f"every parameter group must share one learning rate, got {sorted(rates)}")
+        raise ValueError(
+            f"every parameter group must share one learning rate, got {sorted(rates)}"
+        )
     return rates.pop()
 
 
-def tangent_kernel(layer: nn.Module, x: Tensor, *, unit: int = 0,
-                   feature_dim: int | None = None) -> Tensor:
+def tangent_kernel(
+    layer: nn.Module, x: Tensor, *, unit: int = 0, feature_dim: int | None = None
+) -> Tensor:
     """The ``(S, S)`` tangent kernel of output unit ``unit`` over all sites of ``layer(x)``.
 
     ``K_ij = (d z_i[unit]/d theta) . (d z_j[unit]/d theta)`` over the trainable parameters,
     from the exact Jacobian (``torch.func.jacrev``). The layer is not modified.
     """
     fdim = _feature_dim(layer, feature_dim)
-    params = {name: p.detach() for name, p in layer.named_parameters() if p.requires_grad}
+    params = {
+        name: p.detach() for name, p in layer.named_parameters() if p.requires_grad
+    }
     if not params:
         raise ValueError("layer has no trainable parameters")
     buffers = {name: b.detach().clone() for name, b in layer.named_buffers()}
@@ -146,10 +175,19 @@ def tangent_kernel(layer: nn.Module, x: Tensor, *, unit: int = 0,
     return J @ J.T
 
 
-def measure_update(layer: nn.Module, x: Tensor, g: Tensor,
-                   optimizer: OptimizerSpec = torch.optim.SGD, *, lr: float | None = None,
-                   steps: int = 1, kernel: bool = True, unit: int = 0,
-                   feature_dim: int | None = None, **optimizer_kwargs: Any) -> UpdateMeasurement:
+def measure_update(
+    layer: nn.Module,
+    x: Tensor,
+    g: Tensor,
+    optimizer: OptimizerSpec = torch.optim.SGD,
+    *,
+    lr: float | None = None,
+    steps: int = 1,
+    kernel: bool = True,
+    unit: int = 0,
+    feature_dim: int | None = None,
+    **optimizer_kwargs: Any,
+) -> UpdateMeasurement:
     """Take ``steps`` real optimiser steps on a copy of ``layer`` and compare the output moves.
 
     Args:
@@ -180,8 +218,10 @@ def measure_update(layer: nn.Module, x: Tensor, g: Tensor,
     with torch.no_grad():
         z_before = work(x)
     if not isinstance(g, Tensor) or g.shape != z_before.shape:
-        raise ValueError(f"g must be a tensor shaped like layer(x) {tuple(z_before.shape)}, "
-                         f"got {tuple(g.shape) if isinstance(g, Tensor) else type(g).__name__}")
+        raise ValueError(
+            f"g must be a tensor shaped like layer(x) {tuple(z_before.shape)}, "
+            f"got {tuple(g.shape) if isinstance(g, Tensor) else type(g).__name__}"
+        )
     fdim = _feature_dim(layer, feature_dim)
     K = tangent_kernel(layer, x, unit=unit, feature_dim=fdim) if kernel else None
 
@@ -201,23 +241,44 @@ def measure_update(layer: nn.Module, x: Tensor, g: Tensor,
     flat_eff, flat_ideal = effective.reshape(batch, -1), ideal.reshape(batch, -1)
     ratio = flat_eff.norm(dim=1) / flat_ideal.norm(dim=1)
     cosine = F.cosine_similarity(flat_eff, flat_ideal, dim=1)
-    return UpdateMeasurement(ideal=ideal, effective=effective, ratio=ratio, cosine=cosine,
-                             kernel=K, grad_output=g, lr=eta, batch_size=batch, steps=steps,
-                             feature_dim=fdim, per_step=per_step)
+    return UpdateMeasurement(
+        ideal=ideal,
+        effective=effective,
+        ratio=ratio,
+        cosine=cosine,
+        kernel=K,
+        grad_output=g,
+        lr=eta,
+        batch_size=batch,
+        steps=steps,
+        feature_dim=fdim,
+        per_step=per_step,
+    )
 
 
-def measure_each_sample(layer: nn.Module, x: Tensor, g: Tensor, optimizer: OptimizerSpec = torch.optim.SGD,
-                        **kwargs: Any) -> list[UpdateMeasurement]:
+def measure_each_sample(
+    layer: nn.Module,
+    x: Tensor,
+    g: Tensor,
+    optimizer: OptimizerSpec = torch.optim.SGD,
+    **kwargs: Any,
+) -> list[UpdateMeasurement]:
     """:func:`measure_update` on each sample alone (a batch of 1), without the kernel.
 
     ``kwargs`` go to :func:`measure_update` (``lr``, ``steps``, optimiser arguments). Every
     sample starts from the same copy of ``layer``.
     """
-    return [measure_update(layer, x[i : i + 1], g[i : i + 1], optimizer, kernel=False, **kwargs)
-            for i in range(x.shape[0])]
+    return [
+        measure_update(
+            layer, x[i : i + 1], g[i : i + 1], optimizer, kernel=False, **kwargs
+        )
+        for i in range(x.shape[0])
+    ]
 
 
-def single_sample_ratios(layer: nn.Module, x: Tensor, g: Tensor, *, lr: float = 0.1) -> Tensor:
+def single_sample_ratios(
+    layer: nn.Module, x: Tensor, g: Tensor, *, lr: float = 0.1
+) -> Tensor:
     """``|effective| / |ideal|`` of one SGD step taken on each sample alone (batch of 1)."""
     return torch.cat([m.ratio for m in measure_each_sample(layer, x, g, lr=lr)])
 
@@ -231,8 +292,14 @@ def offdiagonal_share(kernel: Tensor) -> float:
     0 when every site's update depends on its own error only; it grows towards 1 as the
     other sites' errors (cross-sample or cross-position terms) dominate the update.
     """
-    if not isinstance(kernel, Tensor) or kernel.dim() != 2 or kernel.shape[0] != kernel.shape[1]:
-        raise ValueError(f"kernel must be a square 2-D tensor, got {getattr(kernel, 'shape', type(kernel).__name__)}")
+    if (
+        not isinstance(kernel, Tensor)
+        or kernel.dim() != 2
+        or kernel.shape[0] != kernel.shape[1]
+    ):
+        raise ValueError(
+            f"kernel must be a square 2-D tensor, got {getattr(kernel, 'shape', type(kernel).__name__)}"
+        )
     total = kernel.abs().sum()
     if not total > 0:
         raise ValueError("kernel is all zeros: its off-diagonal share is undefined")
@@ -246,8 +313,12 @@ def layer_inputs(model: nn.Module, layers: list[nn.Module], x: Tensor) -> list[T
     :func:`tangent_kernel` on a trained network. ``model``'s train/eval mode is restored.
     """
     seen: dict[int, Tensor] = {}
-    hooks = [layer.register_forward_pre_hook(lambda module, args: seen.setdefault(id(module), args[0].detach()))
-             for layer in layers]
+    hooks = [
+        layer.register_forward_pre_hook(
+            lambda module, args: seen.setdefault(id(module), args[0].detach())
+        )
+        for layer in layers
+    ]
     was_training = model.training
     model.eval()
     try:
@@ -275,7 +346,9 @@ class ResidualBlock(nn.Module):
         - Input: :math:`(*, \text{dim})`. Output: same shape.
     """
 
-    def __init__(self, dim: int, hidden: int, linear: Callable[[int, int], nn.Module] = nn.Linear) -> None:
+    def __init__(
+        self, dim: int, hidden: int, linear: Callable[[int, int], nn.Module] = nn.Linear
+    ) -> None:
         super().__init__()
         self.inner = linear(dim, hidden)
         self.outer = linear(hidden, dim)

@@ -11,10 +11,12 @@
   signal-to-noise ratio.
 - :class:`AutoNormS`: the paper's gate-freezing schedule, as a callback.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -48,14 +50,20 @@ def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
     entropy is always 0. ``0 log 0 = 0``. The result lies in :math:`[0, \log k]`.
     """
     if probs.dim() < 1 or probs.shape[-1] < 1:
-        raise ValueError(f"probs must have a last dimension of candidates, got shape {tuple(probs.shape)}")
+        raise ValueError(
+            f"probs must have a last dimension of candidates, got shape {tuple(probs.shape)}"
+        )
     probs = probs.float()
     return -torch.special.xlogy(probs, probs).sum(dim=-1)
 
 
 def autonorm_layers(model: nn.Module) -> list[tuple[str, AutoNorm]]:
     """Every :class:`AutoNorm` in ``model``, as ``(qualified name, layer)`` in module order."""
-    return [(name, module) for name, module in model.named_modules() if isinstance(module, AutoNorm)]
+    return [
+        (name, module)
+        for name, module in model.named_modules()
+        if isinstance(module, AutoNorm)
+    ]
 
 
 def selector_parameters(layer: AutoNorm) -> list[nn.Parameter]:
@@ -107,14 +115,18 @@ def gumbel_grad_moments(
     estimator (whose gradient is the soft one).
     """
     if logits.dim() != 1 or logits.numel() < 2:
-        raise ValueError(f"logits must be a 1-D tensor over >= 2 candidates, got shape {tuple(logits.shape)}")
+        raise ValueError(
+            f"logits must be a 1-D tensor over >= 2 candidates, got shape {tuple(logits.shape)}"
+        )
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"n must be an int >= 2, got {n!r}")
     k = logits.numel()
     if values is None:
         values = torch.zeros(k).index_fill_(0, torch.tensor(0), 1.0)
     if values.shape != logits.shape:
-        raise ValueError(f"values of shape {tuple(values.shape)} do not match logits {tuple(logits.shape)}")
+        raise ValueError(
+            f"values of shape {tuple(values.shape)} do not match logits {tuple(logits.shape)}"
+        )
     batch = logits.detach().float().expand(n, k).clone().requires_grad_(True)
     weights = gumbel_softmax(batch, tau, hard, generator=generator)
     (grad,) = torch.autograd.grad((weights * values.float()).sum(), batch)
@@ -133,7 +145,13 @@ def gumbel_grad_variance(
 ) -> float:
     """Total variance (trace of the covariance) of the Gumbel-Softmax gradient; see
     :func:`gumbel_grad_moments`."""
-    return gumbel_grad_moments(logits, tau, n, values=values, hard=hard, generator=generator)[1].sum().item()
+    return (
+        gumbel_grad_moments(
+            logits, tau, n, values=values, hard=hard, generator=generator
+        )[1]
+        .sum()
+        .item()
+    )
 
 
 class GateAverages:
@@ -163,11 +181,16 @@ class GateAverages:
     def means(self) -> dict[str, dict[str, float]]:
         """Per layer: ``p_<candidate>`` for each of :data:`CANDIDATES`, and ``entropy`` (nats)."""
         keys = [f"p_{c}" for c in CANDIDATES] + ["entropy"]
-        return {name: {key: total / self.steps for key, total in zip(keys, sums.tolist())}
-                for name, sums in self.sums.items()}
+        return {
+            name: {key: total / self.steps for key, total in zip(keys, sums.tolist())}
+            for name, sums in self.sums.items()
+        }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"sums": {n: s.detach().cpu().clone() for n, s in self.sums.items()}, "steps": self.steps}
+        return {
+            "sums": {n: s.detach().cpu().clone() for n, s in self.sums.items()},
+            "steps": self.steps,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.sums = {n: s.clone() for n, s in state["sums"].items()}
@@ -207,11 +230,17 @@ class GateTelemetry(Callback):
 
     def on_after_backward(self, state: TrainState) -> None:
         for name, layer in autonorm_layers(state.model):
-            grads = [p.grad.detach().flatten() for p in selector_parameters(layer) if p.grad is not None]
+            grads = [
+                p.grad.detach().flatten()
+                for p in selector_parameters(layer)
+                if p.grad is not None
+            ]
             if not grads:
                 continue
             g = torch.cat(grads).double()
-            moments = self._moments.setdefault(name, {"m1": torch.zeros_like(g), "m2": torch.zeros_like(g), "t": 0})
+            moments = self._moments.setdefault(
+                name, {"m1": torch.zeros_like(g), "m2": torch.zeros_like(g), "t": 0}
+            )
             moments["m1"].mul_(self.beta).add_(g, alpha=1 - self.beta)
             moments["m2"].mul_(self.beta).add_(g * g, alpha=1 - self.beta)
             moments["t"] += 1
@@ -237,17 +266,39 @@ class GateTelemetry(Callback):
         for name, _ in autonorm_layers(state.model):
             if name not in means:
                 continue
-            grad_var, snr = self.gradient_stats(name) if name in self._with_grad else (math.nan, math.nan)
-            self.records.append({"epoch": state.epoch, "layer": name, **means[name], "grad_var": grad_var, "snr": snr})
+            grad_var, snr = (
+                self.gradient_stats(name)
+                if name in self._with_grad
+                else (math.nan, math.nan)
+            )
+            self.records.append(
+                {
+                    "epoch": state.epoch,
+                    "layer": name,
+                    **means[name],
+                    "grad_var": grad_var,
+                    "snr": snr,
+                }
+            )
 
     def state_dict(self) -> dict[str, Any]:
-        moments = {n: {"m1": m["m1"].clone(), "m2": m["m2"].clone(), "t": m["t"]} for n, m in self._moments.items()}
-        return {"records": [dict(r) for r in self.records], "moments": moments, "averages": self._averages.state_dict(),
-                "with_grad": sorted(self._with_grad)}
+        moments = {
+            n: {"m1": m["m1"].clone(), "m2": m["m2"].clone(), "t": m["t"]}
+            for n, m in self._moments.items()
+        }
+        return {
+            "records": [dict(r) for r in self.records],
+            "moments": moments,
+            "averages": self._averages.state_dict(),
+            "with_grad": sorted(self._with_grad),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.records = [dict(r) for r in state["records"]]
-        self._moments = {n: {"m1": m["m1"].clone(), "m2": m["m2"].clone(), "t": m["t"]} for n, m in state["moments"].items()}
+        self._moments = {
+            n: {"m1": m["m1"].clone(), "m2": m["m2"].clone(), "t": m["t"]}
+            for n, m in state["moments"].items()
+        }
         self._averages.load_state_dict(state["averages"])
         self._with_grad = set(state["with_grad"])
 
@@ -273,12 +324,21 @@ class AutoNormS(Callback):
     ``frozen`` lists the frozen layers' names.
     """
 
-    def __init__(self, t_freeze: int = 10, eps_h: float = 0.1, *, tau: float | None = 0.5,
-                 per_layer: bool = False, rule: str = "high") -> None:
+    def __init__(
+        self,
+        t_freeze: int = 10,
+        eps_h: float = 0.1,
+        *,
+        tau: float | None = 0.5,
+        per_layer: bool = False,
+        rule: str = "high",
+    ) -> None:
         positive_int("t_freeze", t_freeze)
         max_entropy = math.log(len(CANDIDATES))
         if not isinstance(eps_h, (int, float)) or not 0.0 <= eps_h <= max_entropy:
-            raise ValueError(f"eps_h (eps_H) must lie in [0, ln {len(CANDIDATES)}] = [0, {max_entropy:.4f}], got {eps_h!r}")
+            raise ValueError(
+                f"eps_h (eps_H) must lie in [0, ln {len(CANDIDATES)}] = [0, {max_entropy:.4f}], got {eps_h!r}"
+            )
         one_of("rule", rule, FREEZE_RULES)
         self.t_freeze = t_freeze
         self.eps_h = float(eps_h)
@@ -291,7 +351,11 @@ class AutoNormS(Callback):
         self._averages = GateAverages()
 
     def _layers(self, model: nn.Module) -> list[tuple[str, AutoNorm]]:
-        return [(name, layer) for name, layer in autonorm_layers(model) if layer.selector is not None]
+        return [
+            (name, layer)
+            for name, layer in autonorm_layers(model)
+            if layer.selector is not None
+        ]
 
     def _should_freeze(self, entropy: float) -> bool:
         return entropy >= self.eps_h if self.rule == "high" else entropy < self.eps_h
@@ -299,10 +363,14 @@ class AutoNormS(Callback):
     def on_train_start(self, state: TrainState) -> None:
         layers = self._layers(state.model)
         if not layers:
-            raise ValueError("AutoNormS needs a model with at least one learned AutoNorm layer")
+            raise ValueError(
+                "AutoNormS needs a model with at least one learned AutoNorm layer"
+            )
         for name, layer in layers:
             if self.eps_h > math.log(layer.selector.k):
-                raise ValueError(f"eps_h={self.eps_h} exceeds ln k = {math.log(layer.selector.k):.4f} for layer {name}")
+                raise ValueError(
+                    f"eps_h={self.eps_h} exceeds ln k = {math.log(layer.selector.k):.4f} for layer {name}"
+                )
             if self.tau is not None:
                 layer.selector.tau = self.tau
             if name in self.frozen:
@@ -325,13 +393,21 @@ class AutoNormS(Callback):
     def on_epoch_end(self, state: TrainState) -> None:
         if state.epoch > self.t_freeze or self._averages.steps == 0:
             return
-        layers = {name: means["entropy"] for name, means in self._averages.means().items()}
+        layers = {
+            name: means["entropy"] for name, means in self._averages.means().items()
+        }
         mean = sum(layers.values()) / len(layers) if layers else math.nan
-        self.entropy_records.append({"epoch": state.epoch, "mean": mean, "layers": layers})
+        self.entropy_records.append(
+            {"epoch": state.epoch, "mean": mean, "layers": layers}
+        )
         if state.epoch == self.t_freeze and not self.decided:
             self.decided = True
             if self.per_layer:
-                chosen = [name for name, entropy in layers.items() if self._should_freeze(entropy)]
+                chosen = [
+                    name
+                    for name, entropy in layers.items()
+                    if self._should_freeze(entropy)
+                ]
             else:
                 chosen = list(layers) if self._should_freeze(mean) else []
             for name, layer in self._layers(state.model):
@@ -341,14 +417,18 @@ class AutoNormS(Callback):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "entropy_records": [dict(r, layers=dict(r["layers"])) for r in self.entropy_records],
+            "entropy_records": [
+                dict(r, layers=dict(r["layers"])) for r in self.entropy_records
+            ],
             "frozen": list(self.frozen),
             "decided": self.decided,
             "averages": self._averages.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.entropy_records = [dict(r, layers=dict(r["layers"])) for r in state["entropy_records"]]
+        self.entropy_records = [
+            dict(r, layers=dict(r["layers"])) for r in state["entropy_records"]
+        ]
         self.frozen = list(state["frozen"])
         self.decided = bool(state["decided"])
         self._averages.load_state_dict(state["averages"])

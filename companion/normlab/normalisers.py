@@ -28,24 +28,47 @@ Colours come from one colour-blind-safe palette, :data:`PALETTE` (Okabe and Ito,
 Parts never share a figure, so a colour repeats across parts but never within one; a
 normaliser that plays the same role in both parts (LayerNorm, FrozenLN) keeps one colour.
 """
+
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
 from ._checks import one_of
 from .gates import FREEZE_RULES
-from .layers import AdaNorm, AffineLikeLinear, AutoNorm, DyT, FiLMNorm, L2Norm, NormLikeLinear
+from .layers import (
+    AdaNorm,
+    AffineLikeLinear,
+    AutoNorm,
+    DyT,
+    FiLMNorm,
+    L2Norm,
+    NormLikeLinear,
+)
 from .layers._common import ShapeLike, as_shape
 
 __all__ = [
-    "PALETTE", "PARTS", "NORMALISERS", "PART1", "PART2", "Normaliser", "LinearFactory", "NormFactory",
-    "get", "names", "label", "colour", "norm_layer", "resolve_norm_layer", "l2_norm",
+    "PALETTE",
+    "PARTS",
+    "NORMALISERS",
+    "PART1",
+    "PART2",
+    "Normaliser",
+    "LinearFactory",
+    "NormFactory",
+    "get",
+    "names",
+    "label",
+    "colour",
+    "norm_layer",
+    "resolve_norm_layer",
+    "l2_norm",
 ]
 
 LinearFactory = Callable[..., nn.Module]
@@ -54,14 +77,26 @@ NormFactory = Callable[..., nn.Module]
 """``normalized_shape -> nn.Module``, like ``nn.LayerNorm`` (``num_features`` for BatchNorm)."""
 
 # Okabe-Ito: black, orange, sky blue, bluish green, yellow, blue, vermillion, reddish purple.
-PALETTE: tuple[str, ...] = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
+PALETTE: tuple[str, ...] = (
+    "#000000",
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#F0E442",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+)
 _BLACK, _ORANGE, _SKY, _GREEN, _YELLOW, _BLUE, _VERMILLION, _PURPLE = PALETTE
 
 PARTS: tuple[int, ...] = (1, 2)
 
 
-def l2_norm(normalized_shape: ShapeLike, device: torch.device | str | None = None,
-            dtype: torch.dtype | None = None) -> L2Norm:
+def l2_norm(
+    normalized_shape: ShapeLike,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> L2Norm:
     """:class:`~normlab.layers.L2Norm` over the trailing ``normalized_shape`` dimensions.
 
     A drop-in for ``nn.LayerNorm(normalized_shape)``: in an MLP of width ``d``, ``l2_norm(d)``
@@ -105,7 +140,10 @@ class Normaliser:
     @property
     def gated(self) -> bool:
         """Whether the normaliser's layers carry an AutoNorm gate."""
-        return self.norm_layer is AutoNorm or getattr(self.norm_layer, "func", None) is AutoNorm
+        return (
+            self.norm_layer is AutoNorm
+            or getattr(self.norm_layer, "func", None) is AutoNorm
+        )
 
 
 def _table(*entries: Normaliser) -> Mapping[str, Normaliser]:
@@ -114,28 +152,123 @@ def _table(*entries: Normaliser) -> Mapping[str, Normaliser]:
 
 NORMALISERS: Mapping[str, Normaliser] = _table(
     # Part I: (linear layer, norm layer) pairs in an MLP.
-    Normaliser("none", 1, "plain", _BLACK, None, drop_in=False, description="plain affine layers, no normaliser"),
-    Normaliser("batchnorm", 1, "BatchNorm", _BLUE, nn.BatchNorm1d, drop_in=False,
-               description="batch statistics per feature"),
-    Normaliser("layernorm", 1, "LayerNorm", _GREEN, nn.LayerNorm, description="mean and variance over the features"),
-    Normaliser("rmsnorm", 1, "RMSNorm", _SKY, nn.RMSNorm, description="root mean square over the features"),
-    Normaliser("l2", 1, "L2", _PURPLE, l2_norm, description="parameter-free x / |x| over the features"),
-    Normaliser("norm_like", 1, "norm-like", _ORANGE, None, NormLikeLinear, drop_in=False,
-               description="z = W x / |x| + b"),
-    Normaliser("affine_like", 1, "affine-like", _VERMILLION, None, AffineLikeLinear, drop_in=False,
-               description="z = (W x + b) / sqrt(|x|^2 + 1)"),
+    Normaliser(
+        "none",
+        1,
+        "plain",
+        _BLACK,
+        None,
+        drop_in=False,
+        description="plain affine layers, no normaliser",
+    ),
+    Normaliser(
+        "batchnorm",
+        1,
+        "BatchNorm",
+        _BLUE,
+        nn.BatchNorm1d,
+        drop_in=False,
+        description="batch statistics per feature",
+    ),
+    Normaliser(
+        "layernorm",
+        1,
+        "LayerNorm",
+        _GREEN,
+        nn.LayerNorm,
+        description="mean and variance over the features",
+    ),
+    Normaliser(
+        "rmsnorm",
+        1,
+        "RMSNorm",
+        _SKY,
+        nn.RMSNorm,
+        description="root mean square over the features",
+    ),
+    Normaliser(
+        "l2",
+        1,
+        "L2",
+        _PURPLE,
+        l2_norm,
+        description="parameter-free x / |x| over the features",
+    ),
+    Normaliser(
+        "norm_like",
+        1,
+        "norm-like",
+        _ORANGE,
+        None,
+        NormLikeLinear,
+        drop_in=False,
+        description="z = W x / |x| + b",
+    ),
+    Normaliser(
+        "affine_like",
+        1,
+        "affine-like",
+        _VERMILLION,
+        None,
+        AffineLikeLinear,
+        drop_in=False,
+        description="z = (W x + b) / sqrt(|x|^2 + 1)",
+    ),
     # Part II: one normaliser in every normalisation slot of a Transformer.
-    Normaliser("frozen_ln", 2, "FrozenLN", _GREEN, nn.LayerNorm, description="plain LayerNorm"),
+    Normaliser(
+        "frozen_ln", 2, "FrozenLN", _GREEN, nn.LayerNorm, description="plain LayerNorm"
+    ),
     Normaliser("dyt", 2, "DyT", _BLUE, DyT, description="Dynamic Tanh"),
-    Normaliser("adanorm", 2, "AdaNorm", _SKY, AdaNorm, description="LayerNorm with an adaptive scale"),
-    Normaliser("film", 2, "FiLM", _PURPLE, FiLMNorm, description="LayerNorm, scale and shift from the pooled input"),
-    Normaliser("autonorm", 2, "AutoNorm", _ORANGE, AutoNorm, description="learned Gumbel-Softmax gate, never frozen"),
-    Normaliser("autonorm_random", 2, "Random Selector", _BLACK, functools.partial(AutoNorm, selector="random"),
-               description="AutoNorm with uniform random weights"),
-    Normaliser("autonorm_s", 2, "AutoNorm-S", _VERMILLION, AutoNorm, freeze_rule="high",
-               description="AutoNorm-S, the paper's rule: freeze if H >= eps_H at T_freeze"),
-    Normaliser("autonorm_s_low", 2, "AutoNorm-S (low)", _YELLOW, AutoNorm, freeze_rule="low",
-               description="AutoNorm-S, the opposite reading: freeze once H < eps_H at T_freeze"),
+    Normaliser(
+        "adanorm",
+        2,
+        "AdaNorm",
+        _SKY,
+        AdaNorm,
+        description="LayerNorm with an adaptive scale",
+    ),
+    Normaliser(
+        "film",
+        2,
+        "FiLM",
+        _PURPLE,
+        FiLMNorm,
+        description="LayerNorm, scale and shift from the pooled input",
+    ),
+    Normaliser(
+        "autonorm",
+        2,
+        "AutoNorm",
+        _ORANGE,
+        AutoNorm,
+        description="learned Gumbel-Softmax gate, never frozen",
+    ),
+    Normaliser(
+        "autonorm_random",
+        2,
+        "Random Selector",
+        _BLACK,
+        functools.partial(AutoNorm, selector="random"),
+        description="AutoNorm with uniform random weights",
+    ),
+    Normaliser(
+        "autonorm_s",
+        2,
+        "AutoNorm-S",
+        _VERMILLION,
+        AutoNorm,
+        freeze_rule="high",
+        description="AutoNorm-S, the paper's rule: freeze if H >= eps_H at T_freeze",
+    ),
+    Normaliser(
+        "autonorm_s_low",
+        2,
+        "AutoNorm-S (low)",
+        _YELLOW,
+        AutoNorm,
+        freeze_rule="low",
+        description="AutoNorm-S, the opposite reading: freeze once H < eps_H at T_freeze",
+    ),
 )
 
 PART1: tuple[str, ...] = tuple(name for name, n in NORMALISERS.items() if n.part == 1)
@@ -182,5 +315,7 @@ def resolve_norm_layer(norm_layer_or_name: NormFactory | str) -> NormFactory:
     if isinstance(norm_layer_or_name, str):
         return norm_layer(norm_layer_or_name)
     if not callable(norm_layer_or_name):
-        raise TypeError(f"norm_layer must be a callable factory or a name, got {norm_layer_or_name!r}")
+        raise TypeError(
+            f"norm_layer must be a callable factory or a name, got {norm_layer_or_name!r}"
+        )
     return norm_layer_or_name

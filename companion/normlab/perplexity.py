@@ -41,6 +41,7 @@ What :func:`perplexity_bounds` proves, for :math:`K` tags and accuracy :math:`a`
    :func:`smoothed_floor` returns :math:`\exp H_\varepsilon` (2.0 for :math:`K = 45`,
    :math:`\varepsilon = 0.1`).
 """
+
 from __future__ import annotations
 
 import math
@@ -48,13 +49,21 @@ from dataclasses import dataclass
 
 from ._checks import fraction, positive_int, positive_number
 
-__all__ = ["PerplexityBounds", "binary_entropy", "perplexity", "perplexity_bounds", "smoothed_floor"]
+__all__ = [
+    "PerplexityBounds",
+    "binary_entropy",
+    "perplexity",
+    "perplexity_bounds",
+    "smoothed_floor",
+]
 
 
 def perplexity(cross_entropy: float) -> float:
     """``exp`` of a mean per-token cross-entropy in nats."""
     if not math.isfinite(cross_entropy) or cross_entropy < 0:
-        raise ValueError(f"cross_entropy must be a finite number >= 0 (nats), got {cross_entropy!r}")
+        raise ValueError(
+            f"cross_entropy must be a finite number >= 0 (nats), got {cross_entropy!r}"
+        )
     return math.exp(cross_entropy)
 
 
@@ -86,7 +95,9 @@ class PerplexityBounds:
         error = 1.0 - self.accuracy
         if error == 0:
             return 0.0 if reported <= self.uniform else math.inf
-        return max(0.0, (math.log(reported) - self.accuracy * math.log(self.num_tags)) / error)
+        return max(
+            0.0, (math.log(reported) - self.accuracy * math.log(self.num_tags)) / error
+        )
 
     def right_token_probability(self, reported: float) -> float:
         r"""The largest geometric-mean probability that correctly tagged tokens can give their
@@ -96,7 +107,12 @@ class PerplexityBounds:
         if self.accuracy == 0:
             raise ValueError("accuracy 0: no correctly tagged tokens")
         error = 1.0 - self.accuracy
-        return min(1.0, math.exp(-(math.log(reported) - error * math.log(self.num_tags)) / self.accuracy))
+        return min(
+            1.0,
+            math.exp(
+                -(math.log(reported) - error * math.log(self.num_tags)) / self.accuracy
+            ),
+        )
 
 
 def perplexity_bounds(accuracy: float, num_tags: int) -> PerplexityBounds:
@@ -106,9 +122,16 @@ def perplexity_bounds(accuracy: float, num_tags: int) -> PerplexityBounds:
     if num_tags < 2:
         raise ValueError(f"num_tags must be at least 2, got {num_tags!r}")
     error = 1.0 - accuracy
-    fano = binary_entropy(error) + (error * math.log(num_tags - 1) if num_tags > 2 else 0.0)
-    return PerplexityBounds(accuracy=accuracy, num_tags=num_tags, lower=2.0**error, fano_best=math.exp(fano),
-                            uniform=float(num_tags))
+    fano = binary_entropy(error) + (
+        error * math.log(num_tags - 1) if num_tags > 2 else 0.0
+    )
+    return PerplexityBounds(
+        accuracy=accuracy,
+        num_tags=num_tags,
+        lower=2.0**error,
+        fano_best=math.exp(fano),
+        uniform=float(num_tags),
+    )
 
 
 def smoothed_floor(num_tags: int, label_smoothing: float) -> float:

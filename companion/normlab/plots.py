@@ -13,10 +13,12 @@ Importing this module loads matplotlib's configured backend, which under IPython
 backend (Jupyter, Colab) registers the PNG display of ``Figure``: a figure returned as a cell's
 last expression is shown, once, even in a notebook that never touches pyplot.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -29,7 +31,9 @@ from . import normalisers
 from .normalisers import PALETTE
 
 _BACKEND = matplotlib.get_backend(auto_select=False)
-if _BACKEND is not None:  # None: nothing chose a backend (a plain script); nothing to display
+if (
+    _BACKEND is not None
+):  # None: nothing chose a backend (a plain script); nothing to display
     backend_registry.load_backend_module(_BACKEND)
 
 STYLE: dict[str, Any] = {
@@ -55,10 +59,17 @@ def colours(names: Iterable[Any]) -> dict[Any, str]:
     budget) gets the next palette colour that no name of this figure has, in order.
     """
     names = list(dict.fromkeys(names))
-    fixed = {n: normalisers.colour(n) for n in names if isinstance(n, str) and n in normalisers.NORMALISERS}
+    fixed = {
+        n: normalisers.colour(n)
+        for n in names
+        if isinstance(n, str) and n in normalisers.NORMALISERS
+    }
     spare = [c for c in PALETTE if c not in fixed.values()] or list(PALETTE)
     others = [n for n in names if n not in fixed]
-    return {n: fixed[n] if n in fixed else spare[others.index(n) % len(spare)] for n in names}
+    return {
+        n: fixed[n] if n in fixed else spare[others.index(n) % len(spare)]
+        for n in names
+    }
 
 
 def label(name: Any) -> str:
@@ -76,8 +87,12 @@ def style() -> Iterator[None]:
         yield
 
 
-def new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (5.0, 3.6),
-               **subplots: Any) -> tuple[Figure, np.ndarray]:
+def new_figure(
+    ncols: int = 1,
+    nrows: int = 1,
+    size: tuple[float, float] = (5.0, 3.6),
+    **subplots: Any,
+) -> tuple[Figure, np.ndarray]:
     """A pyplot-free figure with an ``(nrows, ncols)`` array of axes, each panel ``size`` inches.
 
     Call it inside :func:`style`; ``subplots`` go to ``Figure.subplots`` (e.g. ``sharey``).
@@ -97,8 +112,14 @@ def _mean_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, half
 
 
-def training_curves(runs: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], key: str = "val_accuracy", *,
-                    ylabel: str | None = None, title: str | None = None, logy: bool = False) -> Figure:
+def training_curves(
+    runs: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    key: str = "val_accuracy",
+    *,
+    ylabel: str | None = None,
+    title: str | None = None,
+    logy: bool = False,
+) -> Figure:
     """``key`` per epoch for each label of ``runs`` (label -> one history per seed).
 
     A history is a list of per-epoch dicts (a :class:`normlab.training.History`). The
@@ -116,8 +137,20 @@ def training_curves(runs: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], k
             curves = np.array([[float(r[key]) for r in h[:length]] for h in histories])
             epochs = np.array([r["epoch"] for r in histories[0][:length]])
             mean, half = _mean_band(curves)
-            ax.plot(epochs, mean, color=palette[name], label=f"{label(name)} (n={len(histories)})")
-            ax.fill_between(epochs, mean - half, mean + half, color=palette[name], alpha=0.2, linewidth=0)
+            ax.plot(
+                epochs,
+                mean,
+                color=palette[name],
+                label=f"{label(name)} (n={len(histories)})",
+            )
+            ax.fill_between(
+                epochs,
+                mean - half,
+                mean + half,
+                color=palette[name],
+                alpha=0.2,
+                linewidth=0,
+            )
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel or label(key))
         if logy:
@@ -128,9 +161,21 @@ def training_curves(runs: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], k
     return figure
 
 
-def metric_vs(table: pd.DataFrame, x: str, *, y: str = "mean", err: str | None = "ci95", hue: str = "normaliser",
-              col: str | None = None, logx: bool = False, base: float = 10, logy: bool = False,
-              xlabel: str | None = None, ylabel: str | None = None, title: str | None = None) -> Figure:
+def metric_vs(
+    table: pd.DataFrame,
+    x: str,
+    *,
+    y: str = "mean",
+    err: str | None = "ci95",
+    hue: str = "normaliser",
+    col: str | None = None,
+    logx: bool = False,
+    base: float = 10,
+    logy: bool = False,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+) -> Figure:
     """``y`` against ``x`` with one line per ``hue`` value and error bars from ``err``.
 
     ``table`` is a summary (e.g. from :func:`normlab.experiments.select_best`): one row per
@@ -145,8 +190,16 @@ def metric_vs(table: pd.DataFrame, x: str, *, y: str = "mean", err: str | None =
             for name, rows in part.groupby(hue, sort=False):
                 rows = rows.sort_values(x)
                 yerr = rows[err].fillna(0.0).to_numpy() if err else None
-                ax.errorbar(rows[x], rows[y], yerr=yerr, marker="o", markersize=4, capsize=3,
-                            color=palette[name], label=label(name))
+                ax.errorbar(
+                    rows[x],
+                    rows[y],
+                    yerr=yerr,
+                    marker="o",
+                    markersize=4,
+                    capsize=3,
+                    color=palette[name],
+                    label=label(name),
+                )
             if logx:
                 ax.set_xscale("log", base=base)
             if logy:
@@ -165,16 +218,33 @@ def metric_vs(table: pd.DataFrame, x: str, *, y: str = "mean", err: str | None =
     return figure
 
 
-def heatmap(table: pd.DataFrame, *, fmt: str = ".2f", cmap: str = "viridis", annotate: bool = True,
-            title: str | None = None, colorbar_label: str | None = None) -> Figure:
+def heatmap(
+    table: pd.DataFrame,
+    *,
+    fmt: str = ".2f",
+    cmap: str = "viridis",
+    annotate: bool = True,
+    title: str | None = None,
+    colorbar_label: str | None = None,
+) -> Figure:
     """An annotated heatmap of a numeric table (rows x columns as in ``table``)."""
     values = table.to_numpy(dtype=float)
     with style():
-        figure, axes = new_figure(size=(1.0 + 0.9 * max(values.shape[1], 3), 0.8 + 0.5 * max(values.shape[0], 3)))
+        figure, axes = new_figure(
+            size=(
+                1.0 + 0.9 * max(values.shape[1], 3),
+                0.8 + 0.5 * max(values.shape[0], 3),
+            )
+        )
         ax = axes[0, 0]
         ax.grid(False)
         image = ax.imshow(values, cmap=cmap, aspect="auto")
-        ax.set_xticks(range(values.shape[1]), [label(c) for c in table.columns], rotation=30, ha="right")
+        ax.set_xticks(
+            range(values.shape[1]),
+            [label(c) for c in table.columns],
+            rotation=30,
+            ha="right",
+        )
         ax.set_yticks(range(values.shape[0]), [label(r) for r in table.index])
         if table.columns.name:
             ax.set_xlabel(label(table.columns.name))
@@ -186,8 +256,15 @@ def heatmap(table: pd.DataFrame, *, fmt: str = ".2f", cmap: str = "viridis", ann
             for i in range(values.shape[0]):
                 for j in range(values.shape[1]):
                     v = values[i, j]
-                    ax.text(j, i, "nan" if not np.isfinite(v) else format(v, fmt), ha="center", va="center",
-                            fontsize=9, color="white" if np.isfinite(v) and v < middle else "black")
+                    ax.text(
+                        j,
+                        i,
+                        "nan" if not np.isfinite(v) else format(v, fmt),
+                        ha="center",
+                        va="center",
+                        fontsize=9,
+                        color="white" if np.isfinite(v) and v < middle else "black",
+                    )
         figure.colorbar(image, ax=ax, label=colorbar_label or "")
         if title:
             ax.set_title(title)

@@ -9,10 +9,12 @@
 
 Lines are means across seeds and bands or bars their 95 % t-intervals.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,45 +24,80 @@ from scipy import stats
 
 from .plots import colours, label, new_figure, style
 
-__all__ = ["corruption_gallery", "draw_by_normaliser", "entropy_curves", "gate_heatmaps", "interval_bars",
-           "severity_curves"]
+__all__ = [
+    "corruption_gallery",
+    "draw_by_normaliser",
+    "entropy_curves",
+    "gate_heatmaps",
+    "interval_bars",
+    "severity_curves",
+]
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float]:
     values = values[np.isfinite(values)]
     if len(values) < 2:
         return (float(values.mean()) if len(values) else math.nan), 0.0
-    return float(values.mean()), float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
+    return float(values.mean()), float(
+        stats.t.ppf(0.975, len(values) - 1)
+        * values.std(ddof=1)
+        / math.sqrt(len(values))
+    )
 
 
-def _figure(ncols: int = 1, size: tuple[float, float] = (5.0, 3.6)) -> tuple[Figure, np.ndarray]:
+def _figure(
+    ncols: int = 1, size: tuple[float, float] = (5.0, 3.6)
+) -> tuple[Figure, np.ndarray]:
     figure, axes = new_figure(ncols=ncols, size=size)
     return figure, axes[0]
 
 
-def entropy_curves(gates: pd.DataFrame, *, hue: str = "data", eps_h: float | None = 0.1,
-                   names: Mapping[str, str] | None = None, title: str | None = None) -> Figure:
+def entropy_curves(
+    gates: pd.DataFrame,
+    *,
+    hue: str = "data",
+    eps_h: float | None = 0.1,
+    names: Mapping[str, str] | None = None,
+    title: str | None = None,
+) -> Figure:
     """Mean gate entropy (over layers) per epoch, one line per ``hue`` value, x = epoch / last epoch.
 
     ``gates`` is a :func:`normlab.experiments.part2_tasks.gate_table`; seeds are the runs of
     each ``hue`` value. ``eps_h`` draws AutoNorm-S's threshold; ln 2 (the maximum) is drawn too.
     """
-    per_run = gates.groupby([hue, "run_id", "epoch"], sort=True)["entropy"].mean().reset_index()
+    per_run = (
+        gates.groupby([hue, "run_id", "epoch"], sort=True)["entropy"]
+        .mean()
+        .reset_index()
+    )
     palette = colours(per_run[hue])
     with style():
         figure, (ax,) = _figure()
         for key, part in per_run.groupby(hue, sort=False):
             last = part["epoch"].max()
-            curve = part.groupby("epoch")["entropy"].apply(lambda v: _mean_ci(v.to_numpy()))
+            curve = part.groupby("epoch")["entropy"].apply(
+                lambda v: _mean_ci(v.to_numpy())
+            )
             x = curve.index.to_numpy() / last
             mean = np.array([m for m, _ in curve])
             half = np.array([h for _, h in curve])
             text = (names or {}).get(key, label(key))
-            ax.plot(x, mean, marker="o", markersize=3, color=palette[key], label=f"{text} (n={part['run_id'].nunique()})")
-            ax.fill_between(x, mean - half, mean + half, color=palette[key], alpha=0.2, linewidth=0)
+            ax.plot(
+                x,
+                mean,
+                marker="o",
+                markersize=3,
+                color=palette[key],
+                label=f"{text} (n={part['run_id'].nunique()})",
+            )
+            ax.fill_between(
+                x, mean - half, mean + half, color=palette[key], alpha=0.2, linewidth=0
+            )
         ax.axhline(math.log(2), color="grey", lw=0.8, ls=":", label="ln 2 (undecided)")
         if eps_h is not None:
-            ax.axhline(eps_h, color="black", lw=0.8, ls="--", label=rf"$\epsilon_H$ = {eps_h}")
+            ax.axhline(
+                eps_h, color="black", lw=0.8, ls="--", label=rf"$\epsilon_H$ = {eps_h}"
+            )
         ax.set_xlabel("training progress (epoch / last epoch)")
         ax.set_ylabel("gate entropy, mean over layers (nats)")
         ax.set_ylim(0, 0.75)
@@ -70,8 +107,14 @@ def entropy_curves(gates: pd.DataFrame, *, hue: str = "data", eps_h: float | Non
     return figure
 
 
-def gate_heatmaps(gates: pd.DataFrame, *, panel: str = "data", value: str = "p_dyt",
-                  names: Mapping[str, str] | None = None, title: str | None = None) -> Figure:
+def gate_heatmaps(
+    gates: pd.DataFrame,
+    *,
+    panel: str = "data",
+    value: str = "p_dyt",
+    names: Mapping[str, str] | None = None,
+    title: str | None = None,
+) -> Figure:
     """``value`` (default the weight on DyT) per layer (rows, first layer at the top) and epoch
     (columns), mean over seeds, one panel per ``panel`` value, colour scale 0..1."""
     keys = list(dict.fromkeys(gates[panel]))
@@ -80,32 +123,65 @@ def gate_heatmaps(gates: pd.DataFrame, *, panel: str = "data", value: str = "p_d
         image = None
         for ax, key in zip(axes, keys):
             part = gates[gates[panel] == key]
-            table = part.pivot_table(index="position", columns="epoch", values=value, aggfunc="mean")
+            table = part.pivot_table(
+                index="position", columns="epoch", values=value, aggfunc="mean"
+            )
             ax.grid(False)
-            image = ax.imshow(table.to_numpy(), vmin=0.0, vmax=1.0, cmap="coolwarm", aspect="auto")
-            names_by_position = part.drop_duplicates("position").set_index("position")["layer"]
-            ax.set_yticks(range(len(table.index)), [str(names_by_position[p]) for p in table.index], fontsize=7)
-            ax.set_xticks(range(len(table.columns)), [str(c) for c in table.columns], fontsize=7)
+            image = ax.imshow(
+                table.to_numpy(), vmin=0.0, vmax=1.0, cmap="coolwarm", aspect="auto"
+            )
+            names_by_position = part.drop_duplicates("position").set_index("position")[
+                "layer"
+            ]
+            ax.set_yticks(
+                range(len(table.index)),
+                [str(names_by_position[p]) for p in table.index],
+                fontsize=7,
+            )
+            ax.set_xticks(
+                range(len(table.columns)), [str(c) for c in table.columns], fontsize=7
+            )
             ax.set_xlabel("epoch")
-            ax.set_title(f"{(names or {}).get(key, label(key))} (n={part['run_id'].nunique()})")
+            ax.set_title(
+                f"{(names or {}).get(key, label(key))} (n={part['run_id'].nunique()})"
+            )
         figure.colorbar(image, ax=list(axes), label=f"{label(value)} (mean over seeds)")
         if title:
             figure.suptitle(title)
     return figure
 
 
-def severity_curves(table: pd.DataFrame, *, value: str = "accuracy", hue: str = "normaliser",
-                    title: str | None = None) -> Figure:
+def severity_curves(
+    table: pd.DataFrame,
+    *,
+    value: str = "accuracy",
+    hue: str = "normaliser",
+    title: str | None = None,
+) -> Figure:
     """``value`` against severity (0 = clean), averaged over corruptions within each run, then
     mean and 95 % CI across runs (seeds), one line per ``hue`` value."""
-    per_run = table.groupby([hue, "run_id", "severity"], sort=False)[value].mean().reset_index()
+    per_run = (
+        table.groupby([hue, "run_id", "severity"], sort=False)[value]
+        .mean()
+        .reset_index()
+    )
     palette = colours(per_run[hue])
     with style():
         figure, (ax,) = _figure()
         for key, part in per_run.groupby(hue, sort=False):
-            points = part.groupby("severity")[value].apply(lambda v: _mean_ci(v.to_numpy()))
-            ax.errorbar(points.index, [m for m, _ in points], yerr=[h for _, h in points], marker="o", markersize=4,
-                        capsize=3, color=palette[key], label=f"{label(key)} (n={part['run_id'].nunique()})")
+            points = part.groupby("severity")[value].apply(
+                lambda v: _mean_ci(v.to_numpy())
+            )
+            ax.errorbar(
+                points.index,
+                [m for m, _ in points],
+                yerr=[h for _, h in points],
+                marker="o",
+                markersize=4,
+                capsize=3,
+                color=palette[key],
+                label=f"{label(key)} (n={part['run_id'].nunique()})",
+            )
         ax.set_xlabel("severity (0 = clean test set)")
         ax.set_ylabel(f"{label(value)}, mean over corruptions")
         ax.legend(fontsize=8)
@@ -114,20 +190,40 @@ def severity_curves(table: pd.DataFrame, *, value: str = "accuracy", hue: str = 
     return figure
 
 
-def interval_bars(rows: pd.DataFrame, *, name: str = "normaliser", mean: str = "mean", half: str = "ci95",
-                  references: Mapping[str, float] | None = None, xlabel: str = "", title: str | None = None) -> Figure:
+def interval_bars(
+    rows: pd.DataFrame,
+    *,
+    name: str = "normaliser",
+    mean: str = "mean",
+    half: str = "ci95",
+    references: Mapping[str, float] | None = None,
+    xlabel: str = "",
+    title: str | None = None,
+) -> Figure:
     """A horizontal error bar per row (``name``, ``mean`` +- ``half``) and vertical reference lines."""
     palette = colours(rows[name])
     with style():
         figure, (ax,) = _figure(size=(6.0, 0.9 + 0.35 * len(rows)))
         for i, row in enumerate(rows.itertuples(index=False)):
             key = getattr(row, name)
-            ax.errorbar(getattr(row, mean), i, xerr=np.nan_to_num(getattr(row, half)), fmt="o", capsize=3,
-                        color=palette[key])
+            ax.errorbar(
+                getattr(row, mean),
+                i,
+                xerr=np.nan_to_num(getattr(row, half)),
+                fmt="o",
+                capsize=3,
+                color=palette[key],
+            )
         ax.set_yticks(range(len(rows)), [label(k) for k in rows[name]])
         ax.invert_yaxis()
         for i, (text, value) in enumerate((references or {}).items()):
-            ax.axvline(value, color="grey", ls=["--", ":", "-."][i % 3], lw=1, label=f"{text}: {value:.4g}")
+            ax.axvline(
+                value,
+                color="grey",
+                ls=["--", ":", "-."][i % 3],
+                lw=1,
+                label=f"{text}: {value:.4g}",
+            )
         if references:
             ax.legend(fontsize=8, loc="best")
         ax.set_xlabel(xlabel)
@@ -136,32 +232,57 @@ def interval_bars(rows: pd.DataFrame, *, name: str = "normaliser", mean: str = "
     return figure
 
 
-def corruption_gallery(image: torch.Tensor, *, severities: tuple[int, ...] = (1, 3, 5),
-                       title: str | None = None) -> Figure:
+def corruption_gallery(
+    image: torch.Tensor,
+    *,
+    severities: tuple[int, ...] = (1, 3, 5),
+    title: str | None = None,
+) -> Figure:
     """One image (``(C, H, W)`` in [0, 1]) under every corruption of :func:`normlab.data.corrupt`
     (rows) at each of ``severities`` (columns), the clean image in the first column."""
     from .data.corruptions import CORRUPTIONS, corrupt
 
     batch = image.unsqueeze(0)
     with style():
-        figure, axes = new_figure(ncols=len(severities) + 1, nrows=len(CORRUPTIONS), size=(1.3, 1.3))
+        figure, axes = new_figure(
+            ncols=len(severities) + 1, nrows=len(CORRUPTIONS), size=(1.3, 1.3)
+        )
         for row, name in enumerate(CORRUPTIONS):
-            panels = [batch] + [corrupt(batch, name, s, generator=torch.Generator().manual_seed(0)) for s in severities]
+            panels = [batch] + [
+                corrupt(batch, name, s, generator=torch.Generator().manual_seed(0))
+                for s in severities
+            ]
             for col, panel in enumerate(panels):
                 ax = axes[row, col]
                 picture = panel[0].permute(1, 2, 0).numpy()
-                ax.imshow(picture[..., 0] if picture.shape[-1] == 1 else picture, cmap="gray", vmin=0, vmax=1)
+                ax.imshow(
+                    picture[..., 0] if picture.shape[-1] == 1 else picture,
+                    cmap="gray",
+                    vmin=0,
+                    vmax=1,
+                )
                 ax.set_xticks([])
                 ax.set_yticks([])
                 if row == 0:
-                    ax.set_title("clean" if col == 0 else f"severity {severities[col - 1]}", fontsize=8)
-            axes[row, 0].set_ylabel(label(name), fontsize=7, rotation=0, ha="right", va="center")
+                    ax.set_title(
+                        "clean" if col == 0 else f"severity {severities[col - 1]}",
+                        fontsize=8,
+                    )
+            axes[row, 0].set_ylabel(
+                label(name), fontsize=7, rotation=0, ha="right", va="center"
+            )
         if title:
             figure.suptitle(title)
     return figure
 
 
-def draw_by_normaliser(results: pd.DataFrame, ax: Any, *, value: str = "test_metric", ylabel: str | None = None) -> None:
+def draw_by_normaliser(
+    results: pd.DataFrame,
+    ax: Any,
+    *,
+    value: str = "test_metric",
+    ylabel: str | None = None,
+) -> None:
     """On ``ax``: ``value`` per normaliser (x) at the learning rate chosen on validation, mean and
     95 % CI across seeds, one marker per dataset. For :func:`normlab.results.beside`."""
     from .experiments.part2_tasks import at_chosen_lr
@@ -176,8 +297,16 @@ def draw_by_normaliser(results: pd.DataFrame, ax: Any, *, value: str = "test_met
             if len(values) == 0:
                 continue
             mean, half = _mean_ci(values)
-            ax.errorbar(x + 0.12 * (i - 0.5), mean, yerr=half, marker=markers[i % len(markers)], capsize=3,
-                        color=palette[name], label=label(task) if x == 0 else None, linestyle="none")
+            ax.errorbar(
+                x + 0.12 * (i - 0.5),
+                mean,
+                yerr=half,
+                marker=markers[i % len(markers)],
+                capsize=3,
+                color=palette[name],
+                label=label(task) if x == 0 else None,
+                linestyle="none",
+            )
     ax.set_xticks(range(len(names)), [label(n) for n in names], rotation=30, ha="right")
     ax.set_ylabel(ylabel or label(value))
     ax.legend(fontsize=7, title="task", title_fontsize=7)

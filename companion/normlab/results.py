@@ -17,6 +17,7 @@ A chapter shows its live quick run beside the largest saved set with :func:`besi
 number cannot drift from the code, and checks every record against the digest in the
 manifest, so a number edited by hand is caught.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,9 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 import torch
@@ -39,8 +41,19 @@ import torch
 from ._io import write_text_atomic
 from ._runtime import PROFILES, check_profile
 
-__all__ = ["SavedSet", "Mismatch", "default_root", "saved_sets", "largest", "load", "save", "verify", "beside",
-           "RERUN_ATOL", "RERUN_RTOL"]
+__all__ = [
+    "SavedSet",
+    "Mismatch",
+    "default_root",
+    "saved_sets",
+    "largest",
+    "load",
+    "save",
+    "verify",
+    "beside",
+    "RERUN_ATOL",
+    "RERUN_RTOL",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_ENV = "NORMLAB_RESULTS"
@@ -54,7 +67,14 @@ MANIFEST = "manifest.json"
 # Hand edits are caught exactly, on any machine, by the per-record digests of the manifest.
 RERUN_ATOL = 0.03
 RERUN_RTOL = 0.05
-_COMPARED = ("val_metric", "test_metric", "train_loss", "val_loss", "test_loss", "diverged")
+_COMPARED = (
+    "val_metric",
+    "test_metric",
+    "train_loss",
+    "val_loss",
+    "test_loss",
+    "diverged",
+)
 
 
 def default_root() -> Path:
@@ -77,10 +97,20 @@ def _cpu_model() -> str:
 
 def _git_commit() -> str | None:
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "companion"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "companion"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}{'+dirty' if dirty else ''}"
@@ -88,9 +118,19 @@ def _git_commit() -> str | None:
 
 def hardware(device: str) -> dict[str, Any]:
     """What the runs ran on: device, CPU model, core count, torch threads, GPU name."""
-    gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None
-    return {"device": device, "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "gpu": gpu, "platform": platform.platform()}
+    gpu = (
+        torch.cuda.get_device_name(0)
+        if device.startswith("cuda") and torch.cuda.is_available()
+        else None
+    )
+    return {
+        "device": device,
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": gpu,
+        "platform": platform.platform(),
+    }
 
 
 # -------------------------------------------------------------------------- one set
@@ -132,8 +172,10 @@ class SavedSet:
         """One line for a figure or a table: profile, data, seeds, runs and hardware."""
         m = self.manifest
         hw = m["hardware"]["gpu"] or m["hardware"]["cpu_model"]
-        return (f"saved set: {m['profile']} profile, {m['data']} data ({', '.join(m['datasets'])}), "
-                f"{m['seeds']} seeds, {self.runs} runs, {hw}, {m['wall_seconds'] / 60:.0f} min")
+        return (
+            f"saved set: {m['profile']} profile, {m['data']} data ({', '.join(m['datasets'])}), "
+            f"{m['seeds']} seeds, {self.runs} runs, {hw}, {m['wall_seconds'] / 60:.0f} min"
+        )
 
 
 def load(folder: str | Path) -> SavedSet:
@@ -141,11 +183,15 @@ def load(folder: str | Path) -> SavedSet:
     folder = Path(folder)
     path = folder / MANIFEST
     if not path.is_file():
-        raise ValueError(f"folder={str(folder)!r} holds no {MANIFEST}; make a set with `python -m normlab save`")
+        raise ValueError(
+            f"folder={str(folder)!r} holds no {MANIFEST}; make a set with `python -m normlab save`"
+        )
     return SavedSet(folder, json.loads(path.read_text()))
 
 
-def saved_sets(experiment: str | None = None, root: str | Path | None = None) -> list[SavedSet]:
+def saved_sets(
+    experiment: str | None = None, root: str | Path | None = None
+) -> list[SavedSet]:
     """Every saved set under ``root`` (of one experiment when given), sorted by folder."""
     root = Path(root) if root is not None else default_root()
     pattern = f"{experiment}/*/{MANIFEST}" if experiment else f"*/*/{MANIFEST}"
@@ -167,16 +213,23 @@ def _data_kind(records: list[dict[str, Any]]) -> tuple[str, list[str]]:
     from .data.registry import REAL
 
     names = sorted({str(r["config"].get("data")) for r in records})
-    stand_in = [bool(r["stand_in"]) if "stand_in" in r else r["config"].get("data") not in REAL for r in records]
+    stand_in = [
+        bool(r["stand_in"]) if "stand_in" in r else r["config"].get("data") not in REAL
+        for r in records
+    ]
     kind = "stand-in" if all(stand_in) else "real" if not any(stand_in) else "mixed"
     return kind, names
 
 
 def _records(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
-    return [(p, json.loads(p.read_text())) for p in sorted((folder / "runs").glob("*.json"))]
+    return [
+        (p, json.loads(p.read_text())) for p in sorted((folder / "runs").glob("*.json"))
+    ]
 
 
-def write_manifest(folder: Path, *, command: str, wall_seconds: float, device: str) -> dict[str, Any]:
+def write_manifest(
+    folder: Path, *, command: str, wall_seconds: float, device: str
+) -> dict[str, Any]:
     """(Re)write ``folder/manifest.json`` from the records now in the folder.
 
     Wall time and commands accumulate over resumed or sharded invocations.
@@ -186,17 +239,26 @@ def write_manifest(folder: Path, *, command: str, wall_seconds: float, device: s
     records = _records(folder)
     if not records:
         raise ValueError(f"no run records in {folder / 'runs'}")
-    old = json.loads((folder / MANIFEST).read_text()) if (folder / MANIFEST).is_file() else {}
+    old = (
+        json.loads((folder / MANIFEST).read_text())
+        if (folder / MANIFEST).is_file()
+        else {}
+    )
     first = records[0][1]
     kind, datasets = _data_kind([r for _, r in records])
     manifest = {
-        "experiment": first["experiment"], "profile": first["profile"],
-        "commands": [*old.get("commands", []), command], "command": command,
-        "data": kind, "datasets": datasets,
+        "experiment": first["experiment"],
+        "profile": first["profile"],
+        "commands": [*old.get("commands", []), command],
+        "command": command,
+        "data": kind,
+        "datasets": datasets,
         "seeds": len({r["config"]["seed"] for _, r in records}),
         "hardware": hardware(device),
         "wall_seconds": float(old.get("wall_seconds", 0.0)) + wall_seconds,
-        "normlab_version": __version__, "git_commit": _git_commit(), "torch_version": torch.__version__,
+        "normlab_version": __version__,
+        "git_commit": _git_commit(),
+        "torch_version": torch.__version__,
         "python": platform.python_version(),
         "created": old.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -207,8 +269,16 @@ def write_manifest(folder: Path, *, command: str, wall_seconds: float, device: s
     return manifest
 
 
-def save(experiment: str, *, profile: str, root: str | Path | None = None, shard: str | None = None,
-         seeds: int | None = None, device: str = "cpu", command: str | None = None) -> SavedSet:
+def save(
+    experiment: str,
+    *,
+    profile: str,
+    root: str | Path | None = None,
+    shard: str | None = None,
+    seeds: int | None = None,
+    device: str = "cpu",
+    command: str | None = None,
+) -> SavedSet:
     """Run (or resume) ``experiment`` into the saved-results folder, then write its manifest.
 
     The quick profile is refused: a saved set exists to show more than the live run does.
@@ -217,14 +287,30 @@ def save(experiment: str, *, profile: str, root: str | Path | None = None, shard
 
     profile = check_profile(profile)
     if profile == "quick":
-        raise ValueError("profile='quick' is what chapters run live; save a cpu, standard or paper set")
+        raise ValueError(
+            "profile='quick' is what chapters run live; save a cpu, standard or paper set"
+        )
     experiments.get(experiment).grid(profile)
     root = Path(root) if root is not None else default_root()
     started = time.perf_counter()
-    done = experiments.run(experiment, profile=profile, out=root, seeds=seeds, device=device, shard=shard,
-                           progress=False)
-    command = command or " ".join(shlex.quote(a) for a in ["python", "-m", "normlab", *sys.argv[1:]])
-    write_manifest(done.folder, command=command, wall_seconds=time.perf_counter() - started, device=device)
+    done = experiments.run(
+        experiment,
+        profile=profile,
+        out=root,
+        seeds=seeds,
+        device=device,
+        shard=shard,
+        progress=False,
+    )
+    command = command or " ".join(
+        shlex.quote(a) for a in ["python", "-m", "normlab", *sys.argv[1:]]
+    )
+    write_manifest(
+        done.folder,
+        command=command,
+        wall_seconds=time.perf_counter() - started,
+        device=device,
+    )
     return load(done.folder)
 
 
@@ -265,17 +351,33 @@ def check_format(saved: SavedSet) -> list[Mismatch]:
         if name not in found:
             problems.append(Mismatch(name, "listed in the manifest but missing"))
         elif _digest(found[name]) != digest:
-            problems.append(Mismatch(name, "edited since the set was made (digest differs from the manifest)"))
+            problems.append(
+                Mismatch(
+                    name,
+                    "edited since the set was made (digest differs from the manifest)",
+                )
+            )
     for name in sorted(set(found) - set(saved.manifest["records"])):
         problems.append(Mismatch(name, "not listed in the manifest"))
     if _digest(saved.folder / "results.csv") != saved.manifest["results_csv"]:
-        problems.append(Mismatch("results.csv", "edited since the set was made (digest differs from the manifest)"))
+        problems.append(
+            Mismatch(
+                "results.csv",
+                "edited since the set was made (digest differs from the manifest)",
+            )
+        )
     table = load_results(saved.experiment, saved.folder.parent.parent, saved.profile)
     csv = saved.results.set_index("run_id")
     for key in _COMPARED:
         for run_id, value in zip(table["run_id"], table[key]):
-            if run_id not in csv.index or not _close(value, csv.at[run_id, key], True, key):
-                problems.append(Mismatch(f"results.csv {run_id}", f"{key} differs from its JSON record"))
+            if run_id not in csv.index or not _close(
+                value, csv.at[run_id, key], True, key
+            ):
+                problems.append(
+                    Mismatch(
+                        f"results.csv {run_id}", f"{key} differs from its JSON record"
+                    )
+                )
     return problems
 
 
@@ -296,20 +398,34 @@ def verify(saved: SavedSet, run_id: str | None = None) -> list[Mismatch]:
     run_id = run_id or sorted(saved.manifest["records"])[0].removesuffix(".json")
     record = json.loads((saved.folder / "runs" / f"{run_id}.json").read_text())
     hw = saved.manifest["hardware"]
-    exact = saved.manifest["torch_version"] == torch.__version__ and hw["cpu_model"] == _cpu_model()
+    exact = (
+        saved.manifest["torch_version"] == torch.__version__
+        and hw["cpu_model"] == _cpu_model()
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(int(hw.get("torch_threads") or 1))
     try:
         with tempfile.TemporaryDirectory() as tmp:
             outcome = get(saved.experiment).run_one(
-                dict(record["config"]), RunContext(device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"))
+                dict(record["config"]),
+                RunContext(
+                    device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"
+                ),
+            )
     finally:
         torch.set_num_threads(threads)
     for key in _COMPARED:
         new, old = outcome["metrics"][key], record["metrics"][key]
         if not _close(new, old, exact, key):
-            how = "exactly" if exact else f"within atol {RERUN_ATOL} / rtol {RERUN_RTOL}"
-            problems.append(Mismatch(f"re-run of {run_id}", f"{key} = {new!r}, saved {old!r} (compared {how})"))
+            how = (
+                "exactly" if exact else f"within atol {RERUN_ATOL} / rtol {RERUN_RTOL}"
+            )
+            problems.append(
+                Mismatch(
+                    f"re-run of {run_id}",
+                    f"{key} = {new!r}, saved {old!r} (compared {how})",
+                )
+            )
     return problems
 
 
@@ -330,15 +446,25 @@ def live_label(results: pd.DataFrame) -> str:
     from .data.registry import REAL
 
     datasets = sorted(results["data"].astype(str).unique()) if "data" in results else []
-    profile = results["profile"].iloc[0] if "profile" in results and len(results) else "?"
+    profile = (
+        results["profile"].iloc[0] if "profile" in results and len(results) else "?"
+    )
     real = profile != "quick" and all(d in REAL for d in datasets)
     seeds = results["seed"].nunique() if "seed" in results else 0
-    return (f"live run: {profile} profile, {'real' if real else 'stand-in'} data ({', '.join(datasets)}), "
-            f"{seeds} seeds, {len(results)} runs, {_cpu_model()}")
+    return (
+        f"live run: {profile} profile, {'real' if real else 'stand-in'} data ({', '.join(datasets)}), "
+        f"{seeds} seeds, {len(results)} runs, {_cpu_model()}"
+    )
 
 
-def beside(experiment: str, live: pd.DataFrame, draw: Callable[[pd.DataFrame, Any], None], *,
-           root: str | Path | None = None, title: str | None = None) -> Beside:
+def beside(
+    experiment: str,
+    live: pd.DataFrame,
+    draw: Callable[[pd.DataFrame, Any], None],
+    *,
+    root: str | Path | None = None,
+    title: str | None = None,
+) -> Beside:
     """Draw the live run and, beside it, the largest saved set of ``experiment``.
 
     ``draw(results, ax)`` draws one results table on one matplotlib axis; it is called for the
@@ -349,10 +475,14 @@ def beside(experiment: str, live: pd.DataFrame, draw: Callable[[pd.DataFrame, An
     import matplotlib.pyplot as plt
 
     if not isinstance(live, pd.DataFrame) or live.empty:
-        raise ValueError("live must be a non-empty results table (experiments.load_results or report().results)")
+        raise ValueError(
+            "live must be a non-empty results table (experiments.load_results or report().results)"
+        )
     saved = largest(experiment, root)
     panels = 2 if saved is not None else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 4.2), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1, panels, figsize=(6.2 * panels, 4.2), squeeze=False, layout="constrained"
+    )
     label = live_label(live)
     draw(live, axes[0, 0])
     axes[0, 0].set_title(_wrap(label), fontsize=8)
@@ -360,8 +490,13 @@ def beside(experiment: str, live: pd.DataFrame, draw: Callable[[pd.DataFrame, An
         draw(saved.results, axes[0, 1])
         axes[0, 1].set_title(_wrap(saved.label()), fontsize=8)
     else:
-        fig.text(0.5, -0.02, f"No saved set of {experiment} yet: `python -m normlab save {experiment} --profile cpu`",
-                 ha="center", fontsize=8)
+        fig.text(
+            0.5,
+            -0.02,
+            f"No saved set of {experiment} yet: `python -m normlab save {experiment} --profile cpu`",
+            ha="center",
+            fontsize=8,
+        )
     if title:
         fig.suptitle(title)
     return Beside(figure=fig, live_label=label, saved=saved)

@@ -9,10 +9,12 @@ model on each; :func:`mean_corruption_accuracy` is the benchmark's summary, the 
 corruptions and severities (Hendrycks & Dietterich report errors; we report accuracy, as
 the AutoNorm paper does).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,13 +26,20 @@ from .data.corruptions import CORRUPTIONS, corrupt
 from .data.sources import OFFLINE_PROFILES
 from .data.types import DataSplit
 
-__all__ = ["SEVERITIES", "accuracy_under_corruption", "corruption_suite", "mean_corruption_accuracy"]
+__all__ = [
+    "SEVERITIES",
+    "accuracy_under_corruption",
+    "corruption_suite",
+    "mean_corruption_accuracy",
+]
 
 SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
 @lru_cache(maxsize=4)
-def _stand_in_suite(task: str, images: int | None) -> tuple[tuple[str, int, DataSplit], ...]:
+def _stand_in_suite(
+    task: str, images: int | None
+) -> tuple[tuple[str, int, DataSplit], ...]:
     clean = data.for_profile(task, "quick")["test"]
     if images is not None:
         clean = clean.subset(slice(0, images))
@@ -40,13 +49,26 @@ def _stand_in_suite(task: str, images: int | None) -> tuple[tuple[str, int, Data
             generator = torch.Generator().manual_seed(1000 * c + severity)
             x = corrupt(clean.x, name, severity, generator=generator)
             meta = {**clean.meta, "corruption": name, "severity": severity}
-            suite.append((name, severity, DataSplit(x=x, y=clean.y, task=clean.task, name=f"{clean.name}_c",
-                                                    split="test", meta=meta)))
+            suite.append(
+                (
+                    name,
+                    severity,
+                    DataSplit(
+                        x=x,
+                        y=clean.y,
+                        task=clean.task,
+                        name=f"{clean.name}_c",
+                        split="test",
+                        meta=meta,
+                    ),
+                )
+            )
     return tuple(suite)
 
 
-def corruption_suite(task: str, data_profile: str | None = None, *,
-                     images: int | None = None) -> Iterator[tuple[str, int, DataSplit]]:
+def corruption_suite(
+    task: str, data_profile: str | None = None, *, images: int | None = None
+) -> Iterator[tuple[str, int, DataSplit]]:
     """``(corruption, severity, test split)`` for every condition of ``task``'s corrupted test.
 
     ``data_profile`` ``quick`` (the stand-ins, also used by the ``cpu`` profile) corrupts the
@@ -55,28 +77,47 @@ def corruption_suite(task: str, data_profile: str | None = None, *,
     all). Stand-in suites are built once per process and cached; CIFAR-10-C conditions are
     read one at a time.
     """
-    if images is not None and (isinstance(images, bool) or not isinstance(images, int) or images < 1):
+    if images is not None and (
+        isinstance(images, bool) or not isinstance(images, int) or images < 1
+    ):
         raise ValueError(f"images must be a positive int or None, got {images!r}")
     if check_profile(data_profile) in OFFLINE_PROFILES:
         yield from _stand_in_suite(task, images)
         return
     if task != "cifar10":
-        raise ValueError(f"task={task!r} has no real corrupted test set; only 'cifar10' (CIFAR-10-C) has one")
+        raise ValueError(
+            f"task={task!r} has no real corrupted test set; only 'cifar10' (CIFAR-10-C) has one"
+        )
     from .data.vision import CIFAR10_C_CORRUPTIONS, load_cifar10_c
 
     for name in CIFAR10_C_CORRUPTIONS:
         for severity in SEVERITIES:
             split = load_cifar10_c(name, severity)
-            yield name, severity, split if images is None else split.subset(slice(0, images))
+            yield (
+                name,
+                severity,
+                split if images is None else split.subset(slice(0, images)),
+            )
 
 
-def accuracy_under_corruption(model: nn.Module, suite: Iterator[tuple[str, int, DataSplit]], *,
-                              device: torch.device | str | None = None) -> list[dict[str, Any]]:
+def accuracy_under_corruption(
+    model: nn.Module,
+    suite: Iterator[tuple[str, int, DataSplit]],
+    *,
+    device: torch.device | str | None = None,
+) -> list[dict[str, Any]]:
     """One ``{"corruption", "severity", "accuracy", "n"}`` row per condition of ``suite``."""
     rows = []
     for name, severity, split in suite:
         scores = training.evaluate(model, split, device=device)
-        rows.append({"corruption": name, "severity": severity, "accuracy": scores["accuracy"], "n": len(split)})
+        rows.append(
+            {
+                "corruption": name,
+                "severity": severity,
+                "accuracy": scores["accuracy"],
+                "n": len(split),
+            }
+        )
     return rows
 
 

@@ -4,20 +4,32 @@ Every interval here is a Student-t interval across seeds, :math:`\\bar d \\pm t_
 s/\\sqrt{n}`: each seed contributes one number (a paired difference, a slope), so seeds are the
 independent replicates and nothing inside a seed is treated as one.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "PairedTest", "mean_ci", "interval", "paired_differences", "paired_test", "slope_log2", "slopes_log2",
-           "tost"]
+__all__ = [
+    "Interval",
+    "PairedTest",
+    "mean_ci",
+    "interval",
+    "paired_differences",
+    "paired_test",
+    "slope_log2",
+    "slopes_log2",
+    "tost",
+]
 
 
-def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, int]:
+def mean_ci(
+    values: Iterable[float], confidence: float = 0.95
+) -> tuple[float, float, int]:
     """Mean, half-width of the t-distribution confidence interval, and n.
 
     The half-width is :math:`t_{(1+c)/2,\\,n-1}\\, s/\\sqrt{n}` with the sample standard
@@ -30,7 +42,9 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, f
     mean = float(x.mean())
     if n < 2:
         return mean, float("nan"), n
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
+    half = float(
+        stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n)
+    )
     return mean, half, n
 
 
@@ -108,11 +122,15 @@ class PairedTest:
         return self.ci.n
 
     def __str__(self) -> str:
-        return (f"{self.mean:+.4g} [{self.low:+.4g}, {self.high:+.4g}], t = {self.t:.2f}, p = {self.p:.3g}, "
-                f"d_z = {self.d_z:.2f}, n = {self.n}")
+        return (
+            f"{self.mean:+.4g} [{self.low:+.4g}, {self.high:+.4g}], t = {self.t:.2f}, p = {self.p:.3g}, "
+            f"d_z = {self.d_z:.2f}, n = {self.n}"
+        )
 
 
-def paired_test(a: dict[int, float], b: dict[int, float], confidence: float = 0.95) -> PairedTest:
+def paired_test(
+    a: dict[int, float], b: dict[int, float], confidence: float = 0.95
+) -> PairedTest:
     """Paired t-test of ``a[s] - b[s]`` over the seeds ``s`` present in both (:func:`paired_differences`)."""
     d = paired_differences(a, b)
     if len(d) < 2:
@@ -123,7 +141,9 @@ def paired_test(a: dict[int, float], b: dict[int, float], confidence: float = 0.
         t = 0.0 if ci.mean == 0 else math.copysign(math.inf, ci.mean)
         return PairedTest(ci, t, 1.0 if ci.mean == 0 else 0.0, t)
     t = ci.mean / (sd / math.sqrt(len(d)))
-    return PairedTest(ci, float(t), float(2 * stats.t.sf(abs(t), len(d) - 1)), ci.mean / sd)
+    return PairedTest(
+        ci, float(t), float(2 * stats.t.sf(abs(t), len(d) - 1)), ci.mean / sd
+    )
 
 
 def slope_log2(x: Sequence[float], y: Sequence[float]) -> float:
@@ -131,16 +151,23 @@ def slope_log2(x: Sequence[float], y: Sequence[float]) -> float:
     lx = np.log2(np.asarray(x, dtype=float))
     yy = np.asarray(y, dtype=float)
     if lx.shape != yy.shape or len(np.unique(lx)) < 2:
-        raise ValueError(f"x and y must have equal lengths and x at least two distinct values, got x={list(x)}")
+        raise ValueError(
+            f"x and y must have equal lengths and x at least two distinct values, got x={list(x)}"
+        )
     return float(np.polyfit(lx, yy, 1)[0])
 
 
-def slopes_log2(table: "pd.DataFrame", x: str, y: str, seed: str = "seed") -> np.ndarray:  # noqa: F821
+def slopes_log2(table: pd.DataFrame, x: str, y: str, seed: str = "seed") -> np.ndarray:  # noqa: F821
     """One :func:`slope_log2` of column ``y`` against ``x`` per seed of ``table``."""
-    return np.array([slope_log2(part[x], part[y]) for _, part in table.groupby(seed, sort=True)], dtype=float)
+    return np.array(
+        [slope_log2(part[x], part[y]) for _, part in table.groupby(seed, sort=True)],
+        dtype=float,
+    )
 
 
-def tost(values: Iterable[float], margin: float, alpha: float = 0.05) -> tuple[float, bool]:
+def tost(
+    values: Iterable[float], margin: float, alpha: float = 0.05
+) -> tuple[float, bool]:
     """Two one-sided t-tests of ``|mean| < margin``: the p-value and whether it is below ``alpha``.
 
     Equivalent to the :math:`1 - 2\\alpha` confidence interval lying inside

@@ -13,18 +13,30 @@ Layer kinds (the registry's Part I names): ``"none"`` (``z = W x + b``), ``"norm
 ``"affine_like"``
 (``z = (W x + b)/sqrt(|x|^2 + 1)``).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import sympy as sp
 
 from ._checks import non_negative_int, one_of, positive_ints
 
-__all__ = ["KINDS", "Derivation", "linear_update", "batch_update", "conv1d_update", "vector_form"]
+__all__ = [
+    "KINDS",
+    "Derivation",
+    "linear_update",
+    "batch_update",
+    "conv1d_update",
+    "vector_form",
+]
 
-KINDS: tuple[str, ...] = ("none", "norm_like", "affine_like")  # the registry's Part I spellings
+KINDS: tuple[str, ...] = (
+    "none",
+    "norm_like",
+    "affine_like",
+)  # the registry's Part I spellings
 
 Forward = Callable[[sp.Matrix, sp.Matrix, sp.Matrix], sp.Matrix]
 
@@ -75,8 +87,16 @@ def _matrix_grad(loss: sp.Expr, P: sp.Matrix) -> sp.Matrix:
     return P.applyfunc(lambda entry: sp.diff(loss, entry))
 
 
-def _derive(name: str, forward: Forward, W: sp.Matrix, b: sp.Matrix, xs: list[sp.Matrix],
-            gs: list[sp.Matrix], batch: int, eta: sp.Symbol) -> Derivation:
+def _derive(
+    name: str,
+    forward: Forward,
+    W: sp.Matrix,
+    b: sp.Matrix,
+    xs: list[sp.Matrix],
+    gs: list[sp.Matrix],
+    batch: int,
+    eta: sp.Symbol,
+) -> Derivation:
     """Differentiate the mean loss, take one SGD step, recompute z, read off the kernel."""
     zs = [forward(W, b, x) for x in xs]
     loss = sum(((g.T * z)[0, 0] for g, z in zip(gs, zs)), sp.Integer(0)) / batch
@@ -84,7 +104,9 @@ def _derive(name: str, forward: Forward, W: sp.Matrix, b: sp.Matrix, xs: list[sp
     W_new, b_new = W - eta * grad_W, b - eta * grad_b
     dzs = [sp.simplify(forward(W_new, b_new, x) - z) for x, z in zip(xs, zs)]
     n = len(xs)
-    kernel = sp.Matrix(n, n, lambda i, j: sp.simplify(-batch / eta * sp.diff(dzs[i][0], gs[j][0])))
+    kernel = sp.Matrix(
+        n, n, lambda i, j: sp.simplify(-batch / eta * sp.diff(dzs[i][0], gs[j][0]))
+    )
     effective = sp.Matrix.hstack(*dzs)
     ideal = sp.Matrix.hstack(*[-eta * g for g in gs])
     steps = [
@@ -94,9 +116,17 @@ def _derive(name: str, forward: Forward, W: sp.Matrix, b: sp.Matrix, xs: list[sp
         (r"\Delta z = z' - z", effective),
         ("K", kernel),
     ]
-    return Derivation(name=name, eta=eta, outputs=sp.Matrix.hstack(*zs),
-                      grads={"W": grad_W, "b": grad_b}, effective=effective, ideal=ideal,
-                      kernel=kernel, symbols={"W": W, "b": b, "x": xs, "g": gs}, steps=steps)
+    return Derivation(
+        name=name,
+        eta=eta,
+        outputs=sp.Matrix.hstack(*zs),
+        grads={"W": grad_W, "b": grad_b},
+        effective=effective,
+        ideal=ideal,
+        kernel=kernel,
+        symbols={"W": W, "b": b, "x": xs, "g": gs},
+        steps=steps,
+    )
 
 
 def _params(n_out: int, n_in: int) -> tuple[sp.Matrix, sp.Matrix]:
@@ -119,7 +149,9 @@ def linear_update(kind: str = "none", n_in: int = 3, n_out: int = 2) -> Derivati
     return _derive(f"{kind} layer, one sample", _layer(kind), W, b, [x], [g], 1, eta)
 
 
-def batch_update(kind: str = "none", batch: int = 2, n_in: int = 2, n_out: int = 1) -> Derivation:
+def batch_update(
+    kind: str = "none", batch: int = 2, n_in: int = 2, n_out: int = 1
+) -> Derivation:
     """``batch`` samples, mean-reduced loss, one SGD step on a ``kind`` layer.
 
     For ``"none"``: ``dz_i = -(eta/B) sum_j (x_i . x_j + 1) g_j``.
@@ -127,16 +159,27 @@ def batch_update(kind: str = "none", batch: int = 2, n_in: int = 2, n_out: int =
     one_of("kind", kind, KINDS)
     positive_ints(batch=batch, n_in=n_in, n_out=n_out)
     W, b = _params(n_out, n_in)
-    xs = [sp.Matrix(n_in, 1, lambda k, _, j=j: sp.Symbol(f"x_{j + 1}{k + 1}", real=True))
-          for j in range(batch)]
-    gs = [sp.Matrix(n_out, 1, lambda i, _, j=j: sp.Symbol(f"g_{j + 1}{i + 1}", real=True))
-          for j in range(batch)]
+    xs = [
+        sp.Matrix(n_in, 1, lambda k, _, j=j: sp.Symbol(f"x_{j + 1}{k + 1}", real=True))
+        for j in range(batch)
+    ]
+    gs = [
+        sp.Matrix(n_out, 1, lambda i, _, j=j: sp.Symbol(f"g_{j + 1}{i + 1}", real=True))
+        for j in range(batch)
+    ]
     eta = sp.Symbol("eta", positive=True)
-    return _derive(f"{kind} layer, batch of {batch}", _layer(kind), W, b, xs, gs, batch, eta)
+    return _derive(
+        f"{kind} layer, batch of {batch}", _layer(kind), W, b, xs, gs, batch, eta
+    )
 
 
-def conv1d_update(kind: str = "none", length: int = 4, kernel_size: int = 2,
-                  in_channels: int = 1, padding: int = 0) -> Derivation:
+def conv1d_update(
+    kind: str = "none",
+    length: int = 4,
+    kernel_size: int = 2,
+    in_channels: int = 1,
+    padding: int = 0,
+) -> Derivation:
     """One sample of a 1-D convolution (one output channel, stride 1), one SGD step.
 
     The output at position ``p`` is the ``kind`` layer applied to the patch ``P_p`` (all
@@ -150,21 +193,39 @@ def conv1d_update(kind: str = "none", length: int = 4, kernel_size: int = 2,
     non_negative_int("padding", padding)
     positions = length + 2 * padding - kernel_size + 1
     if positions <= 0:
-        raise ValueError(f"kernel_size={kernel_size} is larger than the padded length "
-                         f"{length + 2 * padding}")
+        raise ValueError(
+            f"kernel_size={kernel_size} is larger than the padded length "
+            f"{length + 2 * padding}"
+        )
     if in_channels == 1:
         signal = [[sp.Symbol(f"x_{t + 1}", real=True) for t in range(length)]]
     else:
-        signal = [[sp.Symbol(f"x_{c + 1}{t + 1}", real=True) for t in range(length)]
-                  for c in range(in_channels)]
-    padded = [[sp.Integer(0)] * padding + row + [sp.Integer(0)] * padding for row in signal]
-    patches = [sp.Matrix([padded[c][p + t] for c in range(in_channels) for t in range(kernel_size)])
-               for p in range(positions)]
+        signal = [
+            [sp.Symbol(f"x_{c + 1}{t + 1}", real=True) for t in range(length)]
+            for c in range(in_channels)
+        ]
+    padded = [
+        [sp.Integer(0)] * padding + row + [sp.Integer(0)] * padding for row in signal
+    ]
+    patches = [
+        sp.Matrix(
+            [padded[c][p + t] for c in range(in_channels) for t in range(kernel_size)]
+        )
+        for p in range(positions)
+    ]
     W, b = _params(1, in_channels * kernel_size)
     gs = [sp.Matrix([sp.Symbol(f"g_{p + 1}", real=True)]) for p in range(positions)]
     eta = sp.Symbol("eta", positive=True)
-    result = _derive(f"{kind} 1-D convolution, {positions} positions", _layer(kind), W, b,
-                     patches, gs, 1, eta)
+    result = _derive(
+        f"{kind} 1-D convolution, {positions} positions",
+        _layer(kind),
+        W,
+        b,
+        patches,
+        gs,
+        1,
+        eta,
+    )
     result.symbols["patches"] = patches
     return result
 
@@ -188,5 +249,10 @@ def vector_form(n_in: int | None = None, n_out: int | None = None) -> dict[str, 
     loss = sp.Trace(g.T * z)
     grad_W, grad_b = sp.diff(loss, W), sp.diff(loss, b)
     z_new = (W - eta * grad_W) * x + (b - eta * grad_b)
-    return {"z": z, "dL/dW": grad_W, "dL/db": grad_b, "dz": sp.expand(z_new - z),
-            "symbols": {"W": W, "b": b, "x": x, "g": g, "eta": eta}}
+    return {
+        "z": z,
+        "dL/dW": grad_W,
+        "dL/db": grad_b,
+        "dz": sp.expand(z_new - z),
+        "symbols": {"W": W, "b": b, "x": x, "g": g, "eta": eta},
+    }

@@ -35,6 +35,7 @@ Design, in short:
 - **Speed.** bf16 autocast on CUDA by default, optional ``torch.compile``, and no host sync
   in the inner loop unless callbacks need ``state.loss``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,10 +43,11 @@ import math
 import os
 import sys
 import time
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -103,7 +105,9 @@ def _how(default: Any = None, **kwargs: Any) -> Any:
 
 def _flag(name: str, value: Any, *, optional: bool = False) -> None:
     if not (isinstance(value, bool) or (optional and value is None)):
-        raise TypeError(f"{name} must be True or False{' or None' if optional else ''}, got {value!r}")
+        raise TypeError(
+            f"{name} must be True or False{' or None' if optional else ''}, got {value!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,9 @@ class FitConfig:
     eval_batch_size: int = _how(1024)
 
     def __post_init__(self) -> None:
-        def normalise(name: str, value: Any) -> None:  # frozen: the one place fields are rewritten
+        def normalise(
+            name: str, value: Any
+        ) -> None:  # frozen: the one place fields are rewritten
             object.__setattr__(self, name, value)
 
         for name in ("epochs", "batch_size", "eval_batch_size"):
@@ -170,18 +176,29 @@ class FitConfig:
         non_negative_int("seed", self.seed)
         normalise("lr", positive_number("lr", self.lr))
         wd = self.weight_decay
-        if isinstance(wd, bool) or not isinstance(wd, (int, float)) or not math.isfinite(wd) or wd < 0:
+        if (
+            isinstance(wd, bool)
+            or not isinstance(wd, (int, float))
+            or not math.isfinite(wd)
+            or wd < 0
+        ):
             raise ValueError(f"weight_decay must be a finite number >= 0, got {wd!r}")
         normalise("weight_decay", float(wd))
         normalise("warmup", fraction("warmup", self.warmup))
         normalise("label_smoothing", fraction("label_smoothing", self.label_smoothing))
         one_of("optimizer", self.optimizer, OPTIMIZERS)
         one_of("schedule", self.schedule, SCHEDULES)
-        if self.optimizer_kwargs is not None and not isinstance(self.optimizer_kwargs, Mapping):
-            raise TypeError(f"optimizer_kwargs must be a mapping, got {type(self.optimizer_kwargs).__name__}")
+        if self.optimizer_kwargs is not None and not isinstance(
+            self.optimizer_kwargs, Mapping
+        ):
+            raise TypeError(
+                f"optimizer_kwargs must be a mapping, got {type(self.optimizer_kwargs).__name__}"
+            )
         normalise("optimizer_kwargs", dict(self.optimizer_kwargs or {}))
         if self.augment is not None and not isinstance(self.augment, Augment):
-            raise TypeError(f"augment must be a normlab.augment.Augment or None, got {type(self.augment).__name__}")
+            raise TypeError(
+                f"augment must be a normlab.augment.Augment or None, got {type(self.augment).__name__}"
+            )
         for name in ("drop_last", "stop_on_divergence", "compile"):
             _flag(name, getattr(self, name))
         for name in ("amp", "progress"):
@@ -190,22 +207,36 @@ class FitConfig:
             try:
                 torch.device(self.device)
             except (RuntimeError, TypeError) as err:
-                raise ValueError(f"device={self.device!r} is not a torch device ({err})") from err
+                raise ValueError(
+                    f"device={self.device!r} is not a torch device ({err})"
+                ) from err
         if self.checkpoint_dir is not None:
             self._check_checkpoint_dir()
 
     def _check_checkpoint_dir(self) -> None:
         if not isinstance(self.checkpoint_dir, (str, os.PathLike)):
-            raise TypeError(f"checkpoint_dir must be a path or None, got {type(self.checkpoint_dir).__name__}")
+            raise TypeError(
+                f"checkpoint_dir must be a path or None, got {type(self.checkpoint_dir).__name__}"
+            )
         folder = Path(self.checkpoint_dir)
         existing = next(p for p in (folder, *folder.parents) if p.exists())
         if not existing.is_dir():
-            what = "is an existing file" if existing == folder else f"lies under {existing}, which is a file"
-            raise ValueError(f"checkpoint_dir={str(self.checkpoint_dir)!r} {what}; expected a folder (created if missing)")
+            what = (
+                "is an existing file"
+                if existing == folder
+                else f"lies under {existing}, which is a file"
+            )
+            raise ValueError(
+                f"checkpoint_dir={str(self.checkpoint_dir)!r} {what}; expected a folder (created if missing)"
+            )
 
     def run_record(self) -> dict[str, Any]:
         """What a checkpoint must share with the run resuming it: the recorded fields, as plain types."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.metadata.get("in_record", True)}
+        return {
+            f.name: _plain(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.metadata.get("in_record", True)
+        }
 
 
 def _plain(value: Any) -> Any:
@@ -220,12 +251,20 @@ def _plain(value: Any) -> Any:
 def _resolve_config(config: FitConfig | None, settings: Mapping[str, Any]) -> FitConfig:
     """``config`` with ``settings`` replacing its fields, or a config of ``settings`` alone."""
     if config is not None and not isinstance(config, FitConfig):
-        raise TypeError(f"config must be a normlab.training.FitConfig, got {type(config).__name__}")
+        raise TypeError(
+            f"config must be a normlab.training.FitConfig, got {type(config).__name__}"
+        )
     known = {f.name for f in dataclasses.fields(FitConfig)}
     unknown = sorted(set(settings) - known)
     if unknown:
-        raise TypeError(f"fit got unknown setting(s) {', '.join(unknown)}; FitConfig has {', '.join(sorted(known))}")
-    return dataclasses.replace(config, **settings) if config is not None else FitConfig(**settings)
+        raise TypeError(
+            f"fit got unknown setting(s) {', '.join(unknown)}; FitConfig has {', '.join(sorted(known))}"
+        )
+    return (
+        dataclasses.replace(config, **settings)
+        if config is not None
+        else FitConfig(**settings)
+    )
 
 
 class History(list):
@@ -237,7 +276,13 @@ class History(list):
     ``higher_is_better`` says which way is better.
     """
 
-    def __init__(self, records: Iterable[dict[str, Any]] = (), *, metric: str, higher_is_better: bool) -> None:
+    def __init__(
+        self,
+        records: Iterable[dict[str, Any]] = (),
+        *,
+        metric: str,
+        higher_is_better: bool,
+    ) -> None:
         super().__init__(records)
         self.metric = metric
         self.higher_is_better = higher_is_better
@@ -253,11 +298,17 @@ class History(list):
 
     def without_timing(self) -> list[dict[str, Any]]:
         """The records without wall-clock fields: what two identical runs must share."""
-        return [{k: v for k, v in record.items() if k not in TIMING_KEYS} for record in self]
+        return [
+            {k: v for k, v in record.items() if k not in TIMING_KEYS} for record in self
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (JSON and ``torch.load(weights_only=True)`` safe)."""
-        return {"metric": self.metric, "higher_is_better": self.higher_is_better, "epochs": [dict(r) for r in self]}
+        return {
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "epochs": [dict(r) for r in self],
+        }
 
 
 # --------------------------------------------------------------------------- helpers
@@ -278,7 +329,9 @@ def progress_default(device: torch.device | str | None = None) -> bool:
     return on_gpu or bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
-def _autocast(device: torch.device, amp: bool | None) -> Callable[[], ContextManager[Any]]:
+def _autocast(
+    device: torch.device, amp: bool | None
+) -> Callable[[], AbstractContextManager[Any]]:
     """A factory of autocast contexts: bf16 on CUDA when supported (``amp=None``), else off."""
     if amp is None:
         amp = device.type == "cuda" and torch.cuda.is_bf16_supported()
@@ -292,18 +345,28 @@ def _schedule(name: str, total_steps: int, warmup_steps: int) -> Callable[[int],
     if name == "constant":
         return lambda step: 1.0
     if name == "cosine":
-        return lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step, total_steps) / total_steps))
+        return lambda step: (
+            0.5 * (1.0 + math.cos(math.pi * min(step, total_steps) / total_steps))
+        )
 
     def warmup_cosine(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / warmup_steps
-        progress = min(step - warmup_steps, total_steps - warmup_steps) / max(total_steps - warmup_steps, 1)
+        progress = min(step - warmup_steps, total_steps - warmup_steps) / max(
+            total_steps - warmup_steps, 1
+        )
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return warmup_cosine
 
 
-def _build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float, kwargs: Mapping[str, Any]) -> torch.optim.Optimizer:
+def _build_optimizer(
+    model: nn.Module,
+    name: str,
+    lr: float,
+    weight_decay: float,
+    kwargs: Mapping[str, Any],
+) -> torch.optim.Optimizer:
     """Weight decay applies to matrices and kernels (``ndim >= 2``), not to biases and gains."""
     params = list(model.parameters())
     groups = [
@@ -314,15 +377,24 @@ def _build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float
     return OPTIMIZERS[name](groups, lr=lr, **kwargs)
 
 
-def _task_loss(task: str, out: torch.Tensor, y: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+def _task_loss(
+    task: str, out: torch.Tensor, y: torch.Tensor, label_smoothing: float
+) -> torch.Tensor:
     if task == "classification":
         return F.cross_entropy(out, y, label_smoothing=label_smoothing)
     if task == "tagging":
-        return F.cross_entropy(out.flatten(0, -2), y.flatten(), ignore_index=IGNORE_INDEX, label_smoothing=label_smoothing)
+        return F.cross_entropy(
+            out.flatten(0, -2),
+            y.flatten(),
+            ignore_index=IGNORE_INDEX,
+            label_smoothing=label_smoothing,
+        )
     return F.mse_loss(out.reshape(y.shape).float(), y)
 
 
-def _eval_sums(task: str, out: torch.Tensor, y: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+def _eval_sums(
+    task: str, out: torch.Tensor, y: torch.Tensor, scale: torch.Tensor | None
+) -> torch.Tensor:
     """``[loss sum, metric sum, count]`` of one batch, as one float64 tensor (no host sync)."""
     out = out.float()
     if task == "classification":
@@ -331,7 +403,9 @@ def _eval_sums(task: str, out: torch.Tensor, y: torch.Tensor, scale: torch.Tenso
         count = y.numel()
     elif task == "tagging":
         flat_y = y.flatten()
-        loss = F.cross_entropy(out.flatten(0, -2), flat_y, ignore_index=IGNORE_INDEX, reduction="sum")
+        loss = F.cross_entropy(
+            out.flatten(0, -2), flat_y, ignore_index=IGNORE_INDEX, reduction="sum"
+        )
         mask = flat_y != IGNORE_INDEX
         hits = ((out.flatten(0, -2).argmax(-1) == flat_y) & mask).sum()
         count = mask.sum()
@@ -340,16 +414,27 @@ def _eval_sums(task: str, out: torch.Tensor, y: torch.Tensor, scale: torch.Tenso
         loss = err.pow(2).sum()
         hits = (err * scale).pow(2).sum() if scale is not None else loss
         count = y.numel()
-    return torch.stack([loss.double(), hits.double(), torch.as_tensor(count, device=y.device).double()])
+    return torch.stack(
+        [loss.double(), hits.double(), torch.as_tensor(count, device=y.device).double()]
+    )
 
 
 def _target_scale(split: DataSplit, device: torch.device) -> torch.Tensor | None:
     scale = split.meta.get("target_scale")
-    return None if scale is None else torch.as_tensor(scale, dtype=torch.float32, device=device)
+    return (
+        None
+        if scale is None
+        else torch.as_tensor(scale, dtype=torch.float32, device=device)
+    )
 
 
 @torch.no_grad()
-def _evaluate_on_device(model: nn.Module, split: DataSplit, batch_size: int, autocast: Callable[[], ContextManager[Any]]) -> dict[str, float]:
+def _evaluate_on_device(
+    model: nn.Module,
+    split: DataSplit,
+    batch_size: int,
+    autocast: Callable[[], AbstractContextManager[Any]],
+) -> dict[str, float]:
     metric, _ = METRICS[split.task]
     scale = _target_scale(split, split.x.device)
     sums = torch.zeros(3, dtype=torch.float64, device=split.x.device)
@@ -360,7 +445,11 @@ def _evaluate_on_device(model: nn.Module, split: DataSplit, batch_size: int, aut
         sums += _eval_sums(split.task, out, y, scale)
     loss_sum, metric_sum, count = sums.tolist()
     count = max(count, 1.0)
-    value = math.sqrt(metric_sum / count) if split.task == "regression" else metric_sum / count
+    value = (
+        math.sqrt(metric_sum / count)
+        if split.task == "regression"
+        else metric_sum / count
+    )
     return {"loss": loss_sum / count, metric: value}
 
 
@@ -369,9 +458,13 @@ def _evaluate_on_device(model: nn.Module, split: DataSplit, batch_size: int, aut
 
 def _check_split(split: Any, role: str) -> None:
     if not isinstance(split, DataSplit):
-        raise TypeError(f"{role} must be a normlab.data.DataSplit, got {type(split).__name__}")
+        raise TypeError(
+            f"{role} must be a normlab.data.DataSplit, got {type(split).__name__}"
+        )
     if len(split) == 0:
-        raise ValueError(f"{role} split {split.title} is empty; it needs at least one sample")
+        raise ValueError(
+            f"{role} split {split.title} is empty; it needs at least one sample"
+        )
 
 
 def _check_finite(*splits: DataSplit) -> None:
@@ -382,22 +475,38 @@ def _check_finite(*splits: DataSplit) -> None:
     passes and a boolean copy. Only a non-finite sum (bad data, or an overflow of large
     values) pays for the exact element-wise scan, which then names the first bad row.
     """
-    tensors = [(split, key, t) for split in splits for key, t in (("x", split.x), ("y", split.y)) if t.is_floating_point()]
+    tensors = [
+        (split, key, t)
+        for split in splits
+        for key, t in (("x", split.x), ("y", split.y))
+        if t.is_floating_point()
+    ]
     if not tensors:
         return
-    sums = torch.stack([t.sum(dtype=torch.promote_types(t.dtype, torch.float32)).float() for _, _, t in tensors])
+    sums = torch.stack(
+        [
+            t.sum(dtype=torch.promote_types(t.dtype, torch.float32)).float()
+            for _, _, t in tensors
+        ]
+    )
     if torch.isfinite(sums).all():
         return
     for split, key, t in tensors:
         bad = ~torch.isfinite(t.reshape(len(t), -1))
         if bad.any():
             row = int(bad.any(1).nonzero()[0])
-            raise ValueError(f"{key} of split {split.title} holds {int(bad.sum())} non-finite value(s) (NaN or inf), "
-                             f"the first in row {row}; clean or drop those rows")
+            raise ValueError(
+                f"{key} of split {split.title} holds {int(bad.sum())} non-finite value(s) (NaN or inf), "
+                f"the first in row {row}; clean or drop those rows"
+            )
 
 
 @torch.no_grad()
-def _dry_run(model: nn.Module, split: DataSplit, autocast: Callable[[], ContextManager[Any]]) -> None:
+def _dry_run(
+    model: nn.Module,
+    split: DataSplit,
+    autocast: Callable[[], AbstractContextManager[Any]],
+) -> None:
     """One forward pass and loss on the first samples of ``split``, in eval mode.
 
     A model that cannot take the data then fails before training, with a message naming the
@@ -421,7 +530,12 @@ def _dry_run(model: nn.Module, split: DataSplit, autocast: Callable[[], ContextM
         model.train(was_training)
 
 
-def _check_data(model: nn.Module, train: DataSplit, val: DataSplit, autocast: Callable[[], ContextManager[Any]]) -> None:
+def _check_data(
+    model: nn.Module,
+    train: DataSplit,
+    val: DataSplit,
+    autocast: Callable[[], AbstractContextManager[Any]],
+) -> None:
     """What ``fit`` checks on the device before its first step: finite inputs, and a dry run of
     the model on train (and on val when its samples differ in shape or dtype)."""
     _check_finite(train, val)
@@ -434,8 +548,14 @@ def _sample_kind(split: DataSplit) -> tuple[Any, ...]:
     return split.x.shape[1:], split.x.dtype, split.y.shape[1:]
 
 
-def evaluate(model: nn.Module, split: DataSplit, *, batch_size: int = 1024, device: torch.device | str | None = None,
-             amp: bool | None = None) -> dict[str, float]:
+def evaluate(
+    model: nn.Module,
+    split: DataSplit,
+    *,
+    batch_size: int = 1024,
+    device: torch.device | str | None = None,
+    amp: bool | None = None,
+) -> dict[str, float]:
     """Loss and metric of ``model`` on ``split`` (e.g. the test split), in eval mode.
 
     Returns ``{"loss": ..., <metric>: ...}`` with the metric of the split's task
@@ -467,8 +587,15 @@ def evaluate(model: nn.Module, split: DataSplit, *, batch_size: int = 1024, devi
 # ------------------------------------------------------------------------------ fit
 
 
-def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | None = None, *,
-        callbacks: Sequence[Callback] = (), **settings: Any) -> History:
+def fit(
+    model: nn.Module,
+    train: DataSplit,
+    val: DataSplit,
+    config: FitConfig | None = None,
+    *,
+    callbacks: Sequence[Callback] = (),
+    **settings: Any,
+) -> History:
     """Train ``model`` on ``train``, evaluating on ``val`` after every epoch.
 
     The settings are the fields of :class:`FitConfig`, given as a ``config``, as keywords
@@ -496,13 +623,21 @@ def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | 
     _check_split(train, "train")
     _check_split(val, "val")
     if train.task != val.task:
-        raise ValueError(f"train and val have different tasks: {train.task!r} and {val.task!r}")
+        raise ValueError(
+            f"train and val have different tasks: {train.task!r} and {val.task!r}"
+        )
     if cfg.augment is not None and cfg.augment.mixes and train.task != "classification":
         raise ValueError("MixUp/CutMix need a classification task")
     batch_size = cfg.batch_size
-    steps_per_epoch = len(train) // batch_size if cfg.drop_last else math.ceil(len(train) / batch_size)
+    steps_per_epoch = (
+        len(train) // batch_size
+        if cfg.drop_last
+        else math.ceil(len(train) / batch_size)
+    )
     if steps_per_epoch == 0:
-        raise ValueError(f"batch_size={batch_size} exceeds the {len(train)} training samples (with drop_last=True)")
+        raise ValueError(
+            f"batch_size={batch_size} exceeds the {len(train)} training samples (with drop_last=True)"
+        )
 
     device = torch.device(cfg.device) if cfg.device is not None else default_device()
     total_steps = cfg.epochs * steps_per_epoch
@@ -517,12 +652,27 @@ def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | 
     _check_data(model, train, val, autocast)
 
     generator = torch.Generator()
-    opt = _build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.optimizer_kwargs)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg.schedule, total_steps, max(1, round(cfg.warmup * total_steps))))
+    opt = _build_optimizer(
+        model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.optimizer_kwargs
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        _schedule(cfg.schedule, total_steps, max(1, round(cfg.warmup * total_steps))),
+    )
     history = History(metric=metric, higher_is_better=higher_is_better)
-    state = TrainState(model=model, optimizer=opt, scheduler=scheduler, epochs=cfg.epochs, history=history)
+    state = TrainState(
+        model=model,
+        optimizer=opt,
+        scheduler=scheduler,
+        epochs=cfg.epochs,
+        history=history,
+    )
 
-    path = Path(cfg.checkpoint_dir) / CHECKPOINT_NAME if cfg.checkpoint_dir is not None else None
+    path = (
+        Path(cfg.checkpoint_dir) / CHECKPOINT_NAME
+        if cfg.checkpoint_dir is not None
+        else None
+    )
     saving = dict(run_record=run_record, generator=generator, callbacks=callbacks)
     if path is None or not checkpoint.resume(path, state, **saving):
         seed_everything(cfg.seed)
@@ -535,7 +685,13 @@ def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | 
     if cfg.progress if cfg.progress is not None else progress_default(device):
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total_steps, initial=state.step, unit="step", desc=f"{train.name} {metric}", leave=False)
+        bar = tqdm(
+            total=total_steps,
+            initial=state.step,
+            unit="step",
+            desc=f"{train.name} {metric}",
+            leave=False,
+        )
 
     for callback in callbacks:
         callback.on_train_start(state)
@@ -562,8 +718,12 @@ def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | 
                 out = step_model(x)
                 loss = _task_loss(train.task, out, y, cfg.label_smoothing)
                 if lam != 1.0:
-                    loss = lam * loss + (1.0 - lam) * _task_loss(train.task, out, y_mix, cfg.label_smoothing)
-            opt.zero_grad(set_to_none=True)  # frozen parameters keep grad None: no momentum/decay update
+                    loss = lam * loss + (1.0 - lam) * _task_loss(
+                        train.task, out, y_mix, cfg.label_smoothing
+                    )
+            opt.zero_grad(
+                set_to_none=True
+            )  # frozen parameters keep grad None: no momentum/decay update
             loss.backward()
             for callback in callbacks:
                 callback.on_after_backward(state)
@@ -583,18 +743,24 @@ def fit(model: nn.Module, train: DataSplit, val: DataSplit, config: FitConfig | 
         model.eval()
         scores = _evaluate_on_device(step_model, val, cfg.eval_batch_size, autocast)
         state.loss = train_loss
-        history.append({
-            "epoch": epoch,
-            "step": state.step,
-            "lr": float(scheduler.get_last_lr()[0]),
-            "train_loss": train_loss,
-            "val_loss": scores["loss"],
-            f"val_{metric}": scores[metric],
-            "epoch_time_s": time.perf_counter() - started,
-            "samples_per_s": seen / train_time if train_time > 0 else float("nan"),
-        })
+        history.append(
+            {
+                "epoch": epoch,
+                "step": state.step,
+                "lr": float(scheduler.get_last_lr()[0]),
+                "train_loss": train_loss,
+                "val_loss": scores["loss"],
+                f"val_{metric}": scores[metric],
+                "epoch_time_s": time.perf_counter() - started,
+                "samples_per_s": seen / train_time if train_time > 0 else float("nan"),
+            }
+        )
         if bar is not None:
-            bar.set_postfix(epoch=epoch, train_loss=f"{train_loss:.3g}", **{f"val_{metric}": f"{scores[metric]:.4g}"})
+            bar.set_postfix(
+                epoch=epoch,
+                train_loss=f"{train_loss:.3g}",
+                **{f"val_{metric}": f"{scores[metric]:.4g}"},
+            )
         if cfg.stop_on_divergence and not math.isfinite(train_loss):
             state.stop_training = True
         for callback in callbacks:

@@ -6,6 +6,7 @@ in a profile, and ``for_profile(task, profile)`` loads them; ``corrupt`` applies
 CIFAR-10-C corruptions to any image batch; ``load_cifar10_c`` loads one CIFAR-10-C
 condition.
 """
+
 from __future__ import annotations
 
 from ._common import SPLITS
@@ -17,7 +18,24 @@ from .types import IGNORE_INDEX, PAD_ID, TASKS, DataSplit
 from .vision import CIFAR10_C_CORRUPTIONS, load_cifar10_c
 
 __all__ = [
-    "CIFAR10_C_CORRUPTIONS", "CORRUPTIONS", "ChecksumError", "DataSplit", "IGNORE_INDEX", "OFFLINE_PROFILES",
-    "OfflineError", "PAD_ID", "REAL", "SOURCES", "SPLITS", "Source", "TASKS", "cache_root", "corrupt",
-    "for_profile", "load", "load_cifar10_c", "names", "source",
+    "CIFAR10_C_CORRUPTIONS",
+    "CORRUPTIONS",
+    "ChecksumError",
+    "DataSplit",
+    "IGNORE_INDEX",
+    "OFFLINE_PROFILES",
+    "OfflineError",
+    "PAD_ID",
+    "REAL",
+    "SOURCES",
+    "SPLITS",
+    "Source",
+    "TASKS",
+    "cache_root",
+    "corrupt",
+    "for_profile",
+    "load",
+    "load_cifar10_c",
+    "names",
+    "source",
 ]

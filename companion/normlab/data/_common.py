@@ -3,10 +3,12 @@
 Real-data modules and the offline stand-ins both build on this module and never on each
 other, so :mod:`normlab.data.standins` loads without touching any real-data code.
 """
+
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,11 +24,17 @@ PAD = "<pad>"
 UNK_ID = 1
 
 
-def split_indices(n: int, fractions: tuple[float, float] = (0.7, 0.1), seed: int = SPLIT_SEED) -> dict[str, np.ndarray]:
+def split_indices(
+    n: int, fractions: tuple[float, float] = (0.7, 0.1), seed: int = SPLIT_SEED
+) -> dict[str, np.ndarray]:
     """A fixed random train/val/test partition of ``range(n)`` (fractions of train and val)."""
     order = np.random.default_rng(seed).permutation(n)
     n_train, n_val = int(fractions[0] * n), int(fractions[1] * n)
-    return {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
+    return {
+        "train": order[:n_train],
+        "val": order[n_train : n_train + n_val],
+        "test": order[n_train + n_val :],
+    }
 
 
 def carve_val(n: int, n_val: int, seed: int = SPLIT_SEED) -> dict[str, np.ndarray]:
@@ -49,7 +57,9 @@ def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:
     return flat.mean(axis=1).tolist(), flat.std(axis=1).tolist()
 
 
-def standardize(train: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+def standardize(
+    train: np.ndarray, *arrays: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Column means and standard deviations of ``train`` and every array standardised by them.
 
     Constant columns (up to rounding) get a standard deviation of 1: they become 0, not NaN.
@@ -60,20 +70,38 @@ def standardize(train: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, np.
     return mean, std, [((a - mean) / std).astype(np.float32) for a in arrays]
 
 
-def regression_split(name: str, split: str, features: np.ndarray, target: np.ndarray, meta: dict[str, Any]) -> DataSplit:
+def regression_split(
+    name: str,
+    split: str,
+    features: np.ndarray,
+    target: np.ndarray,
+    meta: dict[str, Any],
+) -> DataSplit:
     """Split rows 70/10/20 (seed 0) and standardise features and target with train statistics."""
     check_split(split)
     parts = split_indices(len(target))
     x_mean, x_std, (x,) = standardize(features[parts["train"]], features[parts[split]])
     y_mean, y_std, (y,) = standardize(target[parts["train"]], target[parts[split]])
     return DataSplit(
-        x=torch.from_numpy(x), y=torch.from_numpy(y), task="regression", name=name, split=split,
-        meta={"feature_mean": x_mean.tolist(), "feature_std": x_std.tolist(),
-              "target_mean": float(y_mean), "target_scale": float(y_std), "stand_in": False, **meta},
+        x=torch.from_numpy(x),
+        y=torch.from_numpy(y),
+        task="regression",
+        name=name,
+        split=split,
+        meta={
+            "feature_mean": x_mean.tolist(),
+            "feature_std": x_std.tolist(),
+            "target_mean": float(y_mean),
+            "target_scale": float(y_std),
+            "stand_in": False,
+            **meta,
+        },
     )
 
 
-def mixed_conditions(n: int, corruptions: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def mixed_conditions(
+    n: int, corruptions: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
     """Condition of each row of a mixed corrupted test split: row ``i`` gets corruption
     ``corruptions[(i // 5) % len(corruptions)]`` at severity ``i % 5 + 1``, so every
     (corruption, severity) pair appears equally often (up to rounding)."""
@@ -85,11 +113,15 @@ def build_vocab(sentences: Iterable[Sequence[str]], min_freq: int = 1) -> list[s
     """Vocabulary built on training sentences: ``<pad>`` (id 0 = PAD_ID), ``<unk>`` (id 1),
     then words seen at least ``min_freq`` times, most frequent first (ties alphabetical)."""
     counts = Counter(word for sentence in sentences for word in sentence)
-    words = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
+    words = sorted(
+        (w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w)
+    )
     return [PAD, UNK, *words]
 
 
-def encode(sentences: Sequence[Sequence[str]], vocab: Sequence[str], length: int) -> torch.Tensor:
+def encode(
+    sentences: Sequence[Sequence[str]], vocab: Sequence[str], length: int
+) -> torch.Tensor:
     """Token ids ``(N, length)``, unknown words -> ``UNK_ID``, padded with ``PAD_ID``."""
     index = {word: i for i, word in enumerate(vocab)}
     out = torch.full((len(sentences), length), PAD_ID, dtype=torch.long)
@@ -99,10 +131,14 @@ def encode(sentences: Sequence[Sequence[str]], vocab: Sequence[str], length: int
     return out
 
 
-def encode_tags(tag_rows: Sequence[Sequence[str]], tags: Sequence[str], length: int) -> torch.Tensor:
+def encode_tags(
+    tag_rows: Sequence[Sequence[str]], tags: Sequence[str], length: int
+) -> torch.Tensor:
     """Tag ids ``(N, length)`` with ``IGNORE_INDEX`` at padding."""
     index = {tag: i for i, tag in enumerate(tags)}
     out = torch.full((len(tag_rows), length), IGNORE_INDEX, dtype=torch.long)
     for row, sequence in enumerate(tag_rows):
-        out[row, : len(sequence)] = torch.tensor([index[t] for t in sequence[:length]], dtype=torch.long)
+        out[row, : len(sequence)] = torch.tensor(
+            [index[t] for t in sequence[:length]], dtype=torch.long
+        )
     return out

@@ -6,21 +6,22 @@ download never leaves a file that looks valid. Without a network a download fail
 seconds (``TIMEOUT`` seconds per socket operation) with an :class:`OfflineError` that says
 which file to place by hand, where, and which quick-profile stand-in to use instead.
 """
+
 from __future__ import annotations
 
 import gzip
 import hashlib
 import os
 import shutil
-import socket
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO
 
 from .._io import write_atomic
 
@@ -54,7 +55,9 @@ class Resource:
 
     def __post_init__(self) -> None:
         if self.md5 is None and self.sha256 is None and not self.unpinned:
-            raise ValueError(f"Resource {self.filename!r} needs md5, sha256 or an `unpinned` reason")
+            raise ValueError(
+                f"Resource {self.filename!r} needs md5, sha256 or an `unpinned` reason"
+            )
 
 
 def cache_root(root: str | Path | None = None) -> Path:
@@ -64,7 +67,9 @@ def cache_root(root: str | Path | None = None) -> Path:
         return Path(root).expanduser()
     if os.environ.get(DATA_ENV):
         return Path(os.environ[DATA_ENV]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache"
+    )
     return Path(xdg) / "normlab"
 
 
@@ -95,7 +100,9 @@ def _mismatch(path: Path, resource: Resource) -> tuple[str, str, str] | None:
     return None if actual == pin[1] else (*pin, actual)
 
 
-def offline_message(resource: Resource, folder: Path, standin: str, reason: object) -> str:
+def offline_message(
+    resource: Resource, folder: Path, standin: str, reason: object
+) -> str:
     return (
         f"This machine is offline (or {resource.url} is unreachable: {reason}). "
         f"Place the file {resource.filename!r} by hand in {folder} (download it from {resource.url} "
@@ -123,7 +130,7 @@ def download(
     folder.mkdir(parents=True, exist_ok=True)
     try:
         response = opener(resource.url, timeout=timeout)
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as error:
+    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
         raise OfflineError(offline_message(resource, folder, standin, error)) from error
 
     pin = _pin(resource)
@@ -147,7 +154,12 @@ def download(
 
 
 def ensure_file(
-    resource: Resource, folder: str | Path, *, download_ok: bool, standin: str, verify_existing: bool = False
+    resource: Resource,
+    folder: str | Path,
+    *,
+    download_ok: bool,
+    standin: str,
+    verify_existing: bool = False,
 ) -> Path:
     """Return the path of ``resource`` in ``folder``, downloading it when allowed.
 
@@ -175,7 +187,9 @@ def _members_inside(names: Iterator[str], destination: Path) -> None:
     base = destination.resolve()
     for name in names:
         if not (base / name).resolve().is_relative_to(base):
-            raise ValueError(f"archive member {name!r} would be written outside {destination}")
+            raise ValueError(
+                f"archive member {name!r} would be written outside {destination}"
+            )
 
 
 def extract(archive: str | Path, folder: str | Path, produces: str) -> Path:
@@ -196,7 +210,10 @@ def extract(archive: str | Path, folder: str | Path, produces: str) -> Path:
                 _members_inside(iter(bundle.namelist()), staging)
                 bundle.extractall(staging)
         elif name.endswith(".gz"):
-            with gzip.open(archive, "rb") as source, open(staging / produces, "wb") as sink:
+            with (
+                gzip.open(archive, "rb") as source,
+                open(staging / produces, "wb") as sink,
+            ):
                 shutil.copyfileobj(source, sink)
         else:
             raise ValueError(f"do not know how to unpack {archive}")
@@ -208,7 +225,14 @@ def extract(archive: str | Path, folder: str | Path, produces: str) -> Path:
     return target
 
 
-def check_reachable(url: str, *, resource_name: str, folder: Path, standin: str, timeout: float = TIMEOUT) -> None:
+def check_reachable(
+    url: str,
+    *,
+    resource_name: str,
+    folder: Path,
+    standin: str,
+    timeout: float = TIMEOUT,
+) -> None:
     """Raise :class:`OfflineError` quickly when ``url`` cannot be reached.
 
     Used before handing a download to a third-party fetcher (NLTK, scikit-learn) whose own
@@ -219,6 +243,6 @@ def check_reachable(url: str, *, resource_name: str, folder: Path, standin: str,
         urllib.request.urlopen(request, timeout=timeout).close()
     except urllib.error.HTTPError:
         return  # the server answered: we are online
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as error:
+    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
         resource = Resource(url=url, filename=resource_name, unpinned="probe only")
         raise OfflineError(offline_message(resource, folder, standin, error)) from error

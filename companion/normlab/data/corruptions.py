@@ -30,10 +30,11 @@ images; pixelate is the exception on images that are smooth at the 2-pixel scale
 box resampling to 28 and 27 px (severities 2 and 3 at 32 px) gives about the same error.
 On images under 16 px the integer pixelate sizes can coincide.
 """
+
 from __future__ import annotations
 
 import io
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -93,14 +94,18 @@ def _gaussian_blur(x: torch.Tensor, c: float, g: torch.Generator) -> torch.Tenso
     return _filter(x, _gaussian_kernel(c, int(4 * c + 0.5)), "replicate")
 
 
-def _defocus_blur(x: torch.Tensor, c: tuple[float, float], g: torch.Generator) -> torch.Tensor:
+def _defocus_blur(
+    x: torch.Tensor, c: tuple[float, float], g: torch.Generator
+) -> torch.Tensor:
     """Aliased disk of radius r (17 x 17 grid), smoothed by a 3 x 3 Gaussian of std a, then
     cropped to its non-zero support; reflect padding (as cv2.filter2D's default)."""
     radius, alias = c
     t = torch.arange(-8, 9, dtype=torch.float64)
     disk = ((t[:, None] ** 2 + t[None, :] ** 2) <= radius**2).double()
     disk = disk / disk.sum()
-    smooth = F.conv2d(disk[None, None], _gaussian_kernel(alias, 1)[None, None], padding=1)[0, 0]
+    smooth = F.conv2d(
+        disk[None, None], _gaussian_kernel(alias, 1)[None, None], padding=1
+    )[0, 0]
     support = max(int(torch.nonzero(smooth > 1e-12).sub(8).abs().max()), 1)
     kernel = smooth[8 - support : 9 + support, 8 - support : 9 + support]
     return _filter(x, kernel / kernel.sum(), "reflect")
@@ -138,7 +143,12 @@ def _pixelate(x: torch.Tensor, c: float, g: torch.Generator) -> torch.Tensor:
 
     h, w = x.shape[-2:]
     small = (max(1, int(w * c)), max(1, int(h * c)))
-    return _pil_map(x, lambda im: im.resize(small, Image.Resampling.BOX).resize((w, h), Image.Resampling.BOX))
+    return _pil_map(
+        x,
+        lambda im: im.resize(small, Image.Resampling.BOX).resize(
+            (w, h), Image.Resampling.BOX
+        ),
+    )
 
 
 def _jpeg_compression(x: torch.Tensor, c: int, g: torch.Generator) -> torch.Tensor:
@@ -154,14 +164,26 @@ def _jpeg_compression(x: torch.Tensor, c: int, g: torch.Generator) -> torch.Tens
 
 
 _FUNCTIONS: dict[str, Callable] = {
-    "gaussian_noise": _gaussian_noise, "shot_noise": _shot_noise, "impulse_noise": _impulse_noise,
-    "speckle_noise": _speckle_noise, "gaussian_blur": _gaussian_blur, "defocus_blur": _defocus_blur,
-    "contrast": _contrast, "brightness": _brightness, "pixelate": _pixelate,
+    "gaussian_noise": _gaussian_noise,
+    "shot_noise": _shot_noise,
+    "impulse_noise": _impulse_noise,
+    "speckle_noise": _speckle_noise,
+    "gaussian_blur": _gaussian_blur,
+    "defocus_blur": _defocus_blur,
+    "contrast": _contrast,
+    "brightness": _brightness,
+    "pixelate": _pixelate,
     "jpeg_compression": _jpeg_compression,
 }
 
 
-def corrupt(images: torch.Tensor, name: str, severity: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
+def corrupt(
+    images: torch.Tensor,
+    name: str,
+    severity: int,
+    *,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Return ``images`` under corruption ``name`` at ``severity`` (1 = mild .. 5 = strong).
 
     Args:
@@ -174,19 +196,30 @@ def corrupt(images: torch.Tensor, name: str, severity: int, *, generator: torch.
     Shape:
         Output has the shape and dtype of ``images``, values in [0, 1]. The input is not modified.
     """
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
-        raise TypeError(f"images must be a float tensor (N, C, H, W), got {type(images).__name__} "
-                        f"{getattr(images, 'shape', '')}")
+    if (
+        not isinstance(images, torch.Tensor)
+        or images.dim() != 4
+        or not images.is_floating_point()
+    ):
+        raise TypeError(
+            f"images must be a float tensor (N, C, H, W), got {type(images).__name__} "
+            f"{getattr(images, 'shape', '')}"
+        )
     if images.shape[1] not in (1, 3):
         raise ValueError(f"images must have 1 or 3 channels, got C={images.shape[1]}")
     if images.numel() and (images.min() < 0 or images.max() > 1):
         raise ValueError("images must lie in [0, 1]")
     one_of("name", name, CORRUPTIONS)
-    if isinstance(severity, bool) or not isinstance(severity, int) or not 1 <= severity <= 5:
+    if (
+        isinstance(severity, bool)
+        or not isinstance(severity, int)
+        or not 1 <= severity <= 5
+    ):
         raise ValueError(f"severity={severity!r} must be an int in 1..5")
     if generator is None:
         generator = torch.Generator().manual_seed(0)
     device = images.device
-    out = _FUNCTIONS[name](images.detach().cpu(), SEVERITY_TABLE[name][severity - 1], generator)
+    out = _FUNCTIONS[name](
+        images.detach().cpu(), SEVERITY_TABLE[name][severity - 1], generator
+    )
     return out.clamp_(0, 1).to(device=device, dtype=images.dtype)
-

@@ -3,10 +3,11 @@
 The loader modules know nothing of this table: it imports them, never the reverse, and the
 offline stand-ins import no real-data module.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .._checks import one_of
 from . import standins, tabular, text, vision
@@ -25,7 +26,9 @@ def names() -> list[str]:
     return sorted(LOADERS)
 
 
-def load(name: str, split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def load(
+    name: str, split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """Load one split (``train``, ``val`` or ``test``) of one dataset as a :class:`DataSplit`.
 
     Files live in ``root``, else ``$NORMLAB_DATA``, else ``$XDG_CACHE_HOME/normlab``

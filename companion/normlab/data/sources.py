@@ -5,6 +5,7 @@ profiles (``quick``, ``cpu``) it is served by its stand-in; in ``standard`` and 
 by the real dataset. :data:`SOURCES` maps every ``(task, profile)`` pair to the
 :class:`Source` that loads, and :func:`for_profile` loads it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,11 +42,14 @@ _STANDINS: dict[str, Source] = {
     "california_housing": Source("diabetes", "diabetes"),
 }
 # CIFAR-10-C is a test set only: train and validate on clean CIFAR-10.
-_REAL: dict[str, Source] = {task: Source("cifar10" if task == "cifar10_c" else task, task) for task in REAL}
+_REAL: dict[str, Source] = {
+    task: Source("cifar10" if task == "cifar10_c" else task, task) for task in REAL
+}
 
 SOURCES: dict[tuple[str, str], Source] = {
     (task, profile): (_STANDINS if profile in OFFLINE_PROFILES else _REAL)[task]
-    for task in REAL for profile in PROFILES
+    for task in REAL
+    for profile in PROFILES
 }
 
 
@@ -55,7 +59,9 @@ def source(task: str, profile: str | None = None) -> Source:
     return SOURCES[task, check_profile(profile)]
 
 
-def for_profile(task: str, profile: str | None = None, *, root: str | Path | None = None) -> dict[str, DataSplit]:
+def for_profile(
+    task: str, profile: str | None = None, *, root: str | Path | None = None
+) -> dict[str, DataSplit]:
     """The ``train``, ``val`` and ``test`` splits for ``task`` in ``profile``.
 
     ``profile`` None means the active one (:func:`normlab.profile`). ``standard`` and
@@ -82,5 +88,8 @@ def for_profile(task: str, profile: str | None = None, *, root: str | Path | Non
     and tests on ``cifar10_c``. Every returned split has ``meta["stand_in"]`` set.
     """
     chosen = source(task, profile)
-    return {"train": load(chosen.fit, "train", root=root), "val": load(chosen.fit, "val", root=root),
-            "test": load(chosen.test, "test", root=root)}
+    return {
+        "train": load(chosen.fit, "train", root=root),
+        "val": load(chosen.fit, "val", root=root),
+        "test": load(chosen.test, "test", root=root),
+    }

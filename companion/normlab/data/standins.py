@@ -18,6 +18,7 @@ sentiment_grammar  SST-2                    2,000 / 500 / 500 sentences, (N, L)
 diabetes           Energy, California       309 / 44 / 89, (N, 10)
 ================== ======================== =========================================
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -26,7 +27,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._common import build_vocab, check_split, encode, encode_tags, mixed_conditions, regression_split, split_indices
+from ._common import (
+    build_vocab,
+    check_split,
+    encode,
+    encode_tags,
+    mixed_conditions,
+    regression_split,
+    split_indices,
+)
 from .corruptions import CORRUPTIONS, corrupt
 from .types import DataSplit
 
@@ -34,8 +43,18 @@ IMAGE_SIZE = 16
 SHAPE_COUNTS = {"train": 2000, "val": 500, "test": 1000}
 SENTENCE_COUNTS = {"train": 2000, "val": 500, "test": 500}
 SPLIT_NUMBER = {"train": 0, "val": 1, "test": 2}
-SHAPES: tuple[str, ...] = ("disk", "square", "triangle", "inverted_triangle", "diamond", "ring", "plus",
-                           "cross", "horizontal_bar", "vertical_bar")
+SHAPES: tuple[str, ...] = (
+    "disk",
+    "square",
+    "triangle",
+    "inverted_triangle",
+    "diamond",
+    "ring",
+    "plus",
+    "cross",
+    "horizontal_bar",
+    "vertical_bar",
+)
 
 
 def _rng(seed: int, split: str) -> np.random.Generator:
@@ -49,6 +68,7 @@ def _balanced_labels(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
 
 # ---------------------------------------------------------------- digits (scikit-learn)
 
+
 @lru_cache(maxsize=1)
 def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     from sklearn.datasets import load_digits
@@ -57,7 +77,9 @@ def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     return (bunch.images / 16.0).astype(np.float32), bunch.target.astype(np.int64)
 
 
-def digits(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def digits(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """scikit-learn's digits: 1,797 real 8x8 grey images of 10 classes, shipped offline.
 
     Pixels scaled to [0, 1], shape ``(N, 1, 8, 8)``. Split 70/10/20 % (1,257 / 179 / 361)
@@ -73,13 +95,20 @@ def digits(split: str, *, root: str | Path | None = None, download: bool = True)
         task="classification",
         name="digits",
         split=split,
-        meta={"classes": [str(c) for c in range(10)], "source": "sklearn.datasets.load_digits", "stand_in": True},
+        meta={
+            "classes": [str(c) for c in range(10)],
+            "source": "sklearn.datasets.load_digits",
+            "stand_in": True,
+        },
     )
 
 
 # ---------------------------------------------------------------- generated shapes
 
-def _shape_masks(labels: np.ndarray, cx: np.ndarray, cy: np.ndarray, scale: np.ndarray, size: int) -> np.ndarray:
+
+def _shape_masks(
+    labels: np.ndarray, cx: np.ndarray, cy: np.ndarray, scale: np.ndarray, size: int
+) -> np.ndarray:
     """Binary masks ``(N, size, size)``: shape ``SHAPES[label]`` centred at (cx, cy) pixels
     with half-width ``scale`` pixels."""
     grid = np.arange(size) + 0.5
@@ -87,18 +116,22 @@ def _shape_masks(labels: np.ndarray, cx: np.ndarray, cy: np.ndarray, scale: np.n
     v = (grid[None, :, None] - cy[:, None, None]) / scale[:, None, None]
     au, av = np.abs(u), np.abs(v)
     radius = np.sqrt(u**2 + v**2)
-    masks = np.stack([
-        radius <= 1.0,                                   # disk
-        (au <= 0.8) & (av <= 0.8),                       # square
-        (v <= 0.8) & (v >= -0.9 + 1.7 * au),             # triangle (apex up)
-        (v >= -0.8) & (v <= 0.9 - 1.7 * au),             # inverted triangle
-        au + av <= 1.0,                                  # diamond
-        (radius <= 1.0) & (radius >= 0.55),              # ring
-        ((au <= 0.25) | (av <= 0.25)) & (au <= 1) & (av <= 1),   # plus
-        ((np.abs(u - v) <= 0.35) | (np.abs(u + v) <= 0.35)) & (au <= 0.9) & (av <= 0.9),  # cross (x)
-        (au <= 1.0) & (av <= 0.35),                      # horizontal bar
-        (au <= 0.35) & (av <= 1.0),                      # vertical bar
-    ])
+    masks = np.stack(
+        [
+            radius <= 1.0,  # disk
+            (au <= 0.8) & (av <= 0.8),  # square
+            (v <= 0.8) & (v >= -0.9 + 1.7 * au),  # triangle (apex up)
+            (v >= -0.8) & (v <= 0.9 - 1.7 * au),  # inverted triangle
+            au + av <= 1.0,  # diamond
+            (radius <= 1.0) & (radius >= 0.55),  # ring
+            ((au <= 0.25) | (av <= 0.25)) & (au <= 1) & (av <= 1),  # plus
+            ((np.abs(u - v) <= 0.35) | (np.abs(u + v) <= 0.35))
+            & (au <= 0.9)
+            & (av <= 0.9),  # cross (x)
+            (au <= 1.0) & (av <= 0.35),  # horizontal bar
+            (au <= 0.35) & (av <= 1.0),  # vertical bar
+        ]
+    )
     return masks[labels, np.arange(len(labels))]
 
 
@@ -111,7 +144,9 @@ def _shapes(kind: str, split: str) -> tuple[np.ndarray, np.ndarray]:
         # One fixed style: white shape on black, centred (jitter +-1 px), fixed size, faint noise.
         cx, cy = s / 2 + rng.integers(-1, 2, n), s / 2 + rng.integers(-1, 2, n)
         masks = _shape_masks(labels, cx, cy, np.full(n, 0.36 * s), s)
-        images = masks[:, None].astype(np.float32) + rng.normal(0, 0.05, (n, 1, s, s)).astype(np.float32)
+        images = masks[:, None].astype(np.float32) + rng.normal(
+            0, 0.05, (n, 1, s, s)
+        ).astype(np.float32)
         return np.clip(images, 0, 1), labels
     # Diverse: random position and size, random foreground and background colours far apart,
     # a random background texture (flat, stripes, checks, noise) and pixel noise.
@@ -124,14 +159,18 @@ def _shapes(kind: str, split: str) -> tuple[np.ndarray, np.ndarray]:
     foreground = np.where(too_close, 1.0 - background, foreground)
     yy, xx = np.mgrid[0:s, 0:s]
     period = rng.integers(2, 5, n)[:, None, None]
-    textures = np.stack([
-        np.zeros((n, s, s)),
-        ((xx[None] // period) % 2).astype(float),
-        (((xx[None] // period) + (yy[None] // period)) % 2).astype(float),
-        rng.uniform(0, 1, (n, s, s)),
-    ])[rng.integers(0, 4, n), np.arange(n)]
+    textures = np.stack(
+        [
+            np.zeros((n, s, s)),
+            ((xx[None] // period) % 2).astype(float),
+            (((xx[None] // period) + (yy[None] // period)) % 2).astype(float),
+            rng.uniform(0, 1, (n, s, s)),
+        ]
+    )[rng.integers(0, 4, n), np.arange(n)]
     texture = 0.25 * (textures - 0.5)[:, None]
-    images = np.where(masks, foreground, background + texture) + rng.normal(0, 0.04, (n, 3, s, s))
+    images = np.where(masks, foreground, background + texture) + rng.normal(
+        0, 0.04, (n, 3, s, s)
+    )
     return np.clip(images, 0, 1).astype(np.float32), labels
 
 
@@ -139,20 +178,31 @@ def _shapes_split(kind: str, split: str) -> DataSplit:
     check_split(split)
     images, labels = _shapes(kind, split)
     return DataSplit(
-        x=torch.from_numpy(images), y=torch.from_numpy(labels.astype(np.int64)),
-        task="classification", name=f"shapes_{kind}", split=split,
-        meta={"classes": list(SHAPES), "source": "generated (normlab.data.standins)", "stand_in": True},
+        x=torch.from_numpy(images),
+        y=torch.from_numpy(labels.astype(np.int64)),
+        task="classification",
+        name=f"shapes_{kind}",
+        split=split,
+        meta={
+            "classes": list(SHAPES),
+            "source": "generated (normlab.data.standins)",
+            "stand_in": True,
+        },
     )
 
 
-def shapes_stationary(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def shapes_stationary(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """Generated grey shapes in one fixed style: 10 shape classes, white on black, centred
     (+-1 px), one size, faint noise. ``(N, 1, 16, 16)`` in [0, 1]; 2,000 / 500 / 1,000
     images, classes balanced (200 / 50 / 100 each). Stands in for Fashion-MNIST."""
     return _shapes_split("stationary", split)
 
 
-def shapes_diverse(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def shapes_diverse(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """Generated colour shapes in diverse styles: 10 shape classes at random positions and
     sizes, random foreground/background colours, background textures and noise.
     ``(N, 3, 16, 16)`` in [0, 1]; 2,000 / 500 / 1,000 images, classes balanced.
@@ -160,7 +210,9 @@ def shapes_diverse(split: str, *, root: str | Path | None = None, download: bool
     return _shapes_split("diverse", split)
 
 
-def shapes_diverse_c(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def shapes_diverse_c(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """``shapes_diverse`` test images under the corruptions of :func:`normlab.data.corrupt`,
     stand-in for CIFAR-10-C: test only (train/val raise; train on ``shapes_diverse``).
     Image ``i`` gets the condition of :func:`normlab.data._common.mixed_conditions` over the
@@ -169,19 +221,33 @@ def shapes_diverse_c(split: str, *, root: str | Path | None = None, download: bo
     ``cifar10_c``. Deterministic (generator seeded 0)."""
     check_split(split)
     if split != "test":
-        raise ValueError(f"split={split!r}: shapes_diverse_c has only a test split; train on 'shapes_diverse'")
+        raise ValueError(
+            f"split={split!r}: shapes_diverse_c has only a test split; train on 'shapes_diverse'"
+        )
     clean = _shapes_split("diverse", "test")
     corruption_index, severity = mixed_conditions(len(clean), CORRUPTIONS)
     x = torch.empty_like(clean.x)
     generator = torch.Generator().manual_seed(0)
     for c, name in enumerate(CORRUPTIONS):
         for s in range(1, 6):
-            rows = torch.from_numpy(np.flatnonzero((corruption_index == c) & (severity == s)))
+            rows = torch.from_numpy(
+                np.flatnonzero((corruption_index == c) & (severity == s))
+            )
             x[rows] = corrupt(clean.x[rows], name, s, generator=generator)
-    return DataSplit(x=x, y=clean.y, task="classification", name="shapes_diverse_c", split="test",
-                     meta={**clean.meta, "corruptions": list(CORRUPTIONS),
-                           "row_keys": ("corruption_index", "severity"), "corruption_index": torch.from_numpy(corruption_index),
-                           "severity": torch.from_numpy(severity)})
+    return DataSplit(
+        x=x,
+        y=clean.y,
+        task="classification",
+        name="shapes_diverse_c",
+        split="test",
+        meta={
+            **clean.meta,
+            "corruptions": list(CORRUPTIONS),
+            "row_keys": ("corruption_index", "severity"),
+            "corruption_index": torch.from_numpy(corruption_index),
+            "severity": torch.from_numpy(severity),
+        },
+    )
 
 
 # ---------------------------------------------------------------- tagging grammar
@@ -199,7 +265,12 @@ _DET = ["the", "a", "that", "my"]
 _PRON = ["i", "we", "they", "you"]
 
 
-def _pick(rng: np.random.Generator, ambiguous: list[str], plain: list[str], p_ambiguous: float = 0.7) -> str:
+def _pick(
+    rng: np.random.Generator,
+    ambiguous: list[str],
+    plain: list[str],
+    p_ambiguous: float = 0.7,
+) -> str:
     words = ambiguous if rng.random() < p_ambiguous else plain
     return words[rng.integers(len(words))]
 
@@ -215,7 +286,9 @@ def _tagged_sentence(rng: np.random.Generator) -> list[tuple[str, str]]:
     """S -> SUBJ VP '.' ; SUBJ -> PRON | NP ; VP -> (AUX) VERB (NP (PP)) ; PP -> ADP NP.
     A noun-phrase subject always takes an auxiliary."""
     pronoun = rng.random() < 0.5
-    sentence = [(_PRON[rng.integers(len(_PRON))], "PRON")] if pronoun else _noun_phrase(rng)
+    sentence = (
+        [(_PRON[rng.integers(len(_PRON))], "PRON")] if pronoun else _noun_phrase(rng)
+    )
     if not pronoun or rng.random() < 0.5:
         sentence.append((_AUX[rng.integers(len(_AUX))], "AUX"))
     sentence.append((_pick(rng, _VERBS_AMBIGUOUS, _VERBS), "VERB"))
@@ -228,11 +301,16 @@ def _tagged_sentence(rng: np.random.Generator) -> list[tuple[str, str]]:
 
 @lru_cache(maxsize=1)
 def _pos_corpus() -> dict[str, list[list[tuple[str, str]]]]:
-    return {split: [_tagged_sentence(rng) for _ in range(n)]
-            for split, n in SENTENCE_COUNTS.items() for rng in [_rng(3, split)]}
+    return {
+        split: [_tagged_sentence(rng) for _ in range(n)]
+        for split, n in SENTENCE_COUNTS.items()
+        for rng in [_rng(3, split)]
+    }
 
 
-def pos_grammar(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def pos_grammar(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """Generated part-of-speech tagging corpus from a small probabilistic grammar.
 
     Sentences like "the duck can watch a light boat ." or "they can fish near the can .":
@@ -249,10 +327,18 @@ def pos_grammar(split: str, *, root: str | Path | None = None, download: bool = 
     vocab = build_vocab(words["train"])
     max_len = max(len(s) for part in words.values() for s in part)
     return DataSplit(
-        x=encode(words[split], vocab, max_len), y=encode_tags(tags[split], POS_TAGS, max_len),
-        task="tagging", name="pos_grammar", split=split,
-        meta={"vocab": vocab, "tags": list(POS_TAGS), "max_len": max_len,
-              "source": "generated (normlab.data.standins)", "stand_in": True},
+        x=encode(words[split], vocab, max_len),
+        y=encode_tags(tags[split], POS_TAGS, max_len),
+        task="tagging",
+        name="pos_grammar",
+        split=split,
+        meta={
+            "vocab": vocab,
+            "tags": list(POS_TAGS),
+            "max_len": max_len,
+            "source": "generated (normlab.data.standins)",
+            "stand_in": True,
+        },
     )
 
 
@@ -260,7 +346,13 @@ def pos_grammar(split: str, *, root: str | Path | None = None, download: bool = 
 
 _POSITIVE = ["good", "great", "fun", "clever", "moving"]
 _NEGATIVE = ["bad", "boring", "dull", "awful", "weak"]
-_SUBJECTS = [["the", "movie"], ["the", "film"], ["this", "story"], ["the", "acting"], ["the", "plot"]]
+_SUBJECTS = [
+    ["the", "movie"],
+    ["the", "film"],
+    ["this", "story"],
+    ["the", "acting"],
+    ["the", "plot"],
+]
 
 
 def _polar_phrase(rng: np.random.Generator, polarity: int) -> list[str]:
@@ -282,7 +374,13 @@ def _sentiment_sentence(rng: np.random.Generator, label: int) -> list[str]:
     subject = _SUBJECTS[rng.integers(len(_SUBJECTS))]
     if rng.random() < 0.4:
         return [*subject, "is", *_polar_phrase(rng, polarity)]
-    return [*subject, "is", *_polar_phrase(rng, -polarity), "but", *_polar_phrase(rng, polarity)]
+    return [
+        *subject,
+        "is",
+        *_polar_phrase(rng, -polarity),
+        "but",
+        *_polar_phrase(rng, polarity),
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -295,7 +393,9 @@ def _sentiment_corpus() -> dict[str, tuple[list[list[str]], np.ndarray]]:
     return corpus
 
 
-def sentiment_grammar(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def sentiment_grammar(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """Generated sentiment sentences whose label needs negation and word order.
 
     "the film is good" (positive), "the film is not good" (negative), "the plot is boring
@@ -311,16 +411,27 @@ def sentiment_grammar(split: str, *, root: str | Path | None = None, download: b
     max_len = max(len(s) for sentences, _ in corpus.values() for s in sentences)
     sentences, labels = corpus[split]
     return DataSplit(
-        x=encode(sentences, vocab, max_len), y=torch.from_numpy(labels.astype(np.int64)),
-        task="classification", name="sentiment_grammar", split=split,
-        meta={"vocab": vocab, "classes": ["negative", "positive"], "max_len": max_len,
-              "source": "generated (normlab.data.standins)", "stand_in": True},
+        x=encode(sentences, vocab, max_len),
+        y=torch.from_numpy(labels.astype(np.int64)),
+        task="classification",
+        name="sentiment_grammar",
+        split=split,
+        meta={
+            "vocab": vocab,
+            "classes": ["negative", "positive"],
+            "max_len": max_len,
+            "source": "generated (normlab.data.standins)",
+            "stand_in": True,
+        },
     )
 
 
 # ---------------------------------------------------------------- diabetes (scikit-learn)
 
-def diabetes(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+
+def diabetes(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """scikit-learn's diabetes regression set (Efron et al. 2004), shipped offline: 442
     patients, 10 features, target a disease-progression score one year on.
 
@@ -331,11 +442,26 @@ def diabetes(split: str, *, root: str | Path | None = None, download: bool = Tru
     from sklearn.datasets import load_diabetes
 
     bunch = load_diabetes(scaled=False)
-    return regression_split("diabetes", split, bunch.data.astype(np.float64), bunch.target.astype(np.float64),
-                            {"feature_names": list(bunch.feature_names), "target_names": ["progression"],
-                             "source": "sklearn.datasets.load_diabetes", "stand_in": True})
+    return regression_split(
+        "diabetes",
+        split,
+        bunch.data.astype(np.float64),
+        bunch.target.astype(np.float64),
+        {
+            "feature_names": list(bunch.feature_names),
+            "target_names": ["progression"],
+            "source": "sklearn.datasets.load_diabetes",
+            "stand_in": True,
+        },
+    )
 
 
-LOADERS = {"digits": digits, "shapes_stationary": shapes_stationary, "shapes_diverse": shapes_diverse,
-           "shapes_diverse_c": shapes_diverse_c, "pos_grammar": pos_grammar, "sentiment_grammar": sentiment_grammar,
-           "diabetes": diabetes}
+LOADERS = {
+    "digits": digits,
+    "shapes_stationary": shapes_stationary,
+    "shapes_diverse": shapes_diverse,
+    "shapes_diverse_c": shapes_diverse_c,
+    "pos_grammar": pos_grammar,
+    "sentiment_grammar": sentiment_grammar,
+    "diabetes": diabetes,
+}

@@ -6,6 +6,7 @@ train (rarer words become ``<unk>``, so the model meets ``<unk>`` in training to
 Sequences are padded with ``PAD_ID`` to the longest sentence of the whole dataset (no
 truncation), so every split has the same length ``meta["max_len"]``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,7 +32,15 @@ SST2 = Resource(
 SST2_VAL_SIZE = 872  # the size of GLUE's dev set
 
 
-def _text_split(name: str, split: str, sentences: dict, labels: dict, meta: dict, task: str, tags: list[str] | None = None) -> DataSplit:
+def _text_split(
+    name: str,
+    split: str,
+    sentences: dict,
+    labels: dict,
+    meta: dict,
+    task: str,
+    tags: list[str] | None = None,
+) -> DataSplit:
     vocab = build_vocab(sentences["train"], MIN_FREQ)
     max_len = max(len(s) for part in sentences.values() for s in part)
     x = encode(sentences[split], vocab, max_len)
@@ -40,13 +49,22 @@ def _text_split(name: str, split: str, sentences: dict, labels: dict, meta: dict
         meta = {**meta, "tags": tags}
     else:
         y = torch.tensor(labels[split], dtype=torch.long)
-    return DataSplit(x=x, y=y, task=task, name=name, split=split,
-                     meta={"vocab": vocab, "max_len": max_len, "stand_in": False, **meta})
+    return DataSplit(
+        x=x,
+        y=y,
+        task=task,
+        name=name,
+        split=split,
+        meta={"vocab": vocab, "max_len": max_len, "stand_in": False, **meta},
+    )
 
 
 # ---------------------------------------------------------------- Penn Treebank POS
 
-def read_treebank(folder: str | Path, fileids: str | list[str] = r"(?:.*/)?wsj_\d+\.mrg") -> list[tuple[str, list[tuple[str, str]]]]:
+
+def read_treebank(
+    folder: str | Path, fileids: str | list[str] = r"(?:.*/)?wsj_\d+\.mrg"
+) -> list[tuple[str, list[tuple[str, str]]]]:
     """(file id, tagged sentence) pairs from bracketed ``.mrg`` files under ``folder``,
     parsed by NLTK's ``BracketParseCorpusReader``; ``-NONE-`` trace tokens are dropped.
 
@@ -76,10 +94,16 @@ def _treebank_folder(root: str | Path | None, download: bool) -> Path:
     if not download:
         raise FileNotFoundError(
             f"{folder} is missing and download=False. Run nltk.download('treebank', download_dir={str(base)!r}), "
-            f"set ${WSJ_ENV} to a licensed WSJ copy, or use the quick-profile stand-in 'pos_grammar'.")
+            f"set ${WSJ_ENV} to a licensed WSJ copy, or use the quick-profile stand-in 'pos_grammar'."
+        )
     import nltk
 
-    check_reachable(TREEBANK_URL, resource_name="treebank.zip", folder=base / "corpora", standin="pos_grammar")
+    check_reachable(
+        TREEBANK_URL,
+        resource_name="treebank.zip",
+        folder=base / "corpora",
+        standin="pos_grammar",
+    )
     # NLTK's downloader checks the zip against the checksum in NLTK's data index, writes
     # through a temporary file, and unzips it.
     nltk.download("treebank", download_dir=str(base), quiet=True, raise_on_error=True)
@@ -96,19 +120,27 @@ def _wsj_section(fileid: str) -> int:
 
 
 @lru_cache(maxsize=2)
-def _ptb_sentences(root: str | None, download: bool, wsj: str | None) -> tuple[dict, dict, str]:
+def _ptb_sentences(
+    root: str | None, download: bool, wsj: str | None
+) -> tuple[dict, dict, str]:
     if wsj:
         pairs = read_treebank(wsj)
         # The standard tagging split (Collins 2002): sections 0-18 / 19-21 / 22-24.
         part = {"train": range(0, 19), "val": range(19, 22), "test": range(22, 25)}
-        chosen = {k: [s for f, s in pairs if _wsj_section(f) in sections] for k, sections in part.items()}
+        chosen = {
+            k: [s for f, s in pairs if _wsj_section(f) in sections]
+            for k, sections in part.items()
+        }
         source = f"WSJ Penn Treebank at {wsj}"
     else:
         pairs = read_treebank(_treebank_folder(root, download))
         files = sorted({f for f, _ in pairs})
         n_train, n_val = round(0.8 * len(files)), round(0.1 * len(files))
-        groups = {"train": set(files[:n_train]), "val": set(files[n_train : n_train + n_val]),
-                  "test": set(files[n_train + n_val :])}
+        groups = {
+            "train": set(files[:n_train]),
+            "val": set(files[n_train : n_train + n_val]),
+            "test": set(files[n_train + n_val :]),
+        }
         chosen = {k: [s for f, s in pairs if f in group] for k, group in groups.items()}
         source = "NLTK treebank sample (wsj_0001-wsj_0199)"
     words = {k: [[w for w, _ in s] for s in v] for k, v in chosen.items()}
@@ -116,7 +148,9 @@ def _ptb_sentences(root: str | None, download: bool, wsj: str | None) -> tuple[d
     return words, tags, source
 
 
-def ptb_pos(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def ptb_pos(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """Penn Treebank part-of-speech tagging (Marcus et al. 1993).
 
     Source: NLTK's free 10 % sample of the WSJ treebank (199 files wsj_0001-wsj_0199,
@@ -136,12 +170,17 @@ def ptb_pos(split: str, *, root: str | Path | None = None, download: bool = True
     """
     check_split(split)
     wsj = os.environ.get(WSJ_ENV) or None
-    words, tags, source = _ptb_sentences(None if root is None else str(root), download, wsj)
+    words, tags, source = _ptb_sentences(
+        None if root is None else str(root), download, wsj
+    )
     tag_set = sorted({t for part in tags.values() for s in part for t in s})
-    return _text_split("ptb_pos", split, words, tags, {"source": source}, "tagging", tag_set)
+    return _text_split(
+        "ptb_pos", split, words, tags, {"source": source}, "tagging", tag_set
+    )
 
 
 # ---------------------------------------------------------------- SST-2
+
 
 def read_glue_tsv(path: str | Path) -> tuple[list[list[str]], list[int]]:
     """Sentences (whitespace tokens) and 0/1 labels from a GLUE SST-2 ``.tsv`` with a
@@ -149,8 +188,12 @@ def read_glue_tsv(path: str | Path) -> tuple[list[list[str]], list[int]]:
     sentences, labels = [], []
     with open(path, newline="", encoding="utf-8") as stream:
         reader = csv.DictReader(stream, delimiter="\t", quoting=csv.QUOTE_NONE)
-        if reader.fieldnames is None or not {"sentence", "label"} <= set(reader.fieldnames):
-            raise ValueError(f"{path} has columns {reader.fieldnames}, expected 'sentence' and 'label'")
+        if reader.fieldnames is None or not {"sentence", "label"} <= set(
+            reader.fieldnames
+        ):
+            raise ValueError(
+                f"{path} has columns {reader.fieldnames}, expected 'sentence' and 'label'"
+            )
         for row in reader:
             sentences.append(row["sentence"].split())
             labels.append(int(row["label"]))
@@ -162,17 +205,29 @@ def _sst2_sentences(root: str, download: bool) -> tuple[dict, dict]:
     base = Path(root)
     folder = base / "SST-2"
     if not folder.is_dir():
-        archive = ensure_file(SST2, base, download_ok=download, standin="sentiment_grammar", verify_existing=True)
+        archive = ensure_file(
+            SST2,
+            base,
+            download_ok=download,
+            standin="sentiment_grammar",
+            verify_existing=True,
+        )
         extract(archive, base, "SST-2")
     train_s, train_y = read_glue_tsv(folder / "train.tsv")
     test_s, test_y = read_glue_tsv(folder / "dev.tsv")
     parts = carve_val(len(train_y), min(SST2_VAL_SIZE, max(1, len(train_y) // 10)))
-    sentences = {k: [train_s[i] for i in idx] for k, idx in parts.items()} | {"test": test_s}
-    labels = {k: [train_y[i] for i in idx] for k, idx in parts.items()} | {"test": test_y}
+    sentences = {k: [train_s[i] for i in idx] for k, idx in parts.items()} | {
+        "test": test_s
+    }
+    labels = {k: [train_y[i] for i in idx] for k, idx in parts.items()} | {
+        "test": test_y
+    }
     return sentences, labels
 
 
-def sst2(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def sst2(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """SST-2, binary sentence sentiment (Socher et al. 2013), in its GLUE form.
 
     Source: GLUE's ``SST-2.zip`` (SHA-256 d67e16fb...6deaa, 7.4 MB): ``train.tsv`` 67,349
@@ -185,8 +240,14 @@ def sst2(split: str, *, root: str | Path | None = None, download: bool = True) -
     """
     check_split(split)
     sentences, labels = _sst2_sentences(str(cache_root(root)), download)
-    return _text_split("sst2", split, sentences, labels,
-                       {"classes": ["negative", "positive"], "source": "GLUE SST-2.zip"}, "classification")
+    return _text_split(
+        "sst2",
+        split,
+        sentences,
+        labels,
+        {"classes": ["negative", "positive"], "source": "GLUE SST-2.zip"},
+        "classification",
+    )
 
 
 LOADERS = {"ptb_pos": ptb_pos, "sst2": sst2}

@@ -15,6 +15,7 @@ with ``download=False``: we download (checksum first, then an atomic rename) and
 reads, re-checking the MD5 of every CIFAR and SVHN file it opens. CIFAR-10-C has no
 torchvision class and is read with NumPy.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -33,21 +34,52 @@ VAL_FRACTION = 0.1
 
 # The 19 corruptions of Hendrycks & Dietterich (2019): 15 benchmark ones, then 4 extra.
 CIFAR10_C_CORRUPTIONS: tuple[str, ...] = (
-    "gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur",
-    "zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate",
-    "jpeg_compression", "speckle_noise", "gaussian_blur", "spatter", "saturate",
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "defocus_blur",
+    "glass_blur",
+    "motion_blur",
+    "zoom_blur",
+    "snow",
+    "frost",
+    "fog",
+    "brightness",
+    "contrast",
+    "elastic_transform",
+    "pixelate",
+    "jpeg_compression",
+    "speckle_noise",
+    "gaussian_blur",
+    "spatter",
+    "saturate",
 )
 CIFAR10_C = Resource(
     url="https://zenodo.org/records/2535967/files/CIFAR-10-C.tar?download=1",
     filename="CIFAR-10-C.tar",
     md5="56bf5dcef84df0e2308c6dcbcbbd8499",
 )
-CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+CIFAR10_CLASSES = [
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+]
 
 
 def _vision_split(
-    name: str, split: str, train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray],
-    classes: list[str], meta: dict,
+    name: str,
+    split: str,
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    classes: list[str],
+    meta: dict,
 ) -> DataSplit:
     """Carve val from the source's train set and return ``split`` as floats in [0, 1]."""
     check_split(split)
@@ -55,14 +87,24 @@ def _vision_split(
     parts = carve_val(n, max(1, round(VAL_FRACTION * n)))
     train_images = train[0][parts["train"]]
     mean, std = channel_stats(train_images.astype(np.float32) / 255.0)
-    images, labels = {"train": (train_images, train[1][parts["train"]]),
-                      "val": (train[0][parts["val"]], train[1][parts["val"]]),
-                      "test": test}[split]
+    images, labels = {
+        "train": (train_images, train[1][parts["train"]]),
+        "val": (train[0][parts["val"]], train[1][parts["val"]]),
+        "test": test,
+    }[split]
     return DataSplit(
         x=torch.from_numpy(images).float().div_(255.0),
         y=torch.from_numpy(np.asarray(labels, dtype=np.int64)),
-        task="classification", name=name, split=split,
-        meta={"classes": classes, "channel_mean": mean, "channel_std": std, "stand_in": False, **meta},
+        task="classification",
+        name=name,
+        split=split,
+        meta={
+            "classes": classes,
+            "channel_mean": mean,
+            "channel_std": std,
+            "stand_in": False,
+            **meta,
+        },
     )
 
 
@@ -75,13 +117,17 @@ def _parsed(cls: type, root: str | Path, standin: str, **kwargs: Any) -> Any:
     except RuntimeError as error:
         raise ChecksumError(
             f"torchvision's {cls.__name__} could not read the files in {root} ({error}). Delete them and call "
-            f"load again with download=True, or use the quick-profile stand-in {standin!r}.") from error
+            f"load again with download=True, or use the quick-profile stand-in {standin!r}."
+        ) from error
 
 
 # ---------------------------------------------------------------- MNIST and Fashion-MNIST
 
+
 @lru_cache(maxsize=2)
-def _idx_arrays(root: str, dataset: str, download: bool) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+def _idx_arrays(
+    root: str, dataset: str, download: bool
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Parse the four IDX files with torchvision's own MNIST class (torchvision layout
     ``<root>/<MNIST|FashionMNIST>/raw/``), downloading and un-gzipping them if needed."""
     import torchvision.datasets as tvd
@@ -91,17 +137,29 @@ def _idx_arrays(root: str, dataset: str, download: bool) -> tuple[tuple[np.ndarr
     standin = "digits" if dataset == "MNIST" else "shapes_stationary"
     for filename, md5 in cls.resources:
         if not (raw / filename[: -len(".gz")]).is_file():
-            resource = Resource(url=cls.mirrors[0] + filename, filename=filename, md5=md5)
-            gz = ensure_file(resource, raw, download_ok=download, standin=standin, verify_existing=True)
+            resource = Resource(
+                url=cls.mirrors[0] + filename, filename=filename, md5=md5
+            )
+            gz = ensure_file(
+                resource,
+                raw,
+                download_ok=download,
+                standin=standin,
+                verify_existing=True,
+            )
             extract(gz, raw, filename[: -len(".gz")])
     arrays = []
     for train in (True, False):
         parsed = _parsed(cls, root, standin, train=train)
-        arrays.append((parsed.data.numpy()[:, None], parsed.targets.numpy().astype(np.int64)))
+        arrays.append(
+            (parsed.data.numpy()[:, None], parsed.targets.numpy().astype(np.int64))
+        )
     return arrays[0], arrays[1]
 
 
-def mnist(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def mnist(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """MNIST (LeCun et al.): 70,000 28x28 grey hand-written digits, 10 classes.
 
     Source: torchvision.datasets.MNIST mirrors (IDX files, torchvision's MD5s). Splits:
@@ -111,11 +169,19 @@ def mnist(split: str, *, root: str | Path | None = None, download: bool = True) 
     """
     check_split(split)
     train, test = _idx_arrays(str(cache_root(root)), "MNIST", download)
-    return _vision_split("mnist", split, train, test, [str(c) for c in range(10)],
-                         {"source": "torchvision.datasets.MNIST"})
+    return _vision_split(
+        "mnist",
+        split,
+        train,
+        test,
+        [str(c) for c in range(10)],
+        {"source": "torchvision.datasets.MNIST"},
+    )
 
 
-def fashion_mnist(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def fashion_mnist(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """Fashion-MNIST (Xiao et al. 2017): 70,000 28x28 grey clothing images, 10 classes.
 
     Source: torchvision.datasets.FashionMNIST (IDX files, torchvision's MD5s). Splits: train
@@ -126,14 +192,23 @@ def fashion_mnist(split: str, *, root: str | Path | None = None, download: bool 
 
     check_split(split)
     train, test = _idx_arrays(str(cache_root(root)), "FashionMNIST", download)
-    return _vision_split("fashion_mnist", split, train, test, list(tvd.FashionMNIST.classes),
-                         {"source": "torchvision.datasets.FashionMNIST"})
+    return _vision_split(
+        "fashion_mnist",
+        split,
+        train,
+        test,
+        list(tvd.FashionMNIST.classes),
+        {"source": "torchvision.datasets.FashionMNIST"},
+    )
 
 
 # ---------------------------------------------------------------- CIFAR-10 and CIFAR-100
 
+
 @lru_cache(maxsize=2)
-def _cifar_arrays(root: str, which: str, download: bool) -> tuple[tuple, tuple, list[str]]:
+def _cifar_arrays(
+    root: str, which: str, download: bool
+) -> tuple[tuple, tuple, list[str]]:
     """Train and test arrays ``(N, 3, 32, 32)`` uint8 and labels, parsed by torchvision's
     CIFAR class from the extracted python batches (downloaded and extracted if needed)."""
     import torchvision.datasets as tvd
@@ -142,16 +217,31 @@ def _cifar_arrays(root: str, which: str, download: bool) -> tuple[tuple, tuple, 
     folder = Path(root) / cls.base_folder
     if not folder.is_dir():
         resource = Resource(url=cls.url, filename=cls.filename, md5=cls.tgz_md5)
-        archive = ensure_file(resource, root, download_ok=download, standin="shapes_diverse", verify_existing=True)
+        archive = ensure_file(
+            resource,
+            root,
+            download_ok=download,
+            standin="shapes_diverse",
+            verify_existing=True,
+        )
         extract(archive, root, cls.base_folder)
-    parts = [_parsed(cls, root, "shapes_diverse", train=train) for train in (True, False)]
+    parts = [
+        _parsed(cls, root, "shapes_diverse", train=train) for train in (True, False)
+    ]
     # torchvision holds images channels-last (N, 32, 32, 3); ours are channels-first.
-    train, test = ((np.ascontiguousarray(p.data.transpose(0, 3, 1, 2)), np.asarray(p.targets, dtype=np.int64))
-                   for p in parts)
+    train, test = (
+        (
+            np.ascontiguousarray(p.data.transpose(0, 3, 1, 2)),
+            np.asarray(p.targets, dtype=np.int64),
+        )
+        for p in parts
+    )
     return train, test, list(parts[0].classes)
 
 
-def cifar10(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def cifar10(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """CIFAR-10 (Krizhevsky 2009): 60,000 32x32 colour images, 10 classes.
 
     Source: the python pickle batches ``cifar-10-python.tar.gz`` (torchvision's URL and MD5),
@@ -162,10 +252,14 @@ def cifar10(split: str, *, root: str | Path | None = None, download: bool = True
     """
     check_split(split)
     train, test, classes = _cifar_arrays(str(cache_root(root)), "cifar10", download)
-    return _vision_split("cifar10", split, train, test, classes, {"source": "cifar-10-python.tar.gz"})
+    return _vision_split(
+        "cifar10", split, train, test, classes, {"source": "cifar-10-python.tar.gz"}
+    )
 
 
-def cifar100(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def cifar100(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """CIFAR-100 (Krizhevsky 2009): 60,000 32x32 colour images, 100 fine classes.
 
     Source: ``cifar-100-python.tar.gz`` (torchvision's URL and MD5), parsed by
@@ -175,10 +269,13 @@ def cifar100(split: str, *, root: str | Path | None = None, download: bool = Tru
     """
     check_split(split)
     train, test, classes = _cifar_arrays(str(cache_root(root)), "cifar100", download)
-    return _vision_split("cifar100", split, train, test, classes, {"source": "cifar-100-python.tar.gz"})
+    return _vision_split(
+        "cifar100", split, train, test, classes, {"source": "cifar-100-python.tar.gz"}
+    )
 
 
 # ---------------------------------------------------------------- SVHN
+
 
 @lru_cache(maxsize=1)
 def _svhn_arrays(root: str, download: bool) -> tuple[tuple, tuple]:
@@ -190,13 +287,25 @@ def _svhn_arrays(root: str, download: bool) -> tuple[tuple, tuple]:
     arrays = []
     for part in ("train", "test"):
         url, filename, md5 = tvd.SVHN.split_list[part]
-        ensure_file(Resource(url=url, filename=filename, md5=md5), folder, download_ok=download, standin="shapes_diverse")
+        ensure_file(
+            Resource(url=url, filename=filename, md5=md5),
+            folder,
+            download_ok=download,
+            standin="shapes_diverse",
+        )
         parsed = _parsed(tvd.SVHN, folder, "shapes_diverse", split=part)
-        arrays.append((np.ascontiguousarray(parsed.data), np.asarray(parsed.labels, dtype=np.int64).reshape(-1)))
+        arrays.append(
+            (
+                np.ascontiguousarray(parsed.data),
+                np.asarray(parsed.labels, dtype=np.int64).reshape(-1),
+            )
+        )
     return arrays[0], arrays[1]
 
 
-def svhn(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def svhn(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """SVHN (Netzer et al. 2011), cropped digits: 32x32 colour house-number digits, 10 classes.
 
     Source: ``train_32x32.mat`` and ``test_32x32.mat`` in ``<root>/svhn/`` (torchvision's
@@ -208,23 +317,41 @@ def svhn(split: str, *, root: str | Path | None = None, download: bool = True) -
     """
     check_split(split)
     train, test = _svhn_arrays(str(cache_root(root)), download)
-    return _vision_split("svhn", split, train, test, [str(c) for c in range(10)],
-                         {"source": "torchvision.datasets.SVHN (cropped digits)"})
+    return _vision_split(
+        "svhn",
+        split,
+        train,
+        test,
+        [str(c) for c in range(10)],
+        {"source": "torchvision.datasets.SVHN (cropped digits)"},
+    )
 
 
 # ---------------------------------------------------------------- CIFAR-10-C
+
 
 def _cifar10_c_folder(root: str | Path | None, download: bool) -> Path:
     base = cache_root(root)
     folder = base / "CIFAR-10-C"
     if not folder.is_dir():
-        archive = ensure_file(CIFAR10_C, base, download_ok=download, standin="shapes_diverse_c",
-                              verify_existing=True)
+        archive = ensure_file(
+            CIFAR10_C,
+            base,
+            download_ok=download,
+            standin="shapes_diverse_c",
+            verify_existing=True,
+        )
         extract(archive, base, "CIFAR-10-C")
     return folder
 
 
-def load_cifar10_c(corruption: str, severity: int, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def load_cifar10_c(
+    corruption: str,
+    severity: int,
+    *,
+    root: str | Path | None = None,
+    download: bool = True,
+) -> DataSplit:
     """The 10,000 CIFAR-10 test images under one corruption at one severity (1..5).
 
     Reads ``<root>/CIFAR-10-C/<corruption>.npy`` (50,000 x 32 x 32 x 3 uint8: rows
@@ -242,13 +369,22 @@ def load_cifar10_c(corruption: str, severity: int, *, root: str | Path | None = 
     return DataSplit(
         x=torch.from_numpy(images).float().div_(255.0),
         y=torch.from_numpy(labels[rows].astype(np.int64)),
-        task="classification", name="cifar10_c", split="test",
-        meta={"classes": CIFAR10_CLASSES, "corruption": corruption, "severity": severity,
-              "source": "Zenodo 2535967 CIFAR-10-C.tar", "stand_in": False},
+        task="classification",
+        name="cifar10_c",
+        split="test",
+        meta={
+            "classes": CIFAR10_CLASSES,
+            "corruption": corruption,
+            "severity": severity,
+            "source": "Zenodo 2535967 CIFAR-10-C.tar",
+            "stand_in": False,
+        },
     )
 
 
-def cifar10_c(split: str, *, root: str | Path | None = None, download: bool = True) -> DataSplit:
+def cifar10_c(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
     """CIFAR-10-C (Hendrycks & Dietterich 2019): the CIFAR-10 test set under 19 corruptions
     at 5 severities (950,000 images). A test-only set: ``train``/``val`` raise ValueError
     (train on ``cifar10``, whose val split is the clean validation set).
@@ -267,7 +403,9 @@ def cifar10_c(split: str, *, root: str | Path | None = None, download: bool = Tr
     """
     check_split(split)
     if split != "test":
-        raise ValueError(f"split={split!r}: CIFAR-10-C has only a test split; train and validate on 'cifar10'")
+        raise ValueError(
+            f"split={split!r}: CIFAR-10-C has only a test split; train and validate on 'cifar10'"
+        )
     folder = _cifar10_c_folder(root, download)
     labels = np.load(folder / "labels.npy")
     per = len(labels) // len(SEVERITIES)
@@ -281,12 +419,26 @@ def cifar10_c(split: str, *, root: str | Path | None = None, download: bool = Tr
     return DataSplit(
         x=torch.from_numpy(images).float().div_(255.0),
         y=torch.from_numpy(labels[:per].astype(np.int64)),
-        task="classification", name="cifar10_c", split="test",
-        meta={"classes": CIFAR10_CLASSES, "corruptions": list(CIFAR10_C_CORRUPTIONS),
-              "row_keys": ("corruption_index", "severity"), "corruption_index": torch.from_numpy(corruption_index), "severity": torch.from_numpy(severity),
-              "source": "Zenodo 2535967 CIFAR-10-C.tar", "stand_in": False},
+        task="classification",
+        name="cifar10_c",
+        split="test",
+        meta={
+            "classes": CIFAR10_CLASSES,
+            "corruptions": list(CIFAR10_C_CORRUPTIONS),
+            "row_keys": ("corruption_index", "severity"),
+            "corruption_index": torch.from_numpy(corruption_index),
+            "severity": torch.from_numpy(severity),
+            "source": "Zenodo 2535967 CIFAR-10-C.tar",
+            "stand_in": False,
+        },
     )
 
 
-LOADERS = {"mnist": mnist, "fashion_mnist": fashion_mnist, "cifar10": cifar10, "cifar100": cifar100, "svhn": svhn,
-           "cifar10_c": cifar10_c}
+LOADERS = {
+    "mnist": mnist,
+    "fashion_mnist": fashion_mnist,
+    "cifar10": cifar10,
+    "cifar100": cifar100,
+    "svhn": svhn,
+    "cifar10_c": cifar10_c,
+}

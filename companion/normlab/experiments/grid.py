@@ -4,13 +4,15 @@ A run is one point of the grid. Its id is a stable hash of its configuration, so
 point gets the same id on every machine, and a grid splits across machines without a
 scheduler: :func:`shard` keeps run ``i`` (in id order) when ``i % N == K``.
 """
+
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,9 @@ class Run:
 
 def run_id(experiment: str, config: Mapping[str, Any]) -> str:
     """``<experiment>-<12 hex digits>``: a SHA-256 of the configuration as sorted JSON."""
-    canonical = json.dumps(dict(config), sort_keys=True, separators=(",", ":"), default=str)
+    canonical = json.dumps(
+        dict(config), sort_keys=True, separators=(",", ":"), default=str
+    )
     return f"{experiment}-{hashlib.sha256(canonical.encode()).hexdigest()[:12]}"
 
 
@@ -46,7 +50,9 @@ class Grid:
         if not isinstance(self.seeds, int) or self.seeds < 1:
             raise ValueError(f"seeds must be a positive int, got {self.seeds!r}")
         if "seed" in self.axes or "seed" in self.fixed:
-            raise ValueError("'seed' comes from the grid's seeds count; do not declare it as a setting")
+            raise ValueError(
+                "'seed' comes from the grid's seeds count; do not declare it as a setting"
+            )
         clash = sorted(set(self.axes) & set(self.fixed))
         if clash:
             raise ValueError(f"settings both swept and fixed: {', '.join(clash)}")
@@ -62,7 +68,9 @@ class Grid:
         names = list(self.axes)
         out = []
         for values in itertools.product(*(self.axes[n] for n in names)):
-            if self.where is not None and not self.where({**self.fixed, **dict(zip(names, values))}):
+            if self.where is not None and not self.where(
+                {**self.fixed, **dict(zip(names, values))}
+            ):
                 continue
             for seed in range(n_seeds):
                 out.append({**self.fixed, **dict(zip(names, values)), "seed": seed})
@@ -87,11 +95,15 @@ def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
         try:
             k, n = (int(p) for p in parts)
         except ValueError:
-            raise ValueError(f"shard={shard!r} is not of the form K/N, e.g. 0/4") from None
+            raise ValueError(
+                f"shard={shard!r} is not of the form K/N, e.g. 0/4"
+            ) from None
     else:
         k, n = shard
     if n < 1 or not 0 <= k < n:
-        raise ValueError(f"shard={shard!r} needs N >= 1 and 0 <= K < N (shards are numbered from 0)")
+        raise ValueError(
+            f"shard={shard!r} needs N >= 1 and 0 <= K < N (shards are numbered from 0)"
+        )
     return k, n
 
 

@@ -16,13 +16,15 @@ normalisers (:func:`paired_lead`), slopes of accuracy against log2(batch size) u
 budget convention (:func:`batch_slopes`), and the update kernel's cross-sample coupling on a
 trained net's real activations (:func:`kernel_coupling`).
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +41,9 @@ from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
 from .runner import select_best, summarise, train_and_test
 
-NORMALISERS: tuple[str, ...] = PART1  # the names the grids sweep, from normlab.normalisers
+NORMALISERS: tuple[str, ...] = (
+    PART1  # the names the grids sweep, from normlab.normalisers
+)
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 BUDGETS: tuple[str, ...] = ("fixed_epochs", "fixed_steps", "scaled_lr")
 # The corrections of chapter 3, and the normalisers they are compared with.
@@ -47,7 +51,13 @@ CORRECTIONS: tuple[str, ...] = ("affine_like", "norm_like")
 PART1_RIVALS: tuple[str, ...] = ("none", "batchnorm", "layernorm", "rmsnorm", "l2")
 # Output unchanged when the input is scaled (per sample; per feature over the batch for
 # BatchNorm); affine-like is not among them (claim A15).
-SCALE_INVARIANT: tuple[str, ...] = ("norm_like", "batchnorm", "layernorm", "rmsnorm", "l2")
+SCALE_INVARIANT: tuple[str, ...] = (
+    "norm_like",
+    "batchnorm",
+    "layernorm",
+    "rmsnorm",
+    "l2",
+)
 
 
 @lru_cache(maxsize=2)
@@ -60,8 +70,14 @@ def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, 
     """Build, train and test one MLP; return it with the run record."""
     train, val, test = _splits(config["data"])
     seed_everything(config["seed"])
-    model = mlp_for(config["normaliser"], in_features=math.prod(train.x.shape[1:]), num_classes=train.num_classes,
-                    width=config["width"], depth=config["depth"], activation=config["activation"])
+    model = mlp_for(
+        config["normaliser"],
+        in_features=math.prod(train.x.shape[1:]),
+        num_classes=train.num_classes,
+        width=config["width"],
+        depth=config["depth"],
+        activation=config["activation"],
+    )
     budget, batch_size, lr = config["budget"], config["batch_size"], config["lr"]
     epochs, max_steps = config["epochs"], None
     if budget == "fixed_steps":
@@ -70,9 +86,23 @@ def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, 
     elif budget == "scaled_lr":
         lr = lr * batch_size / config["base_batch_size"]
     elif budget != "fixed_epochs":
-        raise ValueError(f"budget={budget!r} is not known; expected one of {', '.join(BUDGETS)}")
-    record = train_and_test(model, train, val, test, ctx, epochs=epochs, max_steps=max_steps, batch_size=batch_size,
-                            lr=lr, optimizer=config["optimizer"], schedule=config["schedule"], seed=config["seed"])
+        raise ValueError(
+            f"budget={budget!r} is not known; expected one of {', '.join(BUDGETS)}"
+        )
+    record = train_and_test(
+        model,
+        train,
+        val,
+        test,
+        ctx,
+        epochs=epochs,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        lr=lr,
+        optimizer=config["optimizer"],
+        schedule=config["schedule"],
+        seed=config["seed"],
+    )
     return model, record
 
 
@@ -102,7 +132,9 @@ def kernel_coupling(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
     """
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)][1:]
     if not linears or x.shape[0] < 2:
-        raise ValueError("kernel_coupling needs a model with at least two linear layers and a batch of >= 2")
+        raise ValueError(
+            "kernel_coupling needs a model with at least two linear layers and a batch of >= 2"
+        )
     inputs = layer_inputs(model, linears, x)
     shares, cosines = [], []
     for layer, inp in zip(linears, inputs):
@@ -111,8 +143,13 @@ def kernel_coupling(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
         scale = kernel.diagonal().clamp_min(torch.finfo(kernel.dtype).tiny).rsqrt()
         normalised = (kernel * scale[:, None] * scale[None, :]).abs()
         n = kernel.shape[0]
-        cosines.append(float((normalised.sum() - normalised.diagonal().sum()) / (n * (n - 1))))
-    return {"gram_offdiag": float(np.mean(shares)), "gram_cosine": float(np.mean(cosines))}
+        cosines.append(
+            float((normalised.sum() - normalised.diagonal().sum()) / (n * (n - 1)))
+        )
+    return {
+        "gram_offdiag": float(np.mean(shares)),
+        "gram_cosine": float(np.mean(cosines)),
+    }
 
 
 def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -132,7 +169,9 @@ def _keys(key: Any, by: Sequence[str]) -> dict[str, Any]:
     return dict(zip(by, key if isinstance(key, tuple) else (key,)))
 
 
-def seed_scores(results: pd.DataFrame, by: Sequence[str], *, lr_from: pd.DataFrame | None = None) -> pd.DataFrame:
+def seed_scores(
+    results: pd.DataFrame, by: Sequence[str], *, lr_from: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per seed, the validation and test metrics at the learning rate chosen per ``by`` group.
 
     The choice is :func:`~normlab.experiments.select_best` (the best mean ``val_metric``
@@ -150,7 +189,9 @@ def seed_scores(results: pd.DataFrame, by: Sequence[str], *, lr_from: pd.DataFra
     return picked[columns].sort_values([*by, "seed"]).reset_index(drop=True)
 
 
-def paired_lead(scores: pd.DataFrame, by: Sequence[str], a: str, b: str | Sequence[str]) -> pd.DataFrame:
+def paired_lead(
+    scores: pd.DataFrame, by: Sequence[str], a: str, b: str | Sequence[str]
+) -> pd.DataFrame:
     """Test metric of ``a`` minus ``b``, paired by seed, with mean, 95 % CI and n per ``by`` group.
 
     ``scores`` comes from :func:`seed_scores` with ``normaliser`` among its ``by`` columns.
@@ -158,12 +199,28 @@ def paired_lead(scores: pd.DataFrame, by: Sequence[str], a: str, b: str | Sequen
     metric is the ``rival`` (chosen on val, so the test split picks nothing).
     """
     rows = []
-    for key, group in (scores.groupby(list(by), sort=True) if by else [((), scores)]):
-        test = group.pivot_table(index="seed", columns="normaliser", values="test_metric")
+    for key, group in scores.groupby(list(by), sort=True) if by else [((), scores)]:
+        test = group.pivot_table(
+            index="seed", columns="normaliser", values="test_metric"
+        )
         rivals = [b] if isinstance(b, str) else [r for r in b if r in test.columns]
-        rival = group[group["normaliser"].isin(rivals)].groupby("normaliser")["val_metric"].mean().idxmax()
+        rival = (
+            group[group["normaliser"].isin(rivals)]
+            .groupby("normaliser")["val_metric"]
+            .mean()
+            .idxmax()
+        )
         mean, half, n = mean_ci((test[a] - test[rival]).dropna())
-        rows.append({**_keys(key, by), "normaliser": a, "rival": rival, "mean": mean, "ci95": half, "n": n})
+        rows.append(
+            {
+                **_keys(key, by),
+                "normaliser": a,
+                "rival": rival,
+                "mean": mean,
+                "ci95": half,
+                "n": n,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -188,16 +245,34 @@ def batch_slopes(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             base_batch_size = int(part["base_batch_size"].iloc[0])
             base = part[part["batch_size"] == base_batch_size]
             if base.empty:
-                raise ValueError(f"scaled_lr needs runs at base_batch_size={base_batch_size}")
+                raise ValueError(
+                    f"scaled_lr needs runs at base_batch_size={base_batch_size}"
+                )
             lr_from = select_best(base, ["budget", "normaliser"], "lr")
         parts.append(seed_scores(part, by, lr_from=lr_from))
     scores = pd.concat(parts, ignore_index=True)
     rows = []
-    for (budget, normaliser), group in scores.groupby(["budget", "normaliser"], sort=False):
-        swept = group.groupby("seed").filter(lambda seed: seed["batch_size"].nunique() > 1)  # a slope needs two sizes
-        mean, half, n = mean_ci(slopes_log2(swept, "batch_size", "test_metric") if len(swept) else [])
-        rows.append({"budget": budget, "normaliser": normaliser, "mean": mean, "ci95": half, "n": n,
-                     "low": mean - half, "high": mean + half, "at_edge": bool(group["at_edge"].any())})
+    for (budget, normaliser), group in scores.groupby(
+        ["budget", "normaliser"], sort=False
+    ):
+        swept = group.groupby("seed").filter(
+            lambda seed: seed["batch_size"].nunique() > 1
+        )  # a slope needs two sizes
+        mean, half, n = mean_ci(
+            slopes_log2(swept, "batch_size", "test_metric") if len(swept) else []
+        )
+        rows.append(
+            {
+                "budget": budget,
+                "normaliser": normaliser,
+                "mean": mean,
+                "ci95": half,
+                "n": n,
+                "low": mean - half,
+                "high": mean + half,
+                "at_edge": bool(group["at_edge"].any()),
+            }
+        )
     return pd.DataFrame(rows), scores
 
 
@@ -206,10 +281,15 @@ def lr_sensitivity(results: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     return summarise(results, [*by, "lr"], value="val_metric")
 
 
-def load_histories(results: pd.DataFrame, folder: str | Path) -> dict[str, list[dict[str, Any]]]:
+def load_histories(
+    results: pd.DataFrame, folder: str | Path
+) -> dict[str, list[dict[str, Any]]]:
     """The per-epoch history of each run in ``results`` (by ``run_id``), from ``folder/runs``."""
     runs = Path(folder) / "runs"
-    return {run: json.loads((runs / f"{run}.json").read_text())["history"] for run in results["run_id"]}
+    return {
+        run: json.loads((runs / f"{run}.json").read_text())["history"]
+        for run in results["run_id"]
+    }
 
 
 # ------------------------------------------------------------------------- figures
@@ -228,9 +308,19 @@ def draw_band(ax: Any, table: pd.DataFrame, x: str, name: str) -> None:
     from .. import normalisers, plots
 
     rows = table.sort_values(x)
-    low, high = rows["mean"] - rows["ci95"].fillna(0.0), rows["mean"] + rows["ci95"].fillna(0.0)
+    low, high = (
+        rows["mean"] - rows["ci95"].fillna(0.0),
+        rows["mean"] + rows["ci95"].fillna(0.0),
+    )
     colour = normalisers.colour(name)
-    ax.plot(rows[x], rows["mean"], marker="o", markersize=3, color=colour, label=plots.label(name))
+    ax.plot(
+        rows[x],
+        rows["mean"],
+        marker="o",
+        markersize=3,
+        color=colour,
+        label=plots.label(name),
+    )
     ax.fill_between(rows[x], low, high, color=colour, alpha=0.15, linewidth=0)
 
 
@@ -269,7 +359,6 @@ def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
     _metric_axis(ax, results, "test")
 
 
-
 def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
     """A kernel measurement of :func:`kernel_coupling` (``value``) against the batch size, one
     line (95 % band across seeds) per normaliser, from the runs of the first budget."""
@@ -279,22 +368,35 @@ def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -
         draw_band(ax, curves[curves["normaliser"] == name], "batch_size", name)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch size")
-    ax.set_ylabel({"gram_offdiag": "off-diagonal share of |K|",
-                   "gram_cosine": "pair coupling |K_ij| / sqrt(K_ii K_jj)"}.get(value, value))
+    ax.set_ylabel(
+        {
+            "gram_offdiag": "off-diagonal share of |K|",
+            "gram_cosine": "pair coupling |K_ij| / sqrt(K_ii K_jj)",
+        }.get(value, value)
+    )
     ax.legend(fontsize=7)
 
 
-def lead_figure(results: pd.DataFrame, optimizer: str = "sgd", activation: str = "tanh") -> Any:
+def lead_figure(
+    results: pd.DataFrame, optimizer: str = "sgd", activation: str = "tanh"
+) -> Any:
     """Each correction's lead over the strongest other normaliser (chosen on val), paired by
     seed, against width (at the smallest depth) and depth (at the largest width)."""
     from .. import plots
 
     part = _only(results, {"optimizer": optimizer, "activation": activation})
     scores = seed_scores(part, ["depth", "width", "normaliser"])
-    leads = pd.concat([paired_lead(scores, ["depth", "width"], name, PART1_RIVALS) for name in CORRECTIONS])
+    leads = pd.concat(
+        [
+            paired_lead(scores, ["depth", "width"], name, PART1_RIVALS)
+            for name in CORRECTIONS
+        ]
+    )
     shallow, wide = leads["depth"].min(), leads["width"].max()
-    panels = {f"width (depth {shallow})": (leads[leads["depth"] == shallow], "width"),
-              f"depth (width {wide})": (leads[leads["width"] == wide], "depth")}
+    panels = {
+        f"width (depth {shallow})": (leads[leads["depth"] == shallow], "width"),
+        f"depth (width {wide})": (leads[leads["width"] == wide], "depth"),
+    }
     with plots.style():
         figure, axes = plots.new_figure(ncols=2, size=(5.0, 3.8))
         for ax, (title, (rows, x)) in zip(axes[0], panels.items()):
@@ -303,11 +405,15 @@ def lead_figure(results: pd.DataFrame, optimizer: str = "sgd", activation: str =
             ax.axhline(0.0, color="black", linewidth=0.8)
             if x == "width":
                 ax.set_xscale("log", base=2)
-            ax.set_xticks(sorted(rows[x].unique()), [str(v) for v in sorted(rows[x].unique())])
+            ax.set_xticks(
+                sorted(rows[x].unique()), [str(v) for v in sorted(rows[x].unique())]
+            )
             ax.set_xlabel(title)
             ax.set_ylabel("lead in test accuracy")
             ax.legend(fontsize=8)
-        figure.suptitle(f"The corrections' lead over the strongest rival ({optimizer}, {activation})")
+        figure.suptitle(
+            f"The corrections' lead over the strongest rival ({optimizer}, {activation})"
+        )
     return figure
 
 
@@ -319,24 +425,49 @@ def _fc_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     metric = results["metric"].iloc[0]
     by = ["optimizer", "activation", "depth", "width", "normaliser"]
-    best = select_best(results, by, "lr", higher_is_better=bool(results["higher_is_better"].iloc[0]))
+    best = select_best(
+        results, by, "lr", higher_is_better=bool(results["higher_is_better"].iloc[0])
+    )
     for optimizer, part in best.groupby("optimizer"):
         figures[f"best_by_width_{optimizer}"] = plots.metric_vs(
-            part, "width", hue="normaliser", col="activation", logx=True, base=2,
-            ylabel=f"test {metric} (lr chosen on val)", title=f"Fully-connected nets by width ({optimizer})")
-        shaped = part.assign(shape=[f"{d}x{w}" for d, w in zip(part["depth"], part["width"])])
+            part,
+            "width",
+            hue="normaliser",
+            col="activation",
+            logx=True,
+            base=2,
+            ylabel=f"test {metric} (lr chosen on val)",
+            title=f"Fully-connected nets by width ({optimizer})",
+        )
+        shaped = part.assign(
+            shape=[f"{d}x{w}" for d, w in zip(part["depth"], part["width"])]
+        )
         for activation, rows in shaped.groupby("activation"):
-            table = rows.pivot_table(index="normaliser", columns="shape", values="mean").reindex(
-                [n for n in NORMALISERS if n in set(rows["normaliser"])])
+            table = rows.pivot_table(
+                index="normaliser", columns="shape", values="mean"
+            ).reindex([n for n in NORMALISERS if n in set(rows["normaliser"])])
             table.columns.name = "depth x width"
             figures[f"heatmap_{optimizer}_{activation}"] = plots.heatmap(
-                table, fmt=".3f", title=f"test {metric}, {activation}, {optimizer}", colorbar_label=f"test {metric}")
+                table,
+                fmt=".3f",
+                title=f"test {metric}, {activation}, {optimizer}",
+                colorbar_label=f"test {metric}",
+            )
     shallow = results[results["depth"] == results["depth"].min()]
-    sweep = shallow[(shallow["width"] == shallow["width"].max()) & (shallow["activation"] == shallow["activation"].iloc[0])]
+    sweep = shallow[
+        (shallow["width"] == shallow["width"].max())
+        & (shallow["activation"] == shallow["activation"].iloc[0])
+    ]
     figures["lr_sensitivity"] = plots.metric_vs(
-        lr_sensitivity(sweep, ["optimizer", "normaliser"]), "lr", hue="normaliser", col="optimizer", logx=True,
-        ylabel=f"val {metric}", title=f"Learning-rate sweep ({sweep['activation'].iloc[0]}, depth "
-                                      f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]})")
+        lr_sensitivity(sweep, ["optimizer", "normaliser"]),
+        "lr",
+        hue="normaliser",
+        col="optimizer",
+        logx=True,
+        ylabel=f"val {metric}",
+        title=f"Learning-rate sweep ({sweep['activation'].iloc[0]}, depth "
+        f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]})",
+    )
     return figures
 
 
@@ -348,28 +479,57 @@ def _batch_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, An
     best = summarise(scores, ["budget", "normaliser", "batch_size"])
     figures = {
         "best_by_batch_size": plots.metric_vs(
-            best, "batch_size", hue="normaliser", col="budget", logx=True, base=2,
-            ylabel=f"test {metric} (lr chosen on val)", title="Accuracy against batch size"),
+            best,
+            "batch_size",
+            hue="normaliser",
+            col="budget",
+            logx=True,
+            base=2,
+            ylabel=f"test {metric} (lr chosen on val)",
+            title="Accuracy against batch size",
+        ),
         "chosen_lr": plots.metric_vs(
-            summary, "batch_size", y="lr", err=None, hue="normaliser", col="budget", logx=True, base=2, logy=True,
-            ylabel="learning rate chosen on val (before scaling)", title="Best learning rate against batch size"),
+            summary,
+            "batch_size",
+            y="lr",
+            err=None,
+            hue="normaliser",
+            col="budget",
+            logx=True,
+            base=2,
+            logy=True,
+            ylabel="learning rate chosen on val (before scaling)",
+            title="Best learning rate against batch size",
+        ),
     }
     if "gram_offdiag" in results:
         fixed = results[results["budget"] == results["budget"].iloc[0]]
         figures["gram_offdiag"] = plots.metric_vs(
-            summarise(fixed, ["normaliser", "batch_size"], value="gram_offdiag"), "batch_size", hue="normaliser",
-            logx=True, base=2, ylabel="off-diagonal share of |K|", title="Cross-sample coupling of the update kernel")
+            summarise(fixed, ["normaliser", "batch_size"], value="gram_offdiag"),
+            "batch_size",
+            hue="normaliser",
+            logx=True,
+            base=2,
+            ylabel="off-diagonal share of |K|",
+            title="Cross-sample coupling of the update kernel",
+        )
     return figures
 
 
 # --------------------------------------------------------------------- declarations
 
 
-def _own_rates(rates: Mapping[str, Sequence[float]],
-               also: Callable[[Mapping[str, Any]], bool] | None = None) -> Callable[[Mapping[str, Any]], bool]:
+def _own_rates(
+    rates: Mapping[str, Sequence[float]],
+    also: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> Callable[[Mapping[str, Any]], bool]:
     """A grid filter keeping each optimiser's own learning rates (and what ``also`` keeps)."""
+
     def keep(config: Mapping[str, Any]) -> bool:
-        return config["lr"] in rates[config["optimizer"]] and (also is None or also(config))
+        return config["lr"] in rates[config["optimizer"]] and (
+            also is None or also(config)
+        )
+
     return keep
 
 
@@ -380,9 +540,14 @@ def _union(rates: Mapping[str, Sequence[float]]) -> list[float]:
 # Learning rates per optimiser: SGD's good range for affine-like lies 10-100x above the
 # others'; Adam's normalised step needs rates ~100x smaller than SGD's.
 QUICK_RATES = {"sgd": (0.1, 1.0, 10.0), "adam": (0.001, 0.01, 0.1)}
-CPU_RATES = {"sgd": (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), "adam": (0.001, 0.003, 0.01, 0.03)}
-GPU_RATES = {"sgd": (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
-             "adam": (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03)}
+CPU_RATES = {
+    "sgd": (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+    "adam": (0.001, 0.003, 0.01, 0.03),
+}
+GPU_RATES = {
+    "sgd": (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
+    "adam": (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03),
+}
 
 
 def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
@@ -403,86 +568,185 @@ def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
 _DIGITS = {"data": "digits", "schedule": "constant"}
 _CIFAR = {"data": "cifar10", "schedule": "cosine"}
 
-FC_NORMALISERS = register_experiment(Experiment(
-    name="fc_normalisers",
-    title="Normalisers head to head on fully-connected nets",
-    chapter="6",
-    select="lr",
-    profiles={
-        "quick": Grid(
-            axes={"optimizer": list(OPTIMIZERS), "normaliser": list(NORMALISERS), "lr": _union(QUICK_RATES)},
-            fixed={**_DIGITS, "budget": "fixed_epochs", "activation": "tanh", "width": 32, "depth": 3, "epochs": 3,
-                   "batch_size": 64},
-            seeds=3, where=_own_rates(QUICK_RATES),
-        ),
-        "cpu": Grid(
-            axes={"optimizer": list(OPTIMIZERS), "activation": ["tanh", "leaky_relu"], "depth": [3, 6],
-                  "width": [16, 64], "normaliser": list(NORMALISERS), "lr": _union(CPU_RATES)},
-            fixed={**_DIGITS, "budget": "fixed_epochs", "epochs": 4, "batch_size": 64},
-            seeds=5, where=_own_rates(CPU_RATES, _cpu_fc_point),
-        ),
-        "standard": Grid(
-            axes={"optimizer": list(OPTIMIZERS), "activation": ["tanh", "leaky_relu"], "width": [128, 512],
-                  "depth": [3, 6], "normaliser": list(NORMALISERS), "lr": _union(GPU_RATES)},
-            fixed={**_CIFAR, "budget": "fixed_epochs", "epochs": 20, "batch_size": 128},
-            seeds=3, where=_own_rates(GPU_RATES),
-        ),
-        "paper": Grid(
-            axes={"optimizer": list(OPTIMIZERS), "activation": ["tanh", "leaky_relu"], "width": [16, 64, 256, 1024],
-                  "depth": [3, 6, 9], "normaliser": list(NORMALISERS), "lr": _union(GPU_RATES)},
-            fixed={**_CIFAR, "budget": "fixed_epochs", "epochs": 50, "batch_size": 128},
-            seeds=5, where=_own_rates(GPU_RATES),
-        ),
-    },
-    run_one=train_mlp,
-    seconds_per_run={"quick": 0.22, "cpu": 0.3, "standard": 10.0, "paper": 30.0},
-    figures=_fc_figures,
-    notes="SGD without momentum, and Adam, each with its own lr grid; the lr is chosen per (optimizer, "
-          "activation, width, depth, normaliser) on the val split.",
-))
+FC_NORMALISERS = register_experiment(
+    Experiment(
+        name="fc_normalisers",
+        title="Normalisers head to head on fully-connected nets",
+        chapter="6",
+        select="lr",
+        profiles={
+            "quick": Grid(
+                axes={
+                    "optimizer": list(OPTIMIZERS),
+                    "normaliser": list(NORMALISERS),
+                    "lr": _union(QUICK_RATES),
+                },
+                fixed={
+                    **_DIGITS,
+                    "budget": "fixed_epochs",
+                    "activation": "tanh",
+                    "width": 32,
+                    "depth": 3,
+                    "epochs": 3,
+                    "batch_size": 64,
+                },
+                seeds=3,
+                where=_own_rates(QUICK_RATES),
+            ),
+            "cpu": Grid(
+                axes={
+                    "optimizer": list(OPTIMIZERS),
+                    "activation": ["tanh", "leaky_relu"],
+                    "depth": [3, 6],
+                    "width": [16, 64],
+                    "normaliser": list(NORMALISERS),
+                    "lr": _union(CPU_RATES),
+                },
+                fixed={
+                    **_DIGITS,
+                    "budget": "fixed_epochs",
+                    "epochs": 4,
+                    "batch_size": 64,
+                },
+                seeds=5,
+                where=_own_rates(CPU_RATES, _cpu_fc_point),
+            ),
+            "standard": Grid(
+                axes={
+                    "optimizer": list(OPTIMIZERS),
+                    "activation": ["tanh", "leaky_relu"],
+                    "width": [128, 512],
+                    "depth": [3, 6],
+                    "normaliser": list(NORMALISERS),
+                    "lr": _union(GPU_RATES),
+                },
+                fixed={
+                    **_CIFAR,
+                    "budget": "fixed_epochs",
+                    "epochs": 20,
+                    "batch_size": 128,
+                },
+                seeds=3,
+                where=_own_rates(GPU_RATES),
+            ),
+            "paper": Grid(
+                axes={
+                    "optimizer": list(OPTIMIZERS),
+                    "activation": ["tanh", "leaky_relu"],
+                    "width": [16, 64, 256, 1024],
+                    "depth": [3, 6, 9],
+                    "normaliser": list(NORMALISERS),
+                    "lr": _union(GPU_RATES),
+                },
+                fixed={
+                    **_CIFAR,
+                    "budget": "fixed_epochs",
+                    "epochs": 50,
+                    "batch_size": 128,
+                },
+                seeds=5,
+                where=_own_rates(GPU_RATES),
+            ),
+        },
+        run_one=train_mlp,
+        seconds_per_run={"quick": 0.22, "cpu": 0.3, "standard": 10.0, "paper": 30.0},
+        figures=_fc_figures,
+        notes="SGD without momentum, and Adam, each with its own lr grid; the lr is chosen per (optimizer, "
+        "activation, width, depth, normaliser) on the val split.",
+    )
+)
 
 BATCH_SIZES = [8, 16, 32, 64, 256]  # five sizes over a factor of 32
 
-BATCH_SIZE = register_experiment(Experiment(
-    name="batch_size",
-    title="The batch-size prediction",
-    chapter="7",
-    select="lr",
-    profiles={
-        "quick": Grid(
-            axes={"budget": ["fixed_steps"], "normaliser": list(NORMALISERS), "batch_size": BATCH_SIZES,
-                  "lr": [0.1, 1.0, 10.0]},
-            fixed={**_DIGITS, "optimizer": "sgd", "activation": "tanh", "width": 32, "depth": 2, "steps": 30,
-                   "epochs": 1, "base_batch_size": 32},
-            seeds=3,
-        ),
-        "cpu": Grid(
-            axes={"budget": list(BUDGETS), "normaliser": list(NORMALISERS), "batch_size": BATCH_SIZES,
-                  "lr": [0.03, 0.3, 3.0]},
-            fixed={**_DIGITS, "optimizer": "sgd", "activation": "tanh", "width": 64, "depth": 2, "epochs": 1,
-                   "steps": 40, "base_batch_size": 32},
-            seeds=5,
-        ),
-        "standard": Grid(
-            axes={"budget": list(BUDGETS), "normaliser": list(NORMALISERS),
-                  "batch_size": [32, 64, 128, 256, 512, 1024], "lr": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]},
-            fixed={**_CIFAR, "optimizer": "sgd", "activation": "tanh",
-                   "width": 256, "depth": 4, "epochs": 20, "steps": 8000, "base_batch_size": 128},
-            seeds=3,
-        ),
-        "paper": Grid(
-            axes={"budget": list(BUDGETS), "normaliser": list(NORMALISERS),
-                  "batch_size": [8, 16, 32, 64, 128, 256, 512, 1024],
-                  "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]},
-            fixed={**_CIFAR, "optimizer": "sgd", "activation": "tanh",
-                   "width": 256, "depth": 4, "epochs": 50, "steps": 20000, "base_batch_size": 128},
-            seeds=5,
-        ),
-    },
-    run_one=train_mlp_measured,
-    seconds_per_run={"quick": 0.09, "cpu": 0.3, "standard": 15.0, "paper": 40.0},
-    figures=_batch_figures,
-    notes="SGD. Three budget conventions: fixed epochs and fixed steps (lr chosen on val per batch size), and "
-          "scaled lr (lr chosen at the base batch size, then scaled linearly). Each run also measures the "
-          "update kernel's cross-sample coupling on the trained net's real activations.",
-))
+BATCH_SIZE = register_experiment(
+    Experiment(
+        name="batch_size",
+        title="The batch-size prediction",
+        chapter="7",
+        select="lr",
+        profiles={
+            "quick": Grid(
+                axes={
+                    "budget": ["fixed_steps"],
+                    "normaliser": list(NORMALISERS),
+                    "batch_size": BATCH_SIZES,
+                    "lr": [0.1, 1.0, 10.0],
+                },
+                fixed={
+                    **_DIGITS,
+                    "optimizer": "sgd",
+                    "activation": "tanh",
+                    "width": 32,
+                    "depth": 2,
+                    "steps": 30,
+                    "epochs": 1,
+                    "base_batch_size": 32,
+                },
+                seeds=3,
+            ),
+            "cpu": Grid(
+                axes={
+                    "budget": list(BUDGETS),
+                    "normaliser": list(NORMALISERS),
+                    "batch_size": BATCH_SIZES,
+                    "lr": [0.03, 0.3, 3.0],
+                },
+                fixed={
+                    **_DIGITS,
+                    "optimizer": "sgd",
+                    "activation": "tanh",
+                    "width": 64,
+                    "depth": 2,
+                    "epochs": 1,
+                    "steps": 40,
+                    "base_batch_size": 32,
+                },
+                seeds=5,
+            ),
+            "standard": Grid(
+                axes={
+                    "budget": list(BUDGETS),
+                    "normaliser": list(NORMALISERS),
+                    "batch_size": [32, 64, 128, 256, 512, 1024],
+                    "lr": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+                },
+                fixed={
+                    **_CIFAR,
+                    "optimizer": "sgd",
+                    "activation": "tanh",
+                    "width": 256,
+                    "depth": 4,
+                    "epochs": 20,
+                    "steps": 8000,
+                    "base_batch_size": 128,
+                },
+                seeds=3,
+            ),
+            "paper": Grid(
+                axes={
+                    "budget": list(BUDGETS),
+                    "normaliser": list(NORMALISERS),
+                    "batch_size": [8, 16, 32, 64, 128, 256, 512, 1024],
+                    "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
+                },
+                fixed={
+                    **_CIFAR,
+                    "optimizer": "sgd",
+                    "activation": "tanh",
+                    "width": 256,
+                    "depth": 4,
+                    "epochs": 50,
+                    "steps": 20000,
+                    "base_batch_size": 128,
+                },
+                seeds=5,
+            ),
+        },
+        run_one=train_mlp_measured,
+        seconds_per_run={"quick": 0.09, "cpu": 0.3, "standard": 15.0, "paper": 40.0},
+        figures=_batch_figures,
+        notes="SGD. Three budget conventions: fixed epochs and fixed steps (lr chosen on val per batch size), and "
+        "scaled lr (lr chosen at the base batch size, then scaled linearly). Each run also measures the "
+        "update kernel's cross-sample coupling on the trained net's real activations.",
+    )
+)

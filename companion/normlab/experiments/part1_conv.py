@@ -6,6 +6,7 @@ split, as in chapters 6 and 7. Each run also measures, on the trained net's real
 activations, how much of a convolution's update kernel couples *different positions of one
 image* (:func:`position_coupling`): the share the single-sample correction cannot remove.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,7 +17,7 @@ import torch
 
 from .._runtime import seed_everything
 from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
-from ..models.cnn import CONV_NORMALISERS, CNN, cnn_for
+from ..models.cnn import CNN, CONV_NORMALISERS, cnn_for
 from .grid import Grid
 from .part1 import _splits
 from .registry import Experiment, RunContext, register_experiment
@@ -37,8 +38,11 @@ def position_coupling(model: CNN, x: torch.Tensor) -> float:
     """
     convs = model.convolutions()
     inputs = layer_inputs(model, convs, x)
-    shares = [offdiagonal_share(tangent_kernel(conv, inp[i : i + 1]).double())
-              for conv, inp in zip(convs, inputs) for i in range(inp.shape[0])]
+    shares = [
+        offdiagonal_share(tangent_kernel(conv, inp[i : i + 1]).double())
+        for conv, inp in zip(convs, inputs)
+        for i in range(inp.shape[0])
+    ]
     return float(np.mean(shares))
 
 
@@ -46,11 +50,27 @@ def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One chapter-8 run: a CNN trained with SGD, tested, then its position coupling measured."""
     train, val, test = _splits(config["data"])
     seed_everything(config["seed"])
-    model = cnn_for(config["normaliser"], in_channels=train.x.shape[1], num_classes=train.num_classes,
-                    channels=config["channels"], depth=config["depth"], activation=config["activation"])
-    record = train_and_test(model, train, val, test, ctx, epochs=config["epochs"], batch_size=config["batch_size"],
-                            lr=config["lr"], optimizer=config["optimizer"], schedule=config["schedule"],
-                            seed=config["seed"])
+    model = cnn_for(
+        config["normaliser"],
+        in_channels=train.x.shape[1],
+        num_classes=train.num_classes,
+        channels=config["channels"],
+        depth=config["depth"],
+        activation=config["activation"],
+    )
+    record = train_and_test(
+        model,
+        train,
+        val,
+        test,
+        ctx,
+        epochs=config["epochs"],
+        batch_size=config["batch_size"],
+        lr=config["lr"],
+        optimizer=config["optimizer"],
+        schedule=config["schedule"],
+        seed=config["seed"],
+    )
     x = train.x[:COUPLING_IMAGES].to(next(model.parameters()).device)
     record["metrics"]["position_coupling"] = position_coupling(model, x)
     return record
@@ -61,57 +81,106 @@ def _cnn_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]
     from .part1 import lr_sensitivity
 
     metric = results["metric"].iloc[0]
-    shaped = summary.assign(shape=[f"{d}x{c}" for d, c in zip(summary["depth"], summary["channels"])])
-    table = shaped.pivot_table(index="normaliser", columns="shape", values="mean").reindex(
-        [n for n in CONV_NAMES if n in set(shaped["normaliser"])])
+    shaped = summary.assign(
+        shape=[f"{d}x{c}" for d, c in zip(summary["depth"], summary["channels"])]
+    )
+    table = shaped.pivot_table(
+        index="normaliser", columns="shape", values="mean"
+    ).reindex([n for n in CONV_NAMES if n in set(shaped["normaliser"])])
     table.columns.name = "depth x channels"
     return {
-        "heatmap": plots.heatmap(table, fmt=".3f", title=f"CNN test {metric} (lr chosen on val)",
-                                 colorbar_label=f"test {metric}"),
-        "lr_sensitivity": plots.metric_vs(lr_sensitivity(results, ["normaliser"]), "lr", hue="normaliser",
-                                          logx=True, ylabel=f"val {metric}", title="CNN learning-rate sweep"),
+        "heatmap": plots.heatmap(
+            table,
+            fmt=".3f",
+            title=f"CNN test {metric} (lr chosen on val)",
+            colorbar_label=f"test {metric}",
+        ),
+        "lr_sensitivity": plots.metric_vs(
+            lr_sensitivity(results, ["normaliser"]),
+            "lr",
+            hue="normaliser",
+            logx=True,
+            ylabel=f"val {metric}",
+            title="CNN learning-rate sweep",
+        ),
         "position_coupling": plots.metric_vs(
-            summarise(results, ["normaliser", "channels"], value="position_coupling"), "channels",
-            hue="normaliser", logx=True, base=2, ylabel="off-diagonal share of |K| over positions",
-            title="Cross-position coupling in one image"),
+            summarise(results, ["normaliser", "channels"], value="position_coupling"),
+            "channels",
+            hue="normaliser",
+            logx=True,
+            base=2,
+            ylabel="off-diagonal share of |K| over positions",
+            title="Cross-position coupling in one image",
+        ),
     }
 
 
-_DIGITS = {"data": "digits", "schedule": "constant", "optimizer": "sgd", "activation": "tanh"}
-_CIFAR = {"data": "cifar10", "schedule": "cosine", "optimizer": "sgd", "activation": "tanh"}
+_DIGITS = {
+    "data": "digits",
+    "schedule": "constant",
+    "optimizer": "sgd",
+    "activation": "tanh",
+}
+_CIFAR = {
+    "data": "cifar10",
+    "schedule": "cosine",
+    "optimizer": "sgd",
+    "activation": "tanh",
+}
 
-CNN_NORMALISERS = register_experiment(Experiment(
-    name="cnn_normalisers",
-    title="PatchNorm in convolutional nets",
-    chapter="8",
-    select="lr",
-    profiles={
-        "quick": Grid(
-            axes={"normaliser": list(CONV_NAMES), "lr": [0.1, 0.3, 1.0]},
-            fixed={**_DIGITS, "channels": 8, "depth": 2, "epochs": 2, "batch_size": 64},
-            seeds=3,
-        ),
-        "cpu": Grid(
-            axes={"depth": [2], "channels": [8, 16], "normaliser": list(CONV_NAMES), "lr": [0.1, 0.3, 1.0, 3.0]},
-            fixed={**_DIGITS, "epochs": 3, "batch_size": 64},
-            seeds=5,
-        ),
-        "standard": Grid(
-            axes={"depth": [2, 4], "channels": [32, 64], "normaliser": list(CONV_NAMES),
-                  "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]},
-            fixed={**_CIFAR, "epochs": 20, "batch_size": 128},
-            seeds=3,
-        ),
-        "paper": Grid(
-            axes={"depth": [2, 3, 4, 6], "channels": [16, 32, 64, 128], "normaliser": list(CONV_NAMES),
-                  "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]},
-            fixed={**_CIFAR, "epochs": 50, "batch_size": 128},
-            seeds=5,
-        ),
-    },
-    run_one=train_cnn,
-    seconds_per_run={"quick": 0.3, "cpu": 0.5, "standard": 20.0, "paper": 60.0},
-    figures=_cnn_figures,
-    notes="SGD; 3x3 convolutions at full resolution, average pool to 4x4, linear head. norm_like/affine_like "
-          "are PatchNorm (norm/affine mode). The lr is chosen per (depth, channels, normaliser) on the val split.",
-))
+CNN_NORMALISERS = register_experiment(
+    Experiment(
+        name="cnn_normalisers",
+        title="PatchNorm in convolutional nets",
+        chapter="8",
+        select="lr",
+        profiles={
+            "quick": Grid(
+                axes={"normaliser": list(CONV_NAMES), "lr": [0.1, 0.3, 1.0]},
+                fixed={
+                    **_DIGITS,
+                    "channels": 8,
+                    "depth": 2,
+                    "epochs": 2,
+                    "batch_size": 64,
+                },
+                seeds=3,
+            ),
+            "cpu": Grid(
+                axes={
+                    "depth": [2],
+                    "channels": [8, 16],
+                    "normaliser": list(CONV_NAMES),
+                    "lr": [0.1, 0.3, 1.0, 3.0],
+                },
+                fixed={**_DIGITS, "epochs": 3, "batch_size": 64},
+                seeds=5,
+            ),
+            "standard": Grid(
+                axes={
+                    "depth": [2, 4],
+                    "channels": [32, 64],
+                    "normaliser": list(CONV_NAMES),
+                    "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+                },
+                fixed={**_CIFAR, "epochs": 20, "batch_size": 128},
+                seeds=3,
+            ),
+            "paper": Grid(
+                axes={
+                    "depth": [2, 3, 4, 6],
+                    "channels": [16, 32, 64, 128],
+                    "normaliser": list(CONV_NAMES),
+                    "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+                },
+                fixed={**_CIFAR, "epochs": 50, "batch_size": 128},
+                seeds=5,
+            ),
+        },
+        run_one=train_cnn,
+        seconds_per_run={"quick": 0.3, "cpu": 0.5, "standard": 20.0, "paper": 60.0},
+        figures=_cnn_figures,
+        notes="SGD; 3x3 convolutions at full resolution, average pool to 4x4, linear head. norm_like/affine_like "
+        "are PatchNorm (norm/affine mode). The lr is chosen per (depth, channels, normaliser) on the val split.",
+    )
+)

@@ -22,18 +22,24 @@ The analysis helpers (:func:`load_records`, :func:`at_chosen_lr`, :func:`gate_ta
 :func:`corruption_table`, :func:`regression_references`; :func:`normlab.stats.paired_test`
 is re-exported) turn run records into the chapters' tables.
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .. import data
-from ..robustness import accuracy_under_corruption, corruption_suite, mean_corruption_accuracy
+from ..robustness import (
+    accuracy_under_corruption,
+    corruption_suite,
+    mean_corruption_accuracy,
+)
 from ..stats import paired_test
 from .grid import Grid
 from .part2 import ALL, fit_autonorm, train_autonorm
@@ -41,57 +47,136 @@ from .registry import Experiment, RunContext, register_experiment
 from .runner import DEFAULT_OUT, results_folder, select_best
 
 __all__ = [
-    "AUTONORM_GATES", "AUTONORM_LANGUAGE", "AUTONORM_ROBUSTNESS", "AUTONORM_TABULAR", "GATE_METRICS",
-    "at_chosen_lr", "by_seed", "corruption_table", "gate_summary", "gate_table", "load_records",
-    "paired_test", "regression_references", "tagging_baselines", "train_gates", "train_robust",
+    "AUTONORM_GATES",
+    "AUTONORM_LANGUAGE",
+    "AUTONORM_ROBUSTNESS",
+    "AUTONORM_TABULAR",
+    "GATE_METRICS",
+    "at_chosen_lr",
+    "by_seed",
+    "corruption_table",
+    "gate_summary",
+    "gate_table",
+    "load_records",
+    "paired_test",
+    "regression_references",
+    "tagging_baselines",
+    "train_gates",
+    "train_robust",
 ]
 
 # The recipe every profile shares (the paper's, minus MixUp/CutMix on the stand-ins).
-_RECIPE = {"weight_decay": 0.05, "label_smoothing": 0.1, "tau": 0.5, "eps_h": 0.1, "augment": False,
-           "crop_padding": 4, "mixup_alpha": 0.0, "cutmix_alpha": 0.0, "attn_dropout": 0.0}
+_RECIPE = {
+    "weight_decay": 0.05,
+    "label_smoothing": 0.1,
+    "tau": 0.5,
+    "eps_h": 0.1,
+    "augment": False,
+    "crop_padding": 4,
+    "mixup_alpha": 0.0,
+    "cutmix_alpha": 0.0,
+    "attn_dropout": 0.0,
+}
 # quick and cpu: a small backbone without LayerScale, dropout or stochastic depth, so a few
 # hundred CPU steps train it; our choice, not the paper's.
-_SMALL = {"dim": 32, "heads": 2, "drop_path": 0.0, "layer_scale_init": None, "dropout": 0.0, "patch_size": None,
-          "warmup": 0.05}
+_SMALL = {
+    "dim": 32,
+    "heads": 2,
+    "drop_path": 0.0,
+    "layer_scale_init": None,
+    "dropout": 0.0,
+    "patch_size": None,
+    "warmup": 0.05,
+}
 # standard and paper: the paper's backbones (dim 128, 8 heads for language and tabular).
-_PAPER = {"dim": 128, "heads": 8, "drop_path": 0.1, "layer_scale_init": 1e-4, "dropout": 0.1, "warmup": 0.1}
+_PAPER = {
+    "dim": 128,
+    "heads": 8,
+    "drop_path": 0.1,
+    "layer_scale_init": 1e-4,
+    "dropout": 0.1,
+    "warmup": 0.1,
+}
 # Methods trimmed in the quick and cpu profiles, to the ones each chapter's claims compare (the
 # standard and paper grids run all eight). The cpu sets were sized for a 2-core machine shared
 # with other jobs: about 15 minutes of one core per chapter.
-QUICK_LANGUAGE = ["frozen_ln", "autonorm_s"]   # AutoNorm unfrozen: autonorm_gates' identical runs
+QUICK_LANGUAGE = [
+    "frozen_ln",
+    "autonorm_s",
+]  # AutoNorm unfrozen: autonorm_gates' identical runs
 CPU_LANGUAGE = ["frozen_ln", "adanorm", "film", "autonorm", "autonorm_s"]
 QUICK_TABULAR = CPU_TABULAR = ["frozen_ln", "adanorm", "film", "autonorm_s"]
 QUICK_ROBUSTNESS = ["frozen_ln", "adanorm", "autonorm_s"]
 CPU_ROBUSTNESS = ["frozen_ln", "adanorm", "autonorm", "autonorm_s"]
 
 
-def _grid(data_axis: list[str], normalisers: list[str], lrs: list[float], seeds: int, **fixed: Any) -> Grid:
-    return Grid(axes={"data": data_axis, "normaliser": normalisers, "lr": lrs}, fixed={**_RECIPE, **fixed}, seeds=seeds)
+def _grid(
+    data_axis: list[str],
+    normalisers: list[str],
+    lrs: list[float],
+    seeds: int,
+    **fixed: Any,
+) -> Grid:
+    return Grid(
+        axes={"data": data_axis, "normaliser": normalisers, "lr": lrs},
+        fixed={**_RECIPE, **fixed},
+        seeds=seeds,
+    )
 
 
 # ------------------------------------------------------------------ chapter 13: language
 
-_LANGUAGE_QUICK = {**_SMALL, "depth": 1, "epochs": 3, "batch_size": 32, "t_freeze": 1, "data_profile": "quick"}
+_LANGUAGE_QUICK = {
+    **_SMALL,
+    "depth": 1,
+    "epochs": 3,
+    "batch_size": 32,
+    "t_freeze": 1,
+    "data_profile": "quick",
+}
 _LANGUAGE_CPU = _LANGUAGE_QUICK
-_LANGUAGE_STANDARD = {**_PAPER, "depth": 12, "epochs": 20, "batch_size": 64, "t_freeze": 10, "data_profile": "standard"}
-_LANGUAGE_PAPER = {**_PAPER, "depth": 12, "epochs": 30, "batch_size": 64, "t_freeze": 10, "data_profile": "paper"}
+_LANGUAGE_STANDARD = {
+    **_PAPER,
+    "depth": 12,
+    "epochs": 20,
+    "batch_size": 64,
+    "t_freeze": 10,
+    "data_profile": "standard",
+}
+_LANGUAGE_PAPER = {
+    **_PAPER,
+    "depth": 12,
+    "epochs": 30,
+    "batch_size": 64,
+    "t_freeze": 10,
+    "data_profile": "paper",
+}
 
-AUTONORM_LANGUAGE = register_experiment(Experiment(
-    name="autonorm_language",
-    title="AutoNorm on language: POS tagging and sentence classification",
-    chapter="13",
-    profiles={
-        "quick": _grid(["ptb_pos", "sst2"], QUICK_LANGUAGE, [3e-3], 3, **_LANGUAGE_QUICK),
-        "cpu": _grid(["ptb_pos", "sst2"], CPU_LANGUAGE, [3e-3, 1e-2], 5, **_LANGUAGE_CPU),
-        "standard": _grid(["ptb_pos", "sst2"], ALL, [3e-4, 1e-3], 3, **_LANGUAGE_STANDARD),
-        "paper": _grid(["ptb_pos", "sst2"], ALL, [3e-4, 5e-4, 1e-3], 5, **_LANGUAGE_PAPER),
-    },
-    run_one=train_autonorm,
-    seconds_per_run={"quick": 3.0, "cpu": 3.0, "standard": 60.0, "paper": 120.0},
-    notes="SequenceTransformer; quick/cpu: dim 32, one block, on pos_grammar and sentiment_grammar; "
-          "standard/paper: the paper's 12 layers, dim 128, 8 heads on PTB POS and SST-2.",
-))
-
+AUTONORM_LANGUAGE = register_experiment(
+    Experiment(
+        name="autonorm_language",
+        title="AutoNorm on language: POS tagging and sentence classification",
+        chapter="13",
+        profiles={
+            "quick": _grid(
+                ["ptb_pos", "sst2"], QUICK_LANGUAGE, [3e-3], 3, **_LANGUAGE_QUICK
+            ),
+            "cpu": _grid(
+                ["ptb_pos", "sst2"], CPU_LANGUAGE, [3e-3, 1e-2], 5, **_LANGUAGE_CPU
+            ),
+            "standard": _grid(
+                ["ptb_pos", "sst2"], ALL, [3e-4, 1e-3], 3, **_LANGUAGE_STANDARD
+            ),
+            "paper": _grid(
+                ["ptb_pos", "sst2"], ALL, [3e-4, 5e-4, 1e-3], 5, **_LANGUAGE_PAPER
+            ),
+        },
+        run_one=train_autonorm,
+        seconds_per_run={"quick": 3.0, "cpu": 3.0, "standard": 60.0, "paper": 120.0},
+        notes="SequenceTransformer; quick/cpu: dim 32, one block, on pos_grammar and sentiment_grammar; "
+        "standard/paper: the paper's 12 layers, dim 128, 8 heads on PTB POS and SST-2.",
+    )
+)
 
 
 def train_gates(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -99,53 +184,123 @@ def train_gates(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     (:func:`gate_summary`: ``entropy_mean``, ``entropy_final``, ``p_ln_final``,
     ``depth_slope``), so the results table carries what chapter 13's claims need."""
     record = train_autonorm(config, ctx)
-    summary = gate_summary(gate_table([{"run_id": "run", "config": config, **record}])).iloc[0]
+    summary = gate_summary(
+        gate_table([{"run_id": "run", "config": config, **record}])
+    ).iloc[0]
     record["metrics"].update({key: float(summary[key]) for key in GATE_METRICS})
     return record
 
 
-GATE_METRICS: tuple[str, ...] = ("entropy_mean", "entropy_final", "p_ln_final", "depth_slope")
+GATE_METRICS: tuple[str, ...] = (
+    "entropy_mean",
+    "entropy_final",
+    "p_ln_final",
+    "depth_slope",
+)
 # Learned AutoNorm, never frozen, on tagging, sentences and images with one budget and one
 # learning rate (the language runs' backbone size, epochs and batch size), so the gate
 # curves of the three tasks share their x axis. Its quick runs are also chapter 13's
 # "freezing off" runs: with the same settings they are identical to autonorm_language's.
-AUTONORM_GATES = register_experiment(Experiment(
-    name="autonorm_gates",
-    title="AutoNorm's gates on language and on images, with one budget",
-    chapter="13",
-    profiles={
-        "quick": _grid(["ptb_pos", "sst2", "fashion_mnist"], ["autonorm"], [3e-3], 3, **_LANGUAGE_QUICK),
-        "cpu": _grid(["ptb_pos", "sst2", "fashion_mnist"], ["autonorm"], [3e-3], 5, **_LANGUAGE_CPU),
-        "standard": _grid(["ptb_pos", "sst2", "cifar10"], ["autonorm"], [1e-3], 3,
-                          **{**_LANGUAGE_STANDARD, "patch_size": 4}),
-        "paper": _grid(["ptb_pos", "sst2", "cifar10"], ["autonorm"], [1e-3], 5, **{**_LANGUAGE_PAPER, "patch_size": 4}),
-    },
-    run_one=train_gates,
-    seconds_per_run={"quick": 3.0, "cpu": 3.0, "standard": 60.0, "paper": 120.0},
-    notes="SequenceTransformer and ViT-Lite of the language runs' size; quick/cpu images: shapes_stationary (the "
-          "fashion_mnist stand-in; shapes_diverse is not learned by a small ViT in a CPU budget).",
-))
+AUTONORM_GATES = register_experiment(
+    Experiment(
+        name="autonorm_gates",
+        title="AutoNorm's gates on language and on images, with one budget",
+        chapter="13",
+        profiles={
+            "quick": _grid(
+                ["ptb_pos", "sst2", "fashion_mnist"],
+                ["autonorm"],
+                [3e-3],
+                3,
+                **_LANGUAGE_QUICK,
+            ),
+            "cpu": _grid(
+                ["ptb_pos", "sst2", "fashion_mnist"],
+                ["autonorm"],
+                [3e-3],
+                5,
+                **_LANGUAGE_CPU,
+            ),
+            "standard": _grid(
+                ["ptb_pos", "sst2", "cifar10"],
+                ["autonorm"],
+                [1e-3],
+                3,
+                **{**_LANGUAGE_STANDARD, "patch_size": 4},
+            ),
+            "paper": _grid(
+                ["ptb_pos", "sst2", "cifar10"],
+                ["autonorm"],
+                [1e-3],
+                5,
+                **{**_LANGUAGE_PAPER, "patch_size": 4},
+            ),
+        },
+        run_one=train_gates,
+        seconds_per_run={"quick": 3.0, "cpu": 3.0, "standard": 60.0, "paper": 120.0},
+        notes="SequenceTransformer and ViT-Lite of the language runs' size; quick/cpu images: shapes_stationary (the "
+        "fashion_mnist stand-in; shapes_diverse is not learned by a small ViT in a CPU budget).",
+    )
+)
 
 # ------------------------------------------------------------------ chapter 14: tabular
 
 _TABULAR_SMALL = {**_SMALL, "depth": 2, "batch_size": 32, "data_profile": "quick"}
 
-AUTONORM_TABULAR = register_experiment(Experiment(
-    name="autonorm_tabular",
-    title="AutoNorm on tabular regression",
-    chapter="14",
-    profiles={
-        "quick": _grid(["energy_efficiency"], QUICK_TABULAR, [3e-3], 3, **_TABULAR_SMALL, epochs=15, t_freeze=5),
-        "cpu": _grid(["energy_efficiency"], CPU_TABULAR, [1e-3, 3e-3], 5, **_TABULAR_SMALL, epochs=15, t_freeze=5),
-        "standard": _grid(["energy_efficiency", "california_housing"], ALL, [3e-4, 1e-3], 3, **_PAPER, depth=12,
-                          epochs=100, batch_size=128, t_freeze=10, data_profile="standard"),
-        "paper": _grid(["energy_efficiency", "california_housing"], ALL, [3e-4, 5e-4, 1e-3], 5, **_PAPER, depth=12,
-                       epochs=200, batch_size=128, t_freeze=10, data_profile="paper"),
-    },
-    run_one=train_autonorm,
-    seconds_per_run={"quick": 3.0, "cpu": 3.0, "standard": 30.0, "paper": 60.0},
-    notes="TabularTransformer; RMSE in the target's original units; quick/cpu on diabetes (stand-in for both sets).",
-))
+AUTONORM_TABULAR = register_experiment(
+    Experiment(
+        name="autonorm_tabular",
+        title="AutoNorm on tabular regression",
+        chapter="14",
+        profiles={
+            "quick": _grid(
+                ["energy_efficiency"],
+                QUICK_TABULAR,
+                [3e-3],
+                3,
+                **_TABULAR_SMALL,
+                epochs=15,
+                t_freeze=5,
+            ),
+            "cpu": _grid(
+                ["energy_efficiency"],
+                CPU_TABULAR,
+                [1e-3, 3e-3],
+                5,
+                **_TABULAR_SMALL,
+                epochs=15,
+                t_freeze=5,
+            ),
+            "standard": _grid(
+                ["energy_efficiency", "california_housing"],
+                ALL,
+                [3e-4, 1e-3],
+                3,
+                **_PAPER,
+                depth=12,
+                epochs=100,
+                batch_size=128,
+                t_freeze=10,
+                data_profile="standard",
+            ),
+            "paper": _grid(
+                ["energy_efficiency", "california_housing"],
+                ALL,
+                [3e-4, 5e-4, 1e-3],
+                5,
+                **_PAPER,
+                depth=12,
+                epochs=200,
+                batch_size=128,
+                t_freeze=10,
+                data_profile="paper",
+            ),
+        },
+        run_one=train_autonorm,
+        seconds_per_run={"quick": 3.0, "cpu": 3.0, "standard": 30.0, "paper": 60.0},
+        notes="TabularTransformer; RMSE in the target's original units; quick/cpu on diabetes (stand-in for both sets).",
+    )
+)
 
 # ------------------------------------------------------------------ chapter 15: robustness
 
@@ -159,48 +314,107 @@ def train_robust(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     it. ``config["eval_images"]`` caps the test images per condition (None: all).
     """
     model, splits, record = fit_autonorm(config, ctx)
-    suite = corruption_suite(config["data"], config["data_profile"], images=config["eval_images"])
+    suite = corruption_suite(
+        config["data"], config["data_profile"], images=config["eval_images"]
+    )
     rows = accuracy_under_corruption(model, suite, device=ctx.device)
     record["corruption"] = rows
     record["clean_accuracy"] = record["metrics"]["test_metric"]
-    record["mean_corruption_accuracy"] = record["metrics"]["mean_corruption_accuracy"] = mean_corruption_accuracy(rows)
+    record["mean_corruption_accuracy"] = record["metrics"][
+        "mean_corruption_accuracy"
+    ] = mean_corruption_accuracy(rows)
     return record
 
 
-_ROBUST_SMALL = {**_SMALL, "depth": 1, "batch_size": 64, "epochs": 6, "t_freeze": 2, "data_profile": "quick"}
-_ROBUST_PAPER = {**_PAPER, "depth": 8, "heads": 4, "patch_size": 4, "t_freeze": 10, "eval_images": None, "augment": True}
+_ROBUST_SMALL = {
+    **_SMALL,
+    "depth": 1,
+    "batch_size": 64,
+    "epochs": 6,
+    "t_freeze": 2,
+    "data_profile": "quick",
+}
+_ROBUST_PAPER = {
+    **_PAPER,
+    "depth": 8,
+    "heads": 4,
+    "patch_size": 4,
+    "t_freeze": 10,
+    "eval_images": None,
+    "augment": True,
+}
 
-AUTONORM_ROBUSTNESS = register_experiment(Experiment(
-    name="autonorm_robustness",
-    title="AutoNorm under corruption: clean training, corrupted test",
-    chapter="15",
-    profiles={
-        "quick": _grid(["fashion_mnist"], QUICK_ROBUSTNESS, [3e-3], 3, **_ROBUST_SMALL, eval_images=200),
-        "cpu": _grid(["fashion_mnist"], CPU_ROBUSTNESS, [3e-3, 1e-2], 5, **_ROBUST_SMALL, eval_images=200),
-        "standard": _grid(["cifar10"], ALL, [3e-4, 1e-3], 3, **_ROBUST_PAPER, epochs=30, batch_size=256,
-                          data_profile="standard"),
-        "paper": _grid(["cifar10"], ALL, [3e-4, 5e-4, 1e-3], 5, **_ROBUST_PAPER, epochs=200, batch_size=128,
-                       data_profile="paper", mixup_alpha=0.8, cutmix_alpha=1.0),
-    },
-    run_one=train_robust,
-    seconds_per_run={"quick": 5.0, "cpu": 5.0, "standard": 120.0, "paper": 700.0},
-    notes="ViT-Lite trained on clean images; quick/cpu: shapes_stationary (the fashion_mnist stand-in; "
-          "shapes_diverse is not learned by a small ViT in a CPU budget) under normlab.data.corrupt (10 corruptions "
-          "x 5 severities, a stand-in for CIFAR-10-C); standard/paper: CIFAR-10, then every CIFAR-10-C file.",
-))
+AUTONORM_ROBUSTNESS = register_experiment(
+    Experiment(
+        name="autonorm_robustness",
+        title="AutoNorm under corruption: clean training, corrupted test",
+        chapter="15",
+        profiles={
+            "quick": _grid(
+                ["fashion_mnist"],
+                QUICK_ROBUSTNESS,
+                [3e-3],
+                3,
+                **_ROBUST_SMALL,
+                eval_images=200,
+            ),
+            "cpu": _grid(
+                ["fashion_mnist"],
+                CPU_ROBUSTNESS,
+                [3e-3, 1e-2],
+                5,
+                **_ROBUST_SMALL,
+                eval_images=200,
+            ),
+            "standard": _grid(
+                ["cifar10"],
+                ALL,
+                [3e-4, 1e-3],
+                3,
+                **_ROBUST_PAPER,
+                epochs=30,
+                batch_size=256,
+                data_profile="standard",
+            ),
+            "paper": _grid(
+                ["cifar10"],
+                ALL,
+                [3e-4, 5e-4, 1e-3],
+                5,
+                **_ROBUST_PAPER,
+                epochs=200,
+                batch_size=128,
+                data_profile="paper",
+                mixup_alpha=0.8,
+                cutmix_alpha=1.0,
+            ),
+        },
+        run_one=train_robust,
+        seconds_per_run={"quick": 5.0, "cpu": 5.0, "standard": 120.0, "paper": 700.0},
+        notes="ViT-Lite trained on clean images; quick/cpu: shapes_stationary (the fashion_mnist stand-in; "
+        "shapes_diverse is not learned by a small ViT in a CPU budget) under normlab.data.corrupt (10 corruptions "
+        "x 5 severities, a stand-in for CIFAR-10-C); standard/paper: CIFAR-10, then every CIFAR-10-C file.",
+    )
+)
 
 
 # ------------------------------------------------------------------ reading the runs
 
 
-def load_records(name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None) -> list[dict[str, Any]]:
+def load_records(
+    name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
+) -> list[dict[str, Any]]:
     """Every finished run record (the full JSON: history, gates, corruption rows), in run-id order."""
     folder = results_folder(name, out, profile) / "runs"
     return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
 
 
-def at_chosen_lr(results: pd.DataFrame, by: Sequence[str] = ("data", "normaliser"), *,
-                 higher_is_better: bool | None = None) -> pd.DataFrame:
+def at_chosen_lr(
+    results: pd.DataFrame,
+    by: Sequence[str] = ("data", "normaliser"),
+    *,
+    higher_is_better: bool | None = None,
+) -> pd.DataFrame:
     """The rows of ``results`` (one per run) at the learning rate chosen on validation data.
 
     The choice is :func:`normlab.experiments.select_best`'s per ``by`` group (best mean
@@ -208,7 +422,9 @@ def at_chosen_lr(results: pd.DataFrame, by: Sequence[str] = ("data", "normaliser
     """
     if higher_is_better is None:
         higher_is_better = bool(results["higher_is_better"].iloc[0])
-    best = select_best(results, list(by), "lr", higher_is_better=higher_is_better, report="val_metric")
+    best = select_best(
+        results, list(by), "lr", higher_is_better=higher_is_better, report="val_metric"
+    )
     keep = best[[*by, "lr", "at_edge", "candidates"]]
     return results.merge(keep, on=[*by, "lr"], how="inner")
 
@@ -222,9 +438,16 @@ def gate_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         layers = list(dict.fromkeys(g["layer"] for g in gates))
         steps = {h["epoch"]: h["step"] for h in record.get("history", [])}
         for gate in gates:
-            rows.append({"run_id": record["run_id"], **record["config"], **gate,
-                         "position": layers.index(gate["layer"]), "layers": len(layers),
-                         "step": steps.get(gate["epoch"], math.nan)})
+            rows.append(
+                {
+                    "run_id": record["run_id"],
+                    **record["config"],
+                    **gate,
+                    "position": layers.index(gate["layer"]),
+                    "layers": len(layers),
+                    "step": steps.get(gate["epoch"], math.nan),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -233,10 +456,25 @@ def corruption_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for record in records:
         config = record["config"]
-        rows.append({"run_id": record["run_id"], **config, "corruption": "clean", "severity": 0,
-                     "accuracy": record["clean_accuracy"], "val_metric": record["metrics"]["val_metric"]})
+        rows.append(
+            {
+                "run_id": record["run_id"],
+                **config,
+                "corruption": "clean",
+                "severity": 0,
+                "accuracy": record["clean_accuracy"],
+                "val_metric": record["metrics"]["val_metric"],
+            }
+        )
         for row in record.get("corruption", []):
-            rows.append({"run_id": record["run_id"], **config, **row, "val_metric": record["metrics"]["val_metric"]})
+            rows.append(
+                {
+                    "run_id": record["run_id"],
+                    **config,
+                    **row,
+                    "val_metric": record["metrics"]["val_metric"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -255,11 +493,19 @@ def gate_summary(gates: pd.DataFrame) -> pd.DataFrame:
     for run_id, part in gates.groupby("run_id", sort=True):
         last = part[part["epoch"] == part["epoch"].max()]
         depth = last["position"] / max(int(last["layers"].iloc[0]) - 1, 1)
-        slope = float(np.polyfit(depth, last["p_dyt"], 1)[0]) if len(last) > 1 else math.nan
-        rows.append({"run_id": run_id, **part.iloc[0][keys].to_dict(),
-                     "entropy_mean": float(part.groupby("epoch")["entropy"].mean().mean()),
-                     "entropy_final": float(last["entropy"].mean()), "p_ln_final": float(last["p_ln"].mean()),
-                     "depth_slope": slope})
+        slope = (
+            float(np.polyfit(depth, last["p_dyt"], 1)[0]) if len(last) > 1 else math.nan
+        )
+        rows.append(
+            {
+                "run_id": run_id,
+                **part.iloc[0][keys].to_dict(),
+                "entropy_mean": float(part.groupby("epoch")["entropy"].mean().mean()),
+                "entropy_final": float(last["entropy"].mean()),
+                "p_ln_final": float(last["p_ln"].mean()),
+                "depth_slope": slope,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -269,7 +515,9 @@ def gate_summary(gates: pd.DataFrame) -> pd.DataFrame:
 def by_seed(rows: pd.DataFrame, value: str) -> dict[int, float]:
     """``{seed: value}`` of a table holding one row per seed."""
     if rows["seed"].duplicated().any():
-        raise ValueError("rows hold more than one row per seed; filter to one configuration first")
+        raise ValueError(
+            "rows hold more than one row per seed; filter to one configuration first"
+        )
     return {int(s): float(v) for s, v in zip(rows["seed"], rows[value])}
 
 
@@ -286,24 +534,31 @@ def tagging_baselines(train: data.DataSplit, test: data.DataSplit) -> dict[str, 
     from ..data.types import IGNORE_INDEX
 
     if train.task != "tagging" or test.task != "tagging":
-        raise ValueError(f"tagging_baselines needs tagging splits, got {train.task!r} and {test.task!r}")
+        raise ValueError(
+            f"tagging_baselines needs tagging splits, got {train.task!r} and {test.task!r}"
+        )
     words, tags = train.x.flatten(), train.y.flatten()
     real = tags != IGNORE_INDEX
-    counts = np.zeros((int(max(train.x.max(), test.x.max())) + 1, train.num_classes), dtype=np.int64)
+    counts = np.zeros(
+        (int(max(train.x.max(), test.x.max())) + 1, train.num_classes), dtype=np.int64
+    )
     np.add.at(counts, (words[real].numpy(), tags[real].numpy()), 1)
     majority = int(counts.sum(0).argmax())
     by_word = np.where(counts.sum(1) > 0, counts.argmax(1), majority)
     test_words, test_tags = test.x.flatten().numpy(), test.y.flatten().numpy()
     keep = test_tags != IGNORE_INDEX
-    return {"majority_tag": float((test_tags[keep] == majority).mean()),
-            "word_majority": float((by_word[test_words[keep]] == test_tags[keep]).mean())}
+    return {
+        "majority_tag": float((test_tags[keep] == majority).mean()),
+        "word_majority": float((by_word[test_words[keep]] == test_tags[keep]).mean()),
+    }
 
 
 # ------------------------------------------------------------------ chapter 14's references
 
 
-def regression_references(task: str, profile: str | None = None, *, seeds: int = 5,
-                          hidden: int = 64) -> pd.DataFrame:
+def regression_references(
+    task: str, profile: str | None = None, *, seeds: int = 5, hidden: int = 64
+) -> pd.DataFrame:
     """Test RMSE (original units) of simple models on the same splits as ``autonorm_tabular``.
 
     - ``mean``: predict the training mean (the floor any model must beat);
@@ -322,20 +577,62 @@ def regression_references(task: str, profile: str | None = None, *, seeds: int =
         raise ValueError(f"task={task!r} is not a regression task")
     scale = float(train.meta.get("target_scale", 1.0))
     xs = {k: s.x.numpy().astype(np.float64) for k, s in splits.items()}
-    ys = {k: s.y.numpy().astype(np.float64).reshape(len(s), -1).squeeze(-1) for k, s in splits.items()}
+    ys = {
+        k: s.y.numpy().astype(np.float64).reshape(len(s), -1).squeeze(-1)
+        for k, s in splits.items()
+    }
 
     def rmse(model: Any, split: str) -> float:
-        return float(np.sqrt(np.mean((model.predict(xs[split]) - ys[split]) ** 2)) * scale)
+        return float(
+            np.sqrt(np.mean((model.predict(xs[split]) - ys[split]) ** 2)) * scale
+        )
 
-    rows = [{"model": "mean", "seed": 0, "rmse": float(np.sqrt(np.mean((ys["test"] - ys["train"].mean()) ** 2)) * scale)}]
-    ridge = min((Ridge(alpha=a).fit(xs["train"], ys["train"]) for a in 10.0 ** np.arange(-3, 4)),
-                key=lambda m: rmse(m, "val"))
-    rows.append({"model": "linear", "seed": 0, "rmse": rmse(ridge, "test"), "alpha": ridge.alpha})
+    rows = [
+        {
+            "model": "mean",
+            "seed": 0,
+            "rmse": float(
+                np.sqrt(np.mean((ys["test"] - ys["train"].mean()) ** 2)) * scale
+            ),
+        }
+    ]
+    ridge = min(
+        (
+            Ridge(alpha=a).fit(xs["train"], ys["train"])
+            for a in 10.0 ** np.arange(-3, 4)
+        ),
+        key=lambda m: rmse(m, "val"),
+    )
+    rows.append(
+        {
+            "model": "linear",
+            "seed": 0,
+            "rmse": rmse(ridge, "test"),
+            "alpha": ridge.alpha,
+        }
+    )
     for seed in range(seeds):
-        mlp = min((MLPRegressor(hidden_layer_sizes=(hidden, hidden), alpha=a, solver="lbfgs", max_iter=500,
-                                random_state=seed)
-                   .fit(xs["train"], ys["train"]) for a in (0.1, 1.0, 10.0, 100.0)), key=lambda m: rmse(m, "val"))
-        rows.append({"model": "mlp", "seed": seed, "rmse": rmse(mlp, "test"), "alpha": mlp.alpha})
+        mlp = min(
+            (
+                MLPRegressor(
+                    hidden_layer_sizes=(hidden, hidden),
+                    alpha=a,
+                    solver="lbfgs",
+                    max_iter=500,
+                    random_state=seed,
+                ).fit(xs["train"], ys["train"])
+                for a in (0.1, 1.0, 10.0, 100.0)
+            ),
+            key=lambda m: rmse(m, "val"),
+        )
+        rows.append(
+            {
+                "model": "mlp",
+                "seed": seed,
+                "rmse": rmse(mlp, "test"),
+                "alpha": mlp.alpha,
+            }
+        )
     table = pd.DataFrame(rows)
     table["stand_in"] = bool(train.meta.get("stand_in", False))
     table["data"] = train.name

@@ -1,9 +1,11 @@
 """Declared experiments, by name. Add one with :func:`register_experiment`."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -47,30 +49,44 @@ class Experiment:
     notes: str = ""
 
     def __post_init__(self) -> None:
-        missing = [p for p in (*REQUIRED_PROFILES, *self.profiles) if p not in self.profiles or p not in self.seconds_per_run]
+        missing = [
+            p
+            for p in (*REQUIRED_PROFILES, *self.profiles)
+            if p not in self.profiles or p not in self.seconds_per_run
+        ]
         if missing:
-            raise ValueError(f"experiment {self.name!r} declares no grid or time for profile(s) {', '.join(missing)}")
+            raise ValueError(
+                f"experiment {self.name!r} declares no grid or time for profile(s) {', '.join(missing)}"
+            )
         for profile, grid in self.profiles.items():
             if self.select is not None and self.select not in grid.axes:
-                raise ValueError(f"experiment {self.name!r}: select={self.select!r} is not an axis of its {profile} grid")
+                raise ValueError(
+                    f"experiment {self.name!r}: select={self.select!r} is not an axis of its {profile} grid"
+                )
 
     def grid(self, profile: str | None = None) -> Grid:
         """The grid of ``profile`` (default: the active profile)."""
         profile = check_profile(profile)
         if profile not in self.profiles:
-            raise ValueError(f"experiment {self.name!r} declares no {profile!r} grid; it has {', '.join(self.profiles)}")
+            raise ValueError(
+                f"experiment {self.name!r} declares no {profile!r} grid; it has {', '.join(self.profiles)}"
+            )
         return self.profiles[profile]
 
     def runs(self, profile: str | None = None, seeds: int | None = None) -> list[Run]:
         """Every run of the profile's grid, sorted by run id."""
         configs = self.grid(profile).configs(seeds)
-        return sorted((Run(run_id(self.name, c), c) for c in configs), key=lambda r: r.run_id)
+        return sorted(
+            (Run(run_id(self.name, c), c) for c in configs), key=lambda r: r.run_id
+        )
 
     def group_by(self, profile: str | None = None) -> list[str]:
         """The axes that define a configuration: all swept axes except ``select``."""
         return [a for a in self.grid(profile).axes if a != self.select]
 
-    def expected_seconds(self, profile: str | None = None, seeds: int | None = None) -> float:
+    def expected_seconds(
+        self, profile: str | None = None, seeds: int | None = None
+    ) -> float:
         """Expected run time of the whole grid on one machine."""
         profile = check_profile(profile)
         return self.grid(profile).size(seeds) * self.seconds_per_run[profile]
@@ -82,7 +98,9 @@ _EXPERIMENTS: dict[str, Experiment] = {}
 def register_experiment(experiment: Experiment) -> Experiment:
     """Add ``experiment`` to the registry (its name must be new); returns it."""
     if experiment.name in _EXPERIMENTS:
-        raise ValueError(f"an experiment named {experiment.name!r} is already registered")
+        raise ValueError(
+            f"an experiment named {experiment.name!r} is already registered"
+        )
     _EXPERIMENTS[experiment.name] = experiment
     return experiment
 
@@ -95,5 +113,7 @@ def names() -> list[str]:
 def get(name: str) -> Experiment:
     """The experiment called ``name``; a ValueError lists the valid names otherwise."""
     if name not in _EXPERIMENTS:
-        raise ValueError(f"experiment {name!r} is not known; expected one of {', '.join(names()) or '(none)'}")
+        raise ValueError(
+            f"experiment {name!r} is not known; expected one of {', '.join(names()) or '(none)'}"
+        )
     return _EXPERIMENTS[name]

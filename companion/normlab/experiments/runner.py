@@ -11,6 +11,7 @@ Folder layout under ``out`` (``runs/`` by default)::
 A run whose JSON exists is skipped (nothing is rewritten); an interrupted run resumes from
 its checkpoint. Every file is written to a temporary name and renamed.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,20 +19,22 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 import torch
 from torch import nn
 
 from .. import training
-from ..stats import mean_ci
 from .._runtime import check_profile
 from .._runtime import device as default_device
 from ..data.types import DataSplit
-from .grid import Run, shard as select_shard
+from ..stats import mean_ci
+from .grid import Run
+from .grid import shard as select_shard
 from .registry import Experiment, RunContext, get
 
 # Local runs go to an ignored folder; the tracked results/ holds the shipped sets (normlab.results).
@@ -41,16 +44,29 @@ DEFAULT_OUT = Path("runs")
 # ------------------------------------------------------------------ one run's record
 
 
-def train_and_test(model: nn.Module, train: DataSplit, val: DataSplit, test: DataSplit, ctx: RunContext,
-                   **fit_kwargs: Any) -> dict[str, Any]:
+def train_and_test(
+    model: nn.Module,
+    train: DataSplit,
+    val: DataSplit,
+    test: DataSplit,
+    ctx: RunContext,
+    **fit_kwargs: Any,
+) -> dict[str, Any]:
     """Fit on ``train``/``val`` (resuming from ``ctx.checkpoint_dir``), then test once.
 
     Returns the part of a run record that the runner stores: the metric's name and
     direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
     ``test_metric``, whether the loss diverged, and the history.
     """
-    history = training.fit(model, train, val, device=ctx.device, checkpoint_dir=ctx.checkpoint_dir,
-                           progress=ctx.progress, **fit_kwargs)
+    history = training.fit(
+        model,
+        train,
+        val,
+        device=ctx.device,
+        checkpoint_dir=ctx.checkpoint_dir,
+        progress=ctx.progress,
+        **fit_kwargs,
+    )
     test_scores = training.evaluate(model, test, device=ctx.device)
     last = history[-1]
     return {
@@ -73,22 +89,40 @@ def train_and_test(model: nn.Module, train: DataSplit, val: DataSplit, test: Dat
 # ------------------------------------------------------------------------ summaries
 
 
-def _groups(results: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[Any, pd.DataFrame]]:
+def _groups(
+    results: pd.DataFrame, by: Sequence[str]
+) -> Iterable[tuple[Any, pd.DataFrame]]:
     """``groupby(by)``, or the whole table as one group when ``by`` is empty."""
     return results.groupby(list(by), sort=True, dropna=False) if by else [((), results)]
 
 
-def summarise(results: pd.DataFrame, by: Sequence[str], value: str = "test_metric") -> pd.DataFrame:
+def summarise(
+    results: pd.DataFrame, by: Sequence[str], value: str = "test_metric"
+) -> pd.DataFrame:
     """Mean, 95 % CI half-width (``ci95``) and ``n`` of ``value`` across seeds, per ``by`` group."""
     rows = []
     for key, group in _groups(results, by):
         mean, half, n = mean_ci(group[value])
-        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "mean": mean, "ci95": half, "n": n})
+        rows.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                "mean": mean,
+                "ci95": half,
+                "n": n,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def select_best(results: pd.DataFrame, by: Sequence[str], select: str = "lr", *, higher_is_better: bool = True,
-                on: str = "val_metric", report: str = "test_metric") -> pd.DataFrame:
+def select_best(
+    results: pd.DataFrame,
+    by: Sequence[str],
+    select: str = "lr",
+    *,
+    higher_is_better: bool = True,
+    on: str = "val_metric",
+    report: str = "test_metric",
+) -> pd.DataFrame:
     """Choose ``select`` per configuration on validation data; report the test metric there.
 
     For each ``by`` group, the value of ``select`` with the best mean ``on`` (validation
@@ -106,16 +140,28 @@ def select_best(results: pd.DataFrame, by: Sequence[str], select: str = "lr", *,
         at = group[group[select] == chosen]
         mean, half, n = mean_ci(at[report])
         keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        rows.append({**keys, select: chosen, "val_mean": float(at[on].mean()), "mean": mean, "ci95": half, "n": n,
-                     "candidates": len(val_means),
-                     "at_edge": len(val_means) > 1 and chosen in (val_means.index.min(), val_means.index.max())})
+        rows.append(
+            {
+                **keys,
+                select: chosen,
+                "val_mean": float(at[on].mean()),
+                "mean": mean,
+                "ci95": half,
+                "n": n,
+                "candidates": len(val_means),
+                "at_edge": len(val_means) > 1
+                and chosen in (val_means.index.min(), val_means.index.max()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- files
 
 
-def results_folder(name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None) -> Path:
+def results_folder(
+    name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
+) -> Path:
     """``<out>/<name>/<profile>``."""
     return Path(out) / name / check_profile(profile)
 
@@ -135,10 +181,16 @@ def _read_record(path: Path) -> dict[str, Any] | None:
 
 
 def _table_value(value: Any) -> Any:
-    return value if value is None or isinstance(value, (str, int, float, bool)) else json.dumps(value)
+    return (
+        value
+        if value is None or isinstance(value, (str, int, float, bool))
+        else json.dumps(value)
+    )
 
 
-def load_results(name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None) -> pd.DataFrame:
+def load_results(
+    name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
+) -> pd.DataFrame:
     """All run records of one experiment and profile (every shard) as a tidy table."""
     folder = results_folder(name, out, profile) / "runs"
     rows = []
@@ -146,12 +198,18 @@ def load_results(name: str, out: str | Path = DEFAULT_OUT, profile: str | None =
         record = _read_record(path)
         if record is None:
             continue
-        rows.append({
-            "run_id": record["run_id"], "experiment": record["experiment"], "profile": record["profile"],
-            **{k: _table_value(v) for k, v in record["config"].items()},
-            "metric": record["metric"], "higher_is_better": record["higher_is_better"],
-            **record["metrics"], "seconds": record["seconds"],
-        })
+        rows.append(
+            {
+                "run_id": record["run_id"],
+                "experiment": record["experiment"],
+                "profile": record["profile"],
+                **{k: _table_value(v) for k, v in record["config"].items()},
+                "metric": record["metric"],
+                "higher_is_better": record["higher_is_better"],
+                **record["metrics"],
+                "seconds": record["seconds"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -175,9 +233,17 @@ class RunReport:
         return self.folder / "results.csv"
 
 
-def run(name: str, *, profile: str | None = None, out: str | Path = DEFAULT_OUT, seeds: int | None = None,
-        device: str | torch.device | None = None, shard: str | tuple[int, int] | None = None,
-        progress: bool | None = None, keep_checkpoints: bool = False) -> RunReport:
+def run(
+    name: str,
+    *,
+    profile: str | None = None,
+    out: str | Path = DEFAULT_OUT,
+    seeds: int | None = None,
+    device: str | torch.device | None = None,
+    shard: str | tuple[int, int] | None = None,
+    progress: bool | None = None,
+    keep_checkpoints: bool = False,
+) -> RunReport:
     """Run (or resume) every unfinished run of experiment ``name`` in this shard.
 
     ``seeds`` overrides the grid's number of seeds; ``shard="K/N"`` runs only shard K of N
@@ -203,29 +269,50 @@ def run(name: str, *, profile: str | None = None, out: str | Path = DEFAULT_OUT,
         if record_path.exists() and _read_record(record_path) is not None:
             report.skipped.append(item.run_id)
         else:
-            _execute(experiment, item, profile, folder, device, record_path, keep_checkpoints)
+            _execute(
+                experiment, item, profile, folder, device, record_path, keep_checkpoints
+            )
             report.ran.append(item.run_id)
         if bar is not None:
             bar.update()
     if bar is not None:
         bar.close()
-    if not keep_checkpoints and (folder / "checkpoints").is_dir() and not any((folder / "checkpoints").iterdir()):
+    if (
+        not keep_checkpoints
+        and (folder / "checkpoints").is_dir()
+        and not any((folder / "checkpoints").iterdir())
+    ):
         (folder / "checkpoints").rmdir()
     if report.ran or not report.results_csv.exists():
         _write_table(load_results(name, out, profile), report.results_csv)
     return report
 
 
-def _execute(experiment: Experiment, item: Run, profile: str, folder: Path, device: torch.device,
-             record_path: Path, keep_checkpoints: bool) -> None:
+def _execute(
+    experiment: Experiment,
+    item: Run,
+    profile: str,
+    folder: Path,
+    device: torch.device,
+    record_path: Path,
+    keep_checkpoints: bool,
+) -> None:
     checkpoint_dir = folder / "checkpoints" / item.run_id
     started = time.perf_counter()
-    outcome = experiment.run_one(dict(item.config), RunContext(device=device, checkpoint_dir=checkpoint_dir))
+    outcome = experiment.run_one(
+        dict(item.config), RunContext(device=device, checkpoint_dir=checkpoint_dir)
+    )
     from .. import __version__
 
     record = {
-        "run_id": item.run_id, "experiment": experiment.name, "profile": profile, "config": item.config,
-        **outcome, "seconds": time.perf_counter() - started, "device": str(device), "normlab_version": __version__,
+        "run_id": item.run_id,
+        "experiment": experiment.name,
+        "profile": profile,
+        "config": item.config,
+        **outcome,
+        "seconds": time.perf_counter() - started,
+        "device": str(device),
+        "normlab_version": __version__,
     }
     _write_atomic(record_path, json.dumps(record, indent=1))
     if not keep_checkpoints:
@@ -246,7 +333,9 @@ class Report:
     paths: dict[str, Path]
 
 
-def summary_table(experiment: Experiment, results: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+def summary_table(
+    experiment: Experiment, results: pd.DataFrame, profile: str | None = None
+) -> pd.DataFrame:
     """The experiment's summary: best-of over ``select`` when it has one, else mean/CI per configuration."""
     by = [a for a in experiment.group_by(profile) if a in results.columns]
     if experiment.select is None:
@@ -255,15 +344,23 @@ def summary_table(experiment: Experiment, results: pd.DataFrame, profile: str | 
     return select_best(results, by, experiment.select, higher_is_better=higher)
 
 
-def report(name: str, *, out: str | Path = DEFAULT_OUT, profile: str | None = None, figures: bool = True) -> Report:
+def report(
+    name: str,
+    *,
+    out: str | Path = DEFAULT_OUT,
+    profile: str | None = None,
+    figures: bool = True,
+) -> Report:
     """Merge every shard's records, write ``results.csv``, ``summary.csv`` and the figures."""
     experiment = get(name)
     profile = check_profile(profile)
     folder = results_folder(name, out, profile)
     results = load_results(name, out, profile)
     if results.empty:
-        raise ValueError(f"no run records in {folder / 'runs'}; run `python -m normlab run {name} "
-                         f"--profile {profile} --out {out}` first")
+        raise ValueError(
+            f"no run records in {folder / 'runs'}; run `python -m normlab run {name} "
+            f"--profile {profile} --out {out}` first"
+        )
     summary = summary_table(experiment, results, profile)
     _write_table(results, folder / "results.csv")
     _write_table(summary, folder / "summary.csv")
@@ -278,4 +375,6 @@ def report(name: str, *, out: str | Path = DEFAULT_OUT, profile: str | None = No
             figure.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
             os.replace(tmp, path)
             paths[stem] = path
-    return Report(folder=folder, results=results, summary=summary, figures=made, paths=paths)
+    return Report(
+        folder=folder, results=results, summary=summary, figures=made, paths=paths
+    )

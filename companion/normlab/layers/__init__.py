@@ -11,15 +11,44 @@ Part II (AutoNorm): the candidates ``DyT``, ``AdaNorm`` and ``FiLMNorm``
 Every normaliser's name, label and colour live in :mod:`normlab.normalisers`, whose
 ``norm_layer(name)`` returns a layer factory by the name experiment tables use.
 """
+
 from __future__ import annotations
 
 from ._common import ShapeLike, token_pool
-from .affine import PATCHNORM_MODES, AffineLikeLinear, Gain, L2Norm, NormLikeLinear, PatchNormConv2d
+from .affine import (
+    PATCHNORM_MODES,
+    AffineLikeLinear,
+    Gain,
+    L2Norm,
+    NormLikeLinear,
+    PatchNormConv2d,
+)
 from .candidates import AdaNorm, DyT, FiLMNorm
-from .gate import CANDIDATES, SELECTOR_MODES, AutoNorm, NormSelector, gumbel_softmax, sample_gumbel
+from .gate import (
+    CANDIDATES,
+    SELECTOR_MODES,
+    AutoNorm,
+    NormSelector,
+    gumbel_softmax,
+    sample_gumbel,
+)
 
 __all__ = [
-    "AffineLikeLinear", "NormLikeLinear", "PatchNormConv2d", "PATCHNORM_MODES", "L2Norm", "Gain",
-    "DyT", "AdaNorm", "FiLMNorm", "NormSelector", "AutoNorm", "CANDIDATES", "SELECTOR_MODES",
-    "ShapeLike", "gumbel_softmax", "sample_gumbel", "token_pool",
+    "AffineLikeLinear",
+    "NormLikeLinear",
+    "PatchNormConv2d",
+    "PATCHNORM_MODES",
+    "L2Norm",
+    "Gain",
+    "DyT",
+    "AdaNorm",
+    "FiLMNorm",
+    "NormSelector",
+    "AutoNorm",
+    "CANDIDATES",
+    "SELECTOR_MODES",
+    "ShapeLike",
+    "gumbel_softmax",
+    "sample_gumbel",
+    "token_pool",
 ]

@@ -4,22 +4,25 @@ Inputs have shape ``(N, *tokens, *normalized_shape)``: a batch dimension first, 
 of token dimensions, then the normalised dimensions. Layers that look at a whole sample
 pool over the token dimensions (:func:`token_pool`), optionally over real tokens only.
 """
+
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from .._checks import positive_int
 
-ShapeLike = Union[int, Sequence[int], torch.Size]
+ShapeLike = int | Sequence[int] | torch.Size
 
 
 def as_shape(normalized_shape: ShapeLike) -> tuple[int, ...]:
     """Validate ``normalized_shape`` the way ``nn.LayerNorm`` reads it."""
     if isinstance(normalized_shape, (bool, str)):
-        raise TypeError(f"normalized_shape must be an int or a tuple of ints, got {normalized_shape!r}")
+        raise TypeError(
+            f"normalized_shape must be an int or a tuple of ints, got {normalized_shape!r}"
+        )
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     try:
@@ -29,13 +32,20 @@ def as_shape(normalized_shape: ShapeLike) -> tuple[int, ...]:
             f"normalized_shape must be an int or a tuple of ints, got {normalized_shape!r}"
         ) from err
     if not shape or any(d < 1 for d in shape):
-        raise ValueError(f"normalized_shape must hold positive sizes, got {normalized_shape!r}")
+        raise ValueError(
+            f"normalized_shape must hold positive sizes, got {normalized_shape!r}"
+        )
     return shape
 
 
-def check_input(x: torch.Tensor, shape: tuple[int, ...], min_extra_dims: int = 0) -> None:
+def check_input(
+    x: torch.Tensor, shape: tuple[int, ...], min_extra_dims: int = 0
+) -> None:
     """Raise a clear error when ``x`` does not end with ``shape``."""
-    if x.dim() < len(shape) + min_extra_dims or tuple(x.shape[x.dim() - len(shape):]) != shape:
+    if (
+        x.dim() < len(shape) + min_extra_dims
+        or tuple(x.shape[x.dim() - len(shape) :]) != shape
+    ):
         lead = "(N, *tokens, " if min_extra_dims else "(*, "
         raise ValueError(
             f"input of shape {tuple(x.shape)} does not match normalized_shape {shape}; "
@@ -43,7 +53,9 @@ def check_input(x: torch.Tensor, shape: tuple[int, ...], min_extra_dims: int = 0
         )
 
 
-def token_pool(x: torch.Tensor, ndim_normalized: int, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+def token_pool(
+    x: torch.Tensor, ndim_normalized: int, token_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Mean over the token dimensions: ``(N, *tokens, *shape) -> (N, prod(shape))``.
 
     The token dimensions are all dimensions except the batch (first) and the
@@ -68,8 +80,14 @@ def token_pool(x: torch.Tensor, ndim_normalized: int, token_mask: torch.Tensor |
     return (total / count).reshape(n, -1)
 
 
-def pooled_mlp(features: int, hidden: int | None, out_features: int, *, device: torch.device | str | None = None,
-               dtype: torch.dtype | None = None) -> nn.Sequential:
+def pooled_mlp(
+    features: int,
+    hidden: int | None,
+    out_features: int,
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> nn.Sequential:
     """``Linear(features, hidden) -> ReLU -> Linear(hidden, out_features)``: the small network
     that :class:`~normlab.layers.FiLMNorm` and :class:`~normlab.layers.NormSelector` apply to
     the token-pooled input. ``hidden`` defaults to ``max(1, features // 2)``, as in the

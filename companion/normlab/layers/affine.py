@@ -12,9 +12,10 @@ the map so that the factor cancels:
 
 RMSNorm is torch's own :class:`torch.nn.RMSNorm`; nothing is re-implemented here.
 """
+
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +23,14 @@ from torch import Tensor, nn
 
 from .._checks import one_of, positive_ints, positive_number
 
-__all__ = ["AffineLikeLinear", "NormLikeLinear", "PatchNormConv2d", "L2Norm", "Gain", "PATCHNORM_MODES"]
+__all__ = [
+    "AffineLikeLinear",
+    "NormLikeLinear",
+    "PatchNormConv2d",
+    "L2Norm",
+    "Gain",
+    "PATCHNORM_MODES",
+]
 
 PATCHNORM_MODES: tuple[str, ...] = ("affine_like", "norm_like")
 
@@ -64,10 +72,18 @@ class AffineLikeLinear(nn.Linear):
         - Output: :math:`(*, H_{out})`.
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         positive_ints(in_features=in_features, out_features=out_features)
-        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        super().__init__(
+            in_features, out_features, bias=bias, device=device, dtype=dtype
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
@@ -96,12 +112,21 @@ class NormLikeLinear(nn.Linear):
         - Output: :math:`(*, H_{out})`.
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None,
-                 *, eps: float = 1e-12) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
+        eps: float = 1e-12,
+    ) -> None:
         positive_ints(in_features=in_features, out_features=out_features)
         positive_number("eps", eps)
-        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        super().__init__(
+            in_features, out_features, bias=bias, device=device, dtype=dtype
+        )
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
@@ -135,11 +160,15 @@ class L2Norm(nn.Module):
         - Output: same shape as the input.
     """
 
-    def __init__(self, dim: Union[int, Sequence[int]] = -1, eps: float = 1e-12) -> None:
+    def __init__(self, dim: int | Sequence[int] = -1, eps: float = 1e-12) -> None:
         super().__init__()
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
-            raise TypeError(f"dim must be an int or a non-empty sequence of ints, got {dim!r}")
+        if not dims or not all(
+            isinstance(d, int) and not isinstance(d, bool) for d in dims
+        ):
+            raise TypeError(
+                f"dim must be an int or a non-empty sequence of ints, got {dim!r}"
+            )
         positive_number("eps", eps)
         self.dim = dims
         self.eps = eps
@@ -148,7 +177,9 @@ class L2Norm(nn.Module):
         if not isinstance(x, Tensor):
             raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
         if x.dim() == 0 or any(not -x.dim() <= d < x.dim() for d in self.dim):
-            raise ValueError(f"input of shape {tuple(x.shape)} has no dimension(s) dim={self.dim}")
+            raise ValueError(
+                f"input of shape {tuple(x.shape)} has no dimension(s) dim={self.dim}"
+            )
         return x * _inverse_norm(x.square().sum(self.dim, keepdim=True), self.eps)
 
     def extra_repr(self) -> str:
@@ -171,13 +202,20 @@ class Gain(nn.Module):
         - Output: same shape as the input.
     """
 
-    def __init__(self, num_features: int, init: float = 1.0,
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        init: float = 1.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__()
         positive_ints(num_features=num_features)
         self.num_features = num_features
         self.init = float(init)
-        self.weight = nn.Parameter(torch.empty(num_features, device=device, dtype=dtype))
+        self.weight = nn.Parameter(
+            torch.empty(num_features, device=device, dtype=dtype)
+        )
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -219,20 +257,43 @@ class PatchNormConv2d(nn.Conv2d):
           as for :class:`torch.nn.Conv2d`.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
-                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] | str = 0,
-                 dilation: int | tuple[int, int] = 1, bias: bool = True, mode: str = "affine_like",
-                 groups: int = 1, padding_mode: str = "zeros",
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None,
-                 *, eps: float = 1e-12) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] | str = 0,
+        dilation: int | tuple[int, int] = 1,
+        bias: bool = True,
+        mode: str = "affine_like",
+        groups: int = 1,
+        padding_mode: str = "zeros",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
+        eps: float = 1e-12,
+    ) -> None:
         positive_ints(in_channels=in_channels, out_channels=out_channels)
         one_of("mode", mode, PATCHNORM_MODES)
         if groups != 1:
-            raise ValueError(f"groups must be 1 (a patch spans every input channel), got {groups!r}")
+            raise ValueError(
+                f"groups must be 1 (a patch spans every input channel), got {groups!r}"
+            )
         positive_number("eps", eps)
-        super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
-                         dilation=dilation, groups=1, bias=bias, padding_mode=padding_mode,
-                         device=device, dtype=dtype)
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            groups=1,
+            bias=bias,
+            padding_mode=padding_mode,
+            device=device,
+            dtype=dtype,
+        )
         self.mode = mode
         self.eps = eps
         ones = torch.ones(1, 1, *self.kernel_size, device=device, dtype=dtype)
@@ -256,9 +317,13 @@ class PatchNormConv2d(nn.Conv2d):
             x = x.unsqueeze(0)
         sq_norm = self.patch_sq_norm(x)
         if self.mode == "affine_like":
-            out = self._conv_forward(x, self.weight, self.bias) * torch.rsqrt(sq_norm + 1)
+            out = self._conv_forward(x, self.weight, self.bias) * torch.rsqrt(
+                sq_norm + 1
+            )
         else:
-            out = self._conv_forward(x, self.weight, None) * _inverse_norm(sq_norm, self.eps)
+            out = self._conv_forward(x, self.weight, None) * _inverse_norm(
+                sq_norm, self.eps
+            )
             if self.bias is not None:
                 out = out + self.bias.view(1, -1, 1, 1)
         return out.squeeze(0) if unbatched else out

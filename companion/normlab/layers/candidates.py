@@ -5,6 +5,7 @@
 ``device``/``dtype``, so each drops into a timm-style model as ``norm_layer=``. The gate that
 mixes candidates is in :mod:`normlab.layers.gate`; names live in :mod:`normlab.normalisers`.
 """
+
 from __future__ import annotations
 
 import math
@@ -109,7 +110,9 @@ class AdaNorm(nn.Module):
         return self.scale * (1.0 - self.k * y.detach()) * y
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, k={self.k}, scale={self.scale}, eps={self.eps}"
+        return (
+            f"{self.normalized_shape}, k={self.k}, scale={self.scale}, eps={self.eps}"
+        )
 
 
 class FiLMNorm(nn.Module):
@@ -155,11 +158,17 @@ class FiLMNorm(nn.Module):
         nn.init.zeros_(self.condition[2].weight)
         nn.init.zeros_(self.condition[2].bias)
 
-    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         check_input(x, self.normalized_shape, min_extra_dims=1)
         pooled = token_pool(x, len(self.normalized_shape), token_mask)
         d_gamma, beta = self.condition(pooled).chunk(2, dim=-1)
-        view = (x.shape[0], *([1] * (x.dim() - 1 - len(self.normalized_shape))), *self.normalized_shape)
+        view = (
+            x.shape[0],
+            *([1] * (x.dim() - 1 - len(self.normalized_shape))),
+            *self.normalized_shape,
+        )
         y = F.layer_norm(x, self.normalized_shape, eps=self.eps)
         return torch.addcmul(beta.reshape(view), y, 1.0 + d_gamma.reshape(view))
 

@@ -5,38 +5,64 @@ shape ``(N, *tokens, *normalized_shape)``; the selector pools over the token dim
 accepts an optional boolean ``token_mask`` of shape ``(N, *tokens)`` (True = a real token),
 so that padding does not leak into the pooled vector.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .._checks import one_of, positive_number
-from ._common import ShapeLike, as_shape, at_least_float32, check_input, per_sample, pooled_mlp, token_pool
+from ._common import (
+    ShapeLike,
+    as_shape,
+    at_least_float32,
+    check_input,
+    per_sample,
+    pooled_mlp,
+    token_pool,
+)
 from .candidates import DyT
 
-__all__ = ["CANDIDATES", "SELECTOR_MODES", "sample_gumbel", "gumbel_softmax", "NormSelector", "AutoNorm"]
+__all__ = [
+    "CANDIDATES",
+    "SELECTOR_MODES",
+    "sample_gumbel",
+    "gumbel_softmax",
+    "NormSelector",
+    "AutoNorm",
+]
 
 CANDIDATES: tuple[str, ...] = ("dyt", "ln")
 SELECTOR_MODES: tuple[str, ...] = ("learned", "random")
 
 
-def sample_gumbel(shape: Sequence[int] | torch.Size, *, device: torch.device | str | None = None,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_gumbel(
+    shape: Sequence[int] | torch.Size,
+    *,
+    device: torch.device | str | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     r"""Standard Gumbel noise :math:`G = -\log E`, :math:`E \sim \mathrm{Exp}(1)`, in float32.
 
     Sampling :math:`E` directly (rather than :math:`-\log(-\log U)`) needs one logarithm; it
     is clamped away from zero so that :math:`G` is always finite (at most about 87).
     """
-    e = torch.empty(tuple(shape), device=device, dtype=torch.float32).exponential_(generator=generator)
+    e = torch.empty(tuple(shape), device=device, dtype=torch.float32).exponential_(
+        generator=generator
+    )
     return -e.clamp_min_(torch.finfo(torch.float32).tiny).log()
 
 
-def gumbel_softmax(logits: torch.Tensor, tau: float, hard: bool = False,
-                   generator: torch.Generator | None = None) -> torch.Tensor:
+def gumbel_softmax(
+    logits: torch.Tensor,
+    tau: float,
+    hard: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     r"""Gumbel-Softmax (Jang et al. 2017; Maddison et al. 2017) over the last dimension.
 
     .. math::
@@ -95,7 +121,9 @@ class NormSelector(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.normalized_shape = as_shape(normalized_shape)
         if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-            raise ValueError(f"k (the number of candidates) must be an int >= 2, got {k!r}")
+            raise ValueError(
+                f"k (the number of candidates) must be an int >= 2, got {k!r}"
+            )
         if not isinstance(hard, bool):
             raise TypeError(f"hard must be a bool, got {hard!r}")
         self.k = k
@@ -120,9 +148,13 @@ class NormSelector(nn.Module):
         self.mlp[0].reset_parameters()
         self.mlp[2].reset_parameters()
 
-    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         check_input(x, self.normalized_shape, min_extra_dims=1)
-        logits = at_least_float32(self.mlp(token_pool(x, len(self.normalized_shape), token_mask)))
+        logits = at_least_float32(
+            self.mlp(token_pool(x, len(self.normalized_shape), token_mask))
+        )
         probs = torch.softmax(logits, dim=-1)
         self.last_logits = logits.detach()
         self.last_probs = probs.detach()
@@ -183,11 +215,21 @@ class AutoNorm(nn.Module):
         self.dyt = DyT(self.normalized_shape, alpha_init=alpha_init, **factory)
         self.ln = nn.LayerNorm(self.normalized_shape, eps=eps, **factory)
         self.selector = (
-            NormSelector(self.normalized_shape, k=len(CANDIDATES), hidden=selector_hidden, tau=tau, hard=hard, **factory)
-            if selector == "learned" else None
+            NormSelector(
+                self.normalized_shape,
+                k=len(CANDIDATES),
+                hidden=selector_hidden,
+                tau=tau,
+                hard=hard,
+                **factory,
+            )
+            if selector == "learned"
+            else None
         )
         if selector == "random":
-            positive_number("tau", tau)  # unused by the random selector, but the same arguments are checked
+            positive_number(
+                "tau", tau
+            )  # unused by the random selector, but the same arguments are checked
         self.pin = None
         self.last_logits: torch.Tensor | None = None
         self.last_probs: torch.Tensor | None = None
@@ -207,11 +249,16 @@ class AutoNorm(nn.Module):
         if self.selector is not None:
             self.selector.reset_parameters()
 
-    def gate(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def gate(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The mixing weights ``(N, 2)`` (float32) for ``x``, in the order of ``CANDIDATES``."""
         if self.selector is not None:
             weights = self.selector(x, token_mask)
-            self.last_logits, self.last_probs = self.selector.last_logits, self.selector.last_probs
+            self.last_logits, self.last_probs = (
+                self.selector.last_logits,
+                self.selector.last_probs,
+            )
             return weights
         if self.training:
             w_dyt = torch.rand(x.shape[0], device=x.device)
@@ -221,7 +268,9 @@ class AutoNorm(nn.Module):
         self.last_logits, self.last_probs = None, weights
         return weights
 
-    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         check_input(x, self.normalized_shape, min_extra_dims=1)
         if self.pin is not None:
             self.last_logits = self.last_probs = None
@@ -233,7 +282,9 @@ class AutoNorm(nn.Module):
         scale_dyt, scale_ln = w_dyt * self.dyt.weight, w_ln * self.ln.weight
         shift = torch.addcmul(w_ln * self.ln.bias, w_dyt, self.dyt.bias)
         y = F.layer_norm(x, self.normalized_shape, eps=self.ln.eps)
-        return torch.addcmul(torch.addcmul(shift, scale_ln, y), scale_dyt, torch.tanh(self.dyt.alpha * x))
+        return torch.addcmul(
+            torch.addcmul(shift, scale_ln, y), scale_dyt, torch.tanh(self.dyt.alpha * x)
+        )
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, selector={self.selector_mode!r}, pin={self.pin!r}"

@@ -5,11 +5,13 @@ normaliser of :mod:`normlab.layers` drops in. A boolean ``token_mask`` ``(N, L)`
 real token) flows through the blocks: attention ignores masked keys, and normalisers that
 pool over tokens (``pools_tokens = True``) pool over real tokens only.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, TypeVar
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -21,12 +23,18 @@ from ..normalisers import NormFactory
 Config = TypeVar("Config")
 
 
-def named_config(table: Mapping[str, Config], kind: str, name: str, **overrides: object) -> Config:
+def named_config(
+    table: Mapping[str, Config], kind: str, name: str, **overrides: object
+) -> Config:
     """``table[name]`` with fields replaced; a ValueError lists the known names otherwise."""
-    return dataclasses.replace(table[one_of(f"{kind} config", name, table)], **overrides)
+    return dataclasses.replace(
+        table[one_of(f"{kind} config", name, table)], **overrides
+    )
 
 
-def apply_norm(norm: nn.Module, x: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
+def apply_norm(
+    norm: nn.Module, x: torch.Tensor, token_mask: torch.Tensor | None
+) -> torch.Tensor:
     """Call ``norm`` on ``x``, passing ``token_mask`` to normalisers that pool over tokens."""
     if token_mask is not None and getattr(norm, "pools_tokens", False):
         return norm(x, token_mask=token_mask)
@@ -87,7 +95,9 @@ class Attention(nn.Module):
     ``token_mask`` ``(N, L)`` (True = real token) hides padded keys from every query.
     """
 
-    def __init__(self, dim: int, heads: int, attn_dropout: float = 0.0, dropout: float = 0.0) -> None:
+    def __init__(
+        self, dim: int, heads: int, attn_dropout: float = 0.0, dropout: float = 0.0
+    ) -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"dim={dim} must be divisible by heads={heads}")
@@ -102,12 +112,20 @@ class Attention(nn.Module):
         _init_linear(self.qkv)
         _init_linear(self.proj)
 
-    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         n, length, dim = x.shape
-        q, k, v = self.qkv(x).reshape(n, length, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = (
+            self.qkv(x)
+            .reshape(n, length, 3, self.heads, dim // self.heads)
+            .permute(2, 0, 3, 1, 4)
+        )
         attn_mask = None if token_mask is None else token_mask[:, None, None, :]
         dropout_p = self.attn_dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p
+        )
         return self.drop(self.proj(out.transpose(1, 2).reshape(n, length, dim)))
 
 
@@ -152,15 +170,25 @@ class Block(nn.Module):
         super().__init__()
         self.norm1 = norm_layer(dim)
         self.attn = Attention(dim, heads, attn_dropout=attn_dropout, dropout=dropout)
-        self.ls1 = LayerScale(dim, layer_scale_init) if layer_scale_init else nn.Identity()
+        self.ls1 = (
+            LayerScale(dim, layer_scale_init) if layer_scale_init else nn.Identity()
+        )
         self.norm2 = norm_layer(dim)
         self.mlp = FeedForward(dim, int(dim * mlp_ratio), dropout=dropout)
-        self.ls2 = LayerScale(dim, layer_scale_init) if layer_scale_init else nn.Identity()
+        self.ls2 = (
+            LayerScale(dim, layer_scale_init) if layer_scale_init else nn.Identity()
+        )
         self.drop_path = DropPath(drop_path)
 
-    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.drop_path(self.ls1(self.attn(apply_norm(self.norm1, x, token_mask), token_mask)))
-        x = x + self.drop_path(self.ls2(self.mlp(apply_norm(self.norm2, x, token_mask))))
+    def forward(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = x + self.drop_path(
+            self.ls1(self.attn(apply_norm(self.norm1, x, token_mask), token_mask))
+        )
+        x = x + self.drop_path(
+            self.ls2(self.mlp(apply_norm(self.norm2, x, token_mask)))
+        )
         return x
 
 
@@ -181,13 +209,29 @@ class Encoder(nn.Module):
         attn_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        rates = torch.linspace(0.0, drop_path, depth).tolist() if depth > 1 else [drop_path] * depth
+        rates = (
+            torch.linspace(0.0, drop_path, depth).tolist()
+            if depth > 1
+            else [drop_path] * depth
+        )
         self.blocks = nn.ModuleList(
-            Block(dim, heads, mlp_ratio, norm_layer, rate, layer_scale_init, dropout, attn_dropout) for rate in rates
+            Block(
+                dim,
+                heads,
+                mlp_ratio,
+                norm_layer,
+                rate,
+                layer_scale_init,
+                dropout,
+                attn_dropout,
+            )
+            for rate in rates
         )
         self.norm = norm_layer(dim)
 
-    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         for block in self.blocks:
             x = block(x, token_mask)
         return apply_norm(self.norm, x, token_mask)
@@ -221,5 +265,14 @@ class EncoderConfig:
 
     def encoder(self, norm_layer: NormFactory) -> Encoder:
         """Build the :class:`Encoder` this config describes."""
-        return Encoder(self.dim, self.depth, self.heads, self.mlp_ratio, norm_layer, self.drop_path,
-                       self.layer_scale_init, self.dropout, self.attn_dropout)
+        return Encoder(
+            self.dim,
+            self.depth,
+            self.heads,
+            self.mlp_ratio,
+            norm_layer,
+            self.drop_path,
+            self.layer_scale_init,
+            self.dropout,
+            self.attn_dropout,
+        )

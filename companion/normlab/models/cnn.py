@@ -10,11 +10,12 @@ convolution, before the activation)::
 The head is a plain ``nn.Linear`` for every normaliser, so the comparison isolates the
 convolutions (where PatchNorm acts).
 """
+
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -60,7 +61,9 @@ class RMSNorm2d(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() != 4 or x.shape[1] != self.num_channels:
-            raise ValueError(f"input must have shape (N, C={self.num_channels}, H, W), got {tuple(x.shape)}")
+            raise ValueError(
+                f"input must have shape (N, C={self.num_channels}, H, W), got {tuple(x.shape)}"
+            )
         inv_rms = torch.rsqrt(x.square().mean(dim=(1, 2, 3), keepdim=True) + self.eps)
         return x * inv_rms * self.weight.view(1, -1, 1, 1)
 
@@ -85,8 +88,12 @@ class CNNConfig:
     norm_layer: NormFactory | None = None
 
     def __post_init__(self) -> None:
-        positive_ints(in_channels=self.in_channels, num_classes=self.num_classes, channels=self.channels,
-                      depth=self.depth)
+        positive_ints(
+            in_channels=self.in_channels,
+            num_classes=self.num_classes,
+            channels=self.channels,
+            depth=self.depth,
+        )
         one_of("activation", self.activation, ACTIVATIONS)
 
 
@@ -108,8 +115,14 @@ class CNN(nn.Module):
         elif fields_:
             raise TypeError("pass either a config or its fields, not both")
         self.config = config
-        self.features = hidden_blocks(config.conv_layer, config.norm_layer, config.activation, config.depth,
-                                      config.in_channels, config.channels)
+        self.features = hidden_blocks(
+            config.conv_layer,
+            config.norm_layer,
+            config.activation,
+            config.depth,
+            config.in_channels,
+            config.channels,
+        )
         self.pool = nn.AdaptiveAvgPool2d(POOLED_SIZE)
         self.head = nn.Linear(config.channels * POOLED_SIZE**2, config.num_classes)
 
@@ -136,8 +149,16 @@ CONV_NORMALISERS: dict[str, tuple[ConvFactory, NormFactory | None]] = {
     "batchnorm": (_CONV, nn.BatchNorm2d),
     "layernorm": (_CONV, functools.partial(nn.GroupNorm, 1)),
     "rmsnorm": (_CONV, RMSNorm2d),
-    "norm_like": (functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="norm_like"), None),
-    "affine_like": (functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="affine_like"), None),
+    "norm_like": (
+        functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="norm_like"),
+        None,
+    ),
+    "affine_like": (
+        functools.partial(
+            PatchNormConv2d, kernel_size=3, padding=1, mode="affine_like"
+        ),
+        None,
+    ),
 }
 
 

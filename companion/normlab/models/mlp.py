@@ -6,10 +6,11 @@ normaliser placed after each hidden linear layer, before the activation)::
 
     x -> flatten -> [linear -> norm -> activation] x depth -> linear -> logits
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Callable
 
 import torch
 from torch import nn
@@ -44,13 +45,21 @@ class MLPConfig:
     norm_layer: NormFactory | None = None
 
     def __post_init__(self) -> None:
-        positive_ints(in_features=self.in_features, num_classes=self.num_classes, width=self.width)
+        positive_ints(
+            in_features=self.in_features, num_classes=self.num_classes, width=self.width
+        )
         non_negative_int("depth", self.depth)
         one_of("activation", self.activation, ACTIVATIONS)
 
 
-def hidden_blocks(layer: Callable[[int, int], nn.Module], norm_layer: NormFactory | None, activation: str,
-                  depth: int, in_size: int, size: int) -> nn.Sequential:
+def hidden_blocks(
+    layer: Callable[[int, int], nn.Module],
+    norm_layer: NormFactory | None,
+    activation: str,
+    depth: int,
+    in_size: int,
+    size: int,
+) -> nn.Sequential:
     """``[layer -> norm -> activation] x depth``, the first layer from ``in_size`` to ``size``
     and the others ``size`` to ``size``: the hidden part of Part I's MLP and CNN."""
     layers: list[nn.Module] = []
@@ -83,9 +92,17 @@ class MLP(nn.Module):
         elif fields_:
             raise TypeError("pass either a config or its fields, not both")
         self.config = config
-        self.hidden = hidden_blocks(config.linear_layer, config.norm_layer, config.activation, config.depth,
-                                    config.in_features, config.width)
-        self.head = config.linear_layer(config.width if config.depth else config.in_features, config.num_classes)
+        self.hidden = hidden_blocks(
+            config.linear_layer,
+            config.norm_layer,
+            config.activation,
+            config.depth,
+            config.in_features,
+            config.width,
+        )
+        self.head = config.linear_layer(
+            config.width if config.depth else config.in_features, config.num_classes
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)

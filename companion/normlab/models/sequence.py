@@ -10,6 +10,7 @@ Token id ``PAD_ID`` (0) is padding: padded keys are hidden from attention, norma
 pool over tokens skip them, and the mean pool skips them, so appending padding leaves every
 real token's output unchanged (up to floating-point rounding).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..data.types import PAD_ID
 from .._checks import positive_ints
+from ..data.types import PAD_ID
 from ..normalisers import NormFactory, resolve_norm_layer
 from .blocks import EncoderConfig, named_config
 
@@ -41,11 +42,19 @@ class SequenceConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        positive_ints(vocab_size=self.vocab_size, max_len=self.max_len, num_outputs=self.num_outputs)
+        positive_ints(
+            vocab_size=self.vocab_size,
+            max_len=self.max_len,
+            num_outputs=self.num_outputs,
+        )
         if self.task not in SEQUENCE_TASKS:
-            raise ValueError(f"task={self.task!r} is not a sequence task; expected one of {', '.join(SEQUENCE_TASKS)}")
+            raise ValueError(
+                f"task={self.task!r} is not a sequence task; expected one of {', '.join(SEQUENCE_TASKS)}"
+            )
         if self.pool not in POOLING:
-            raise ValueError(f"pool={self.pool!r} is not a pooling; expected one of {', '.join(POOLING)}")
+            raise ValueError(
+                f"pool={self.pool!r} is not a pooling; expected one of {', '.join(POOLING)}"
+            )
 
     @property
     def uses_cls(self) -> bool:
@@ -73,12 +82,20 @@ class SequenceTransformer(nn.Module):
           :math:`(N, \\text{num\\_outputs})` for classification
     """
 
-    def __init__(self, config: SequenceConfig | None = None, norm_layer: NormFactory | str = nn.LayerNorm) -> None:
+    def __init__(
+        self,
+        config: SequenceConfig | None = None,
+        norm_layer: NormFactory | str = nn.LayerNorm,
+    ) -> None:
         super().__init__()
         self.config = config = config or SequenceConfig()
         self.embed = nn.Embedding(config.vocab_size, config.dim, padding_idx=PAD_ID)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, config.dim)) if config.uses_cls else None
-        self.pos_embed = nn.Parameter(torch.zeros(1, config.max_len + int(config.uses_cls), config.dim))
+        self.cls_token = (
+            nn.Parameter(torch.zeros(1, 1, config.dim)) if config.uses_cls else None
+        )
+        self.pos_embed = nn.Parameter(
+            torch.zeros(1, config.max_len + int(config.uses_cls), config.dim)
+        )
         self.embed_drop = nn.Dropout(config.dropout)
         self.encoder = config.encoder(resolve_norm_layer(norm_layer))
         self.head = nn.Linear(config.dim, config.num_outputs)
@@ -96,7 +113,11 @@ class SequenceTransformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         c = self.config
-        if tokens.dim() != 2 or tokens.dtype != torch.long or tokens.shape[1] > c.max_len:
+        if (
+            tokens.dim() != 2
+            or tokens.dtype != torch.long
+            or tokens.shape[1] > c.max_len
+        ):
             raise ValueError(
                 f"tokens must be a long tensor (N, L) with L <= max_len={c.max_len}, "
                 f"got {tokens.dtype} of shape {tuple(tokens.shape)}"

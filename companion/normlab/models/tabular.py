@@ -5,6 +5,7 @@
     features (N, F) -> one token per feature: x_j * W_j + b_j -> [CLS] + tokens
                     -> pre-norm blocks -> final norm -> CLS token -> linear -> prediction
 """
+
 from __future__ import annotations
 
 import math
@@ -82,7 +83,11 @@ class TabularTransformer(nn.Module):
           else :math:`(N, \\text{num\\_outputs})`
     """
 
-    def __init__(self, config: TabularConfig | None = None, norm_layer: NormFactory | str = nn.LayerNorm) -> None:
+    def __init__(
+        self,
+        config: TabularConfig | None = None,
+        norm_layer: NormFactory | str = nn.LayerNorm,
+    ) -> None:
         super().__init__()
         self.config = config = config or TabularConfig()
         self.tokenizer = FeatureTokenizer(config.num_features, config.dim)

@@ -5,6 +5,7 @@
     image -> conv patch embedding -> [CLS] + patches + position embedding
           -> pre-norm blocks -> final norm -> CLS token -> linear -> logits
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,9 +29,16 @@ class ViTConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        positive_ints(img_size=self.img_size, in_chans=self.in_chans, patch_size=self.patch_size, num_classes=self.num_classes)
+        positive_ints(
+            img_size=self.img_size,
+            in_chans=self.in_chans,
+            patch_size=self.patch_size,
+            num_classes=self.num_classes,
+        )
         if self.img_size % self.patch_size:
-            raise ValueError(f"img_size={self.img_size} must be divisible by patch_size={self.patch_size}")
+            raise ValueError(
+                f"img_size={self.img_size} must be divisible by patch_size={self.patch_size}"
+            )
 
     @property
     def num_patches(self) -> int:
@@ -58,12 +66,23 @@ class ViTLite(nn.Module):
         - Output: :math:`(N, \\text{num\\_classes})` logits
     """
 
-    def __init__(self, config: ViTConfig | None = None, norm_layer: NormFactory | str = nn.LayerNorm) -> None:
+    def __init__(
+        self,
+        config: ViTConfig | None = None,
+        norm_layer: NormFactory | str = nn.LayerNorm,
+    ) -> None:
         super().__init__()
         self.config = config = config or ViTConfig()
-        self.patch_embed = nn.Conv2d(config.in_chans, config.dim, kernel_size=config.patch_size, stride=config.patch_size)
+        self.patch_embed = nn.Conv2d(
+            config.in_chans,
+            config.dim,
+            kernel_size=config.patch_size,
+            stride=config.patch_size,
+        )
         self.cls_token = nn.Parameter(torch.zeros(1, 1, config.dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, config.num_patches + 1, config.dim))
+        self.pos_embed = nn.Parameter(
+            torch.zeros(1, config.num_patches + 1, config.dim)
+        )
         self.pos_drop = nn.Dropout(config.dropout)
         self.encoder = config.encoder(resolve_norm_layer(norm_layer))
         self.head = nn.Linear(config.dim, config.num_classes)
@@ -78,7 +97,11 @@ class ViTLite(nn.Module):
     def tokens(self, images: torch.Tensor) -> torch.Tensor:
         """Embed images as ``(N, 1 + num_patches, dim)`` tokens, class token first."""
         c = self.config
-        if images.dim() != 4 or tuple(images.shape[1:]) != (c.in_chans, c.img_size, c.img_size):
+        if images.dim() != 4 or tuple(images.shape[1:]) != (
+            c.in_chans,
+            c.img_size,
+            c.img_size,
+        ):
             raise ValueError(
                 f"images of shape {tuple(images.shape)} do not match the config; "
                 f"expected (N, {c.in_chans}, {c.img_size}, {c.img_size})"
