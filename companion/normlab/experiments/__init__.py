@@ -30,7 +30,7 @@ from .runner import (
     train_and_test,
 )
 
-from . import part1, part1_conv, part2, part2_tasks  # noqa: E402,F401  (register Part I's and Part II's experiments)
+from . import gate_study, part1, part1_conv, part2, part2_tasks  # noqa: E402,F401  (register the experiments)
 
 __all__ = [
     "Experiment", "Grid", "Report", "Run", "RunContext", "RunReport", "get", "load_results", "mean_ci", "names",
