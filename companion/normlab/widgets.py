@@ -16,6 +16,7 @@ the ``freeze_at = T_freeze`` run (the rule fired) or the unfrozen one (it did no
   without a kernel.
 - :class:`GateWidget`: ipywidgets controls wired to :func:`draw_gates`.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,11 @@ class GateSetting:
 
     def describe(self) -> str:
         gate = f"tau {self.tau:g}, {'hard' if self.hard else 'soft'}, selector lr x{self.selector_lr:g}"
-        freeze = (f"AutoNorm-S: T={self.t_freeze}, eps_H={self.eps_h:.2f}, rule {self.rule}" if self.freezing
-                  else "no freezing")
+        freeze = (
+            f"AutoNorm-S: T={self.t_freeze}, eps_H={self.eps_h:.2f}, rule {self.rule}"
+            if self.freezing
+            else "no freezing"
+        )
         return f"{TASKS.get(self.data, self.data)} ({self.data}); {gate}; {freeze}"
 
 
@@ -71,9 +75,19 @@ class GateRuns:
         self.records: dict[tuple[Any, ...], dict[str, Any]] = {}
         for record in records:
             c = record["config"]
-            self.records[(c["data"], float(c["tau"]), float(c["selector_lr"]), bool(c["hard"]), int(c["freeze_at"]))] = record
+            self.records[
+                (
+                    c["data"],
+                    float(c["tau"]),
+                    float(c["selector_lr"]),
+                    bool(c["hard"]),
+                    int(c["freeze_at"]),
+                )
+            ] = record
         if not self.records:
-            raise ValueError("no gate-widget runs to show; run `python -m normlab run gate_widget` first")
+            raise ValueError(
+                "no gate-widget runs to show; run `python -m normlab run gate_widget` first"
+            )
 
     @classmethod
     def load(cls, out: str | Path = "results", profile: str = "cpu") -> GateRuns:
@@ -84,8 +98,10 @@ class GateRuns:
         records = load_records(WIDGET_EXPERIMENT, out, profile)
         expected = get(WIDGET_EXPERIMENT).grid(profile).size()
         if len(records) < expected:
-            raise ValueError(f"{Path(out) / WIDGET_EXPERIMENT / profile} holds {len(records)} of the grid's {expected} "
-                             f"runs; run `python -m normlab run {WIDGET_EXPERIMENT} --profile {profile}`")
+            raise ValueError(
+                f"{Path(out) / WIDGET_EXPERIMENT / profile} holds {len(records)} of the grid's {expected} "
+                f"runs; run `python -m normlab run {WIDGET_EXPERIMENT} --profile {profile}`"
+            )
         return cls(records)
 
     def values(self, axis: str) -> list[Any]:
@@ -94,9 +110,17 @@ class GateRuns:
         return sorted({key[index] for key in self.records})
 
     def _get(self, setting: GateSetting, freeze_at: int) -> dict[str, Any]:
-        key = (setting.data, float(setting.tau), float(setting.selector_lr), bool(setting.hard), int(freeze_at))
+        key = (
+            setting.data,
+            float(setting.tau),
+            float(setting.selector_lr),
+            bool(setting.hard),
+            int(freeze_at),
+        )
         if key not in self.records:
-            raise KeyError(f"no precomputed run for {setting.describe()} (freeze_at={freeze_at})")
+            raise KeyError(
+                f"no precomputed run for {setting.describe()} (freeze_at={freeze_at})"
+            )
         return self.records[key]
 
     def select(self, setting: GateSetting) -> Shown:
@@ -106,17 +130,25 @@ class GateRuns:
             return Shown(unfrozen, False, None)
         frozen = self._get(setting, setting.t_freeze)
         entropy = frozen["entropy_records"][-1]["mean"]
-        fired = entropy >= setting.eps_h if setting.rule == "high" else entropy < setting.eps_h
+        fired = (
+            entropy >= setting.eps_h
+            if setting.rule == "high"
+            else entropy < setting.eps_h
+        )
         return Shown(frozen if fired else unfrozen, bool(fired), entropy)
 
 
-def _gates(record: dict[str, Any]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+def _gates(
+    record: dict[str, Any],
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """Layers, epochs, entropy ``(layers, epochs)`` and final ``p_ln`` per layer of one run."""
     layers = list(dict.fromkeys(g["layer"] for g in record["gates"]))
     epochs = np.array(sorted({g["epoch"] for g in record["gates"]}))
     entropy = np.full((len(layers), len(epochs)), np.nan)
     for g in record["gates"]:
-        entropy[layers.index(g["layer"]), np.searchsorted(epochs, g["epoch"])] = g["entropy"]
+        entropy[layers.index(g["layer"]), np.searchsorted(epochs, g["epoch"])] = g[
+            "entropy"
+        ]
     last = {g["layer"]: g["p_ln"] for g in record["gates"] if g["epoch"] == epochs[-1]}
     return layers, epochs, entropy, np.array([last[name] for name in layers])
 
@@ -127,23 +159,42 @@ def _short(layer: str) -> str:
     return f"b{parts[-2]}.{parts[-1]}" if "blocks" in parts else "final"
 
 
-def _entropy_panel(ax: Any, shown: Shown, setting: GateSetting, legend: bool = True) -> None:
+def _entropy_panel(
+    ax: Any, shown: Shown, setting: GateSetting, legend: bool = True
+) -> None:
     layers, epochs, entropy, _ = _gates(shown.record)
     colours = colormaps["viridis"](np.linspace(0, 0.9, len(layers)))
     for i, name in enumerate(layers):
-        ax.plot(epochs, entropy[i], color=colours[i], marker="o", markersize=2.5, lw=1.4, label=_short(name))
+        ax.plot(
+            epochs,
+            entropy[i],
+            color=colours[i],
+            marker="o",
+            markersize=2.5,
+            lw=1.4,
+            label=_short(name),
+        )
     ax.axhline(math.log(2), color="grey", ls=":", lw=1)
     if setting.freezing:
         ax.axhline(setting.eps_h, color="black", ls="--", lw=1)
-        style = {"color": "#d62728", "lw": 5, "alpha": 0.35} if shown.fired else {"color": "grey", "ls": "--", "lw": 1}
+        style = (
+            {"color": "#d62728", "lw": 5, "alpha": 0.35}
+            if shown.fired
+            else {"color": "grey", "ls": "--", "lw": 1}
+        )
         ax.axvline(setting.t_freeze, **style)
         verdict = "froze every gate" if shown.fired else "did not fire"
-        ax.set_title(f"H={shown.decision_entropy:.2f} at T={setting.t_freeze}: {verdict}", fontsize=9)
+        ax.set_title(
+            f"H={shown.decision_entropy:.2f} at T={setting.t_freeze}: {verdict}",
+            fontsize=9,
+        )
     ax.set_ylim(-0.02, math.log(2) + 0.05)
     ax.set_xlabel("epoch")
     ax.set_ylabel("gate entropy (nats)")
     if legend:
-        ax.legend(fontsize=7, ncol=2, loc="upper right", title="layer", title_fontsize=7)
+        ax.legend(
+            fontsize=7, ncol=2, loc="upper right", title="layer", title_fontsize=7
+        )
 
 
 def _weight_panel(ax: Any, shown: Shown) -> None:
@@ -173,7 +224,9 @@ def draw_gates(runs: GateRuns, setting: GateSetting) -> Figure:
     return figure
 
 
-def small_multiples(runs: GateRuns, settings: Sequence[GateSetting], ncols: int = 3) -> Figure:
+def small_multiples(
+    runs: GateRuns, settings: Sequence[GateSetting], ncols: int = 3
+) -> Figure:
     """Entropy per layer for several settings, one panel each: the widget without a kernel."""
     nrows = math.ceil(len(settings) / ncols)
     with plots.style():
@@ -183,14 +236,23 @@ def small_multiples(runs: GateRuns, settings: Sequence[GateSetting], ncols: int 
             shown = runs.select(setting)
             _entropy_panel(ax, shown, setting, legend=False)
             p_ln = _gates(shown.record)[3]
-            freeze = f", freeze T={setting.t_freeze} eps={setting.eps_h:g}" if setting.freezing else ""
-            ax.set_title(f"{TASKS.get(setting.data, setting.data)}: tau {setting.tau:g}, "
-                         f"{'hard' if setting.hard else 'soft'}, lr x{setting.selector_lr:g}{freeze}\n"
-                         f"final mean w_LN {p_ln.mean():.2f}", fontsize=8)
-        for ax in axes.flat[len(settings):]:
+            freeze = (
+                f", freeze T={setting.t_freeze} eps={setting.eps_h:g}"
+                if setting.freezing
+                else ""
+            )
+            ax.set_title(
+                f"{TASKS.get(setting.data, setting.data)}: tau {setting.tau:g}, "
+                f"{'hard' if setting.hard else 'soft'}, lr x{setting.selector_lr:g}{freeze}\n"
+                f"final mean w_LN {p_ln.mean():.2f}",
+                fontsize=8,
+            )
+        for ax in axes.flat[len(settings) :]:
             ax.set_visible(False)
         handles, texts = axes.flat[0].get_legend_handles_labels()
-        figure.legend(handles, texts, loc="outside right upper", fontsize=7, title="layer")
+        figure.legend(
+            handles, texts, loc="outside right upper", fontsize=7, title="layer"
+        )
     return figure
 
 
@@ -206,22 +268,51 @@ class GateWidget:
         import ipywidgets as widgets
 
         self.runs = runs
-        start = setting or GateSetting(data=runs.values("data")[0], t_freeze=min(t for t in runs.values("freeze_at") if t))
+        start = setting or GateSetting(
+            data=runs.values("data")[0],
+            t_freeze=min(t for t in runs.values("freeze_at") if t),
+        )
         selection = {"description_width": "initial"}
         self.controls: dict[str, Any] = {
-            "data": widgets.ToggleButtons(options=[(TASKS.get(d, d), d) for d in runs.values("data")], value=start.data,
-                                          description="task"),
-            "tau": widgets.SelectionSlider(options=runs.values("tau"), value=start.tau, description="tau"),
-            "selector_lr": widgets.SelectionSlider(options=runs.values("selector_lr"), value=start.selector_lr,
-                                                   description="selector lr x", style=selection),
-            "hard": widgets.ToggleButtons(options=[("soft", False), ("hard", True)], value=start.hard, description="gate"),
-            "freezing": widgets.Checkbox(value=start.freezing, description="AutoNorm-S freezing"),
-            "t_freeze": widgets.SelectionSlider(options=[t for t in runs.values("freeze_at") if t], value=start.t_freeze,
-                                                description="T_freeze"),
-            "eps_h": widgets.FloatSlider(value=start.eps_h, min=0.0, max=round(math.log(2), 2), step=0.01,
-                                         description="eps_H"),
-            "rule": widgets.ToggleButtons(options=[("H >= eps_H (paper)", "high"), ("H < eps_H", "low")],
-                                          value=start.rule, description="freeze if"),
+            "data": widgets.ToggleButtons(
+                options=[(TASKS.get(d, d), d) for d in runs.values("data")],
+                value=start.data,
+                description="task",
+            ),
+            "tau": widgets.SelectionSlider(
+                options=runs.values("tau"), value=start.tau, description="tau"
+            ),
+            "selector_lr": widgets.SelectionSlider(
+                options=runs.values("selector_lr"),
+                value=start.selector_lr,
+                description="selector lr x",
+                style=selection,
+            ),
+            "hard": widgets.ToggleButtons(
+                options=[("soft", False), ("hard", True)],
+                value=start.hard,
+                description="gate",
+            ),
+            "freezing": widgets.Checkbox(
+                value=start.freezing, description="AutoNorm-S freezing"
+            ),
+            "t_freeze": widgets.SelectionSlider(
+                options=[t for t in runs.values("freeze_at") if t],
+                value=start.t_freeze,
+                description="T_freeze",
+            ),
+            "eps_h": widgets.FloatSlider(
+                value=start.eps_h,
+                min=0.0,
+                max=round(math.log(2), 2),
+                step=0.01,
+                description="eps_H",
+            ),
+            "rule": widgets.ToggleButtons(
+                options=[("H >= eps_H (paper)", "high"), ("H < eps_H", "low")],
+                value=start.rule,
+                description="freeze if",
+            ),
         }
         self.output = widgets.Output()
         self.figure: Figure | None = None
@@ -233,7 +324,9 @@ class GateWidget:
     @property
     def setting(self) -> GateSetting:
         """The setting the controls show now."""
-        return GateSetting(**{name: control.value for name, control in self.controls.items()})
+        return GateSetting(
+            **{name: control.value for name, control in self.controls.items()}
+        )
 
     def redraw(self, change: Any = None) -> Figure:
         """Draw the current setting (the controls' callback); returns the figure."""
@@ -251,7 +344,9 @@ class GateWidget:
         """Move controls programmatically (as a reader would), e.g. ``set(tau=2.0)``."""
         unknown = sorted(set(values) - set(self.controls))
         if unknown:
-            raise ValueError(f"unknown control(s) {', '.join(unknown)}; expected {', '.join(self.controls)}")
+            raise ValueError(
+                f"unknown control(s) {', '.join(unknown)}; expected {', '.join(self.controls)}"
+            )
         for name, value in values.items():
             self.controls[name].value = value
         return self.figure
@@ -261,8 +356,12 @@ class GateWidget:
         import ipywidgets as widgets
 
         c = self.controls
-        rows = [widgets.HBox([c["data"], c["hard"]]), widgets.HBox([c["tau"], c["selector_lr"]]),
-                widgets.HBox([c["freezing"], c["t_freeze"], c["eps_h"]]), c["rule"]]
+        rows = [
+            widgets.HBox([c["data"], c["hard"]]),
+            widgets.HBox([c["tau"], c["selector_lr"]]),
+            widgets.HBox([c["freezing"], c["t_freeze"], c["eps_h"]]),
+            c["rule"],
+        ]
         return widgets.VBox([*rows, self.output])
 
 
