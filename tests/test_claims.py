@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats as sps
-
 from normlab import claims, stats
 from normlab.__main__ import main
 from normlab.claims import CONTRADICTED, INCONCLUSIVE, NOT_YET_TESTED, SUPPORTED
+from scipy import stats as sps
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS_MD = ROOT.parent / "shared" / "CLAIMS.md"
@@ -30,7 +29,7 @@ def _ci(mean: float, half: float, n: int = 5) -> stats.Interval:
 def test_every_claim_of_claims_md_is_registered() -> None:
     if not CLAIMS_MD.is_file():
         pytest.skip(f"{CLAIMS_MD} is absent: it sits beside the repository clone in CI, not in a reader's clone")
-    rows = re.findall(r"^\| ([AN]\d+) \| (\w+) \|", CLAIMS_MD.read_text(), flags=re.M)
+    rows = re.findall(r"^\| ([AN]\d+) \| (\w+) \|", CLAIMS_MD.read_text(), flags=re.MULTILINE)
     assert len(rows) == 29
     assert {i: k for i, k in rows} == {c.id: c.kind for c in claims.CLAIMS.values()}
 
@@ -200,12 +199,14 @@ def test_statuses_before_chapters_and_sets(tmp_path: Path) -> None:
     book = tmp_path / "book"
     book.mkdir()
     assert claims.evaluate("A8", book=book, root=tmp_path).verdict == NOT_YET_TESTED
-    assert claims.evaluate("N2", book=book, root=tmp_path).verdict == NOT_YET_TESTED  # no test attached yet
+    assert claims.evaluate("N10", book=book, root=tmp_path).verdict == NOT_YET_TESTED  # no test attached yet
     (book / "06_fc.ipynb").write_text("{}")
     (book / "11_x.ipynb").write_text("{}")
+    (book / "15_x.ipynb").write_text("{}")
     out = claims.evaluate("A8", book=book, root=tmp_path)
     assert out.verdict == "needs the cpu profile" and out.note == "python -m normlab save fc_normalisers --profile cpu"
-    assert claims.evaluate("N1", book=book, root=tmp_path).verdict == "needs the standard profile"
+    assert claims.evaluate("N1", book=book, root=tmp_path).verdict == "needs the cpu profile"
+    assert claims.evaluate("N4", book=book, root=tmp_path).verdict == "needs the standard profile"
 
 
 def test_scorecard_lists_every_claim(tmp_path: Path) -> None:

@@ -567,10 +567,6 @@ def _part2_lead(best: pd.DataFrame, data: str) -> dict[int, float]:
     return _per_seed(wide["autonorm_s"] - wide["frozen_ln"])
 
 
-def _n3(results: pd.DataFrame) -> list[Effect]:
-    return [*_on("cifar10", "autonorm_s", "frozen_ln")(results), *_on("cifar10", "autonorm_s", "adanorm")(results)]
-
-
 def _n4(results: pd.DataFrame) -> list[Effect]:
     best = at_chosen_lr(results)
     top = _part2_lead(best, "cifar100")
@@ -579,12 +575,6 @@ def _n4(results: pd.DataFrame) -> list[Effect]:
         raise Unmeasurable("no vision dataset besides cifar100")
     runner_up = max(others, key=lambda d: np.mean(list(others[d].values())))
     return [Effect(f"lead on cifar100 - lead on {runner_up} (the next largest)", paired_differences(top, others[runner_up]))]
-
-
-def _n5(results: pd.DataFrame) -> list[Effect]:
-    rule = AtLeast(0.005, direction=-1)
-    return [Effect(e.label, e.samples, rule) for d in ("mnist", "fashion_mnist")
-            for e in _on(d, "autonorm_s", "frozen_ln")(results)]
 
 
 def _n12(results: pd.DataFrame) -> list[Effect]:
@@ -597,15 +587,6 @@ def _n12(results: pd.DataFrame) -> list[Effect]:
         effects.append(Effect(f"relative RMSE, autonorm_s vs frozen_ln, {_named(results, data)}",
                               np.array(list(_per_seed(relative).values()))))
     return effects
-
-
-def _n14(results: pd.DataFrame) -> list[Effect]:
-    best = at_chosen_lr(results)
-    c100, c10 = _part2_lead(best, "cifar100"), _part2_lead(best, "cifar10")
-    simple = [_part2_lead(best, d) for d in ("mnist", "fashion_mnist")]
-    mean_simple = {s: (simple[0][s] + simple[1][s]) / 2 for s in set(simple[0]) & set(simple[1])}
-    return [Effect("lead on cifar100 - lead on cifar10", paired_differences(c100, c10)),
-            Effect("lead on cifar10 - mean lead on mnist/fashion_mnist", paired_differences(c10, mean_simple))]
 
 
 def _named(results: pd.DataFrame, task: str) -> str:
@@ -673,6 +654,106 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
     return effects
 
 
+# Part II gate studies (chapters 11 and 12): the ``arm`` axis of normlab.experiments.gate_study.
+# The cpu sets use stand-ins: ``mnist`` (stationary digits) and ``mnist_restyled`` (the same
+# digits, each in its own style: diverse); the GPU profiles add the real vision datasets.
+# AutoNorm-S is the paper's rule (H >= 0.1 at T_freeze), composed from the autonorm and the
+# freeze_at_<T> runs of the same set (gate_study.compose_schedule).
+GATE_EPS_H = 0.1
+
+
+def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
+    """Every arm (AutoNorm-S composed in) at the lr chosen on val per (data, arm)."""
+    from .experiments import gate_study, select_best
+
+    if results.empty or "arm" not in results:
+        raise Unmeasurable("no gate-study runs (an 'arm' column) in this table")
+    table = results
+    epochs = gate_study.freeze_epochs(results["arm"].unique())
+    if epochs and "autonorm" in set(results["arm"]):
+        composed = gate_study.compose_schedule(results, epochs[0], GATE_EPS_H, "high")
+        table = pd.concat([results, composed], ignore_index=True)
+    chosen = select_best(table, ["data", "arm"], "lr")[["data", "arm", "lr"]]
+    return table.merge(chosen, on=["data", "arm", "lr"])
+
+
+def _gate_seeds(best: pd.DataFrame, data: str, arm: str, value: str = "test_metric") -> dict[int, float]:
+    rows = best[(best["data"] == data) & (best["arm"] == arm)]
+    if rows.empty:
+        raise Unmeasurable(f"no runs of {arm} on {data}")
+    return {int(seed): float(v) for seed, v in zip(rows["seed"], rows[value])}
+
+
+def _gate_diff(best: pd.DataFrame, data: str, a: str, b: str, value: str = "test_metric") -> Effect:
+    suffix = "" if value == "test_metric" else f" ({value})"
+    return Effect(f"{a} - {b} on {data}{suffix}",
+                  paired_differences(_gate_seeds(best, data, a, value), _gate_seeds(best, data, b, value)))
+
+
+def _first(best: pd.DataFrame, *candidates: str) -> str:
+    for data in candidates:
+        if data in set(best["data"]):
+            return data
+    raise Unmeasurable(f"none of {', '.join(candidates)} in this set")
+
+
+def _gate_lead(best: pd.DataFrame, data: str) -> dict[int, float]:
+    s, f = _gate_seeds(best, data, "autonorm_s"), _gate_seeds(best, data, "frozen_ln")
+    return {seed: s[seed] - f[seed] for seed in set(s) & set(f)}
+
+
+def _n1_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    return [_gate_diff(best, _first(best, "cifar10", "mnist"), "autonorm", "autonorm_random")]
+
+
+def _n2_gate(results: pd.DataFrame) -> list[Effect]:
+    """Hottest against coldest temperature: the log of the gate's gradient SNR, and test accuracy."""
+    if "tau" not in results or results["tau"].nunique() < 2:
+        raise Unmeasurable("needs runs at two or more temperatures")
+    hot, cold = results["tau"].max(), results["tau"].min()
+    effects = []
+    for data, part in results.groupby("data"):
+        at = {tau: part[part["tau"] == tau].groupby("seed")[["gate_snr", "test_metric"]].mean() for tau in (hot, cold)}
+        for column, transform, what in (("gate_snr", math.log, "log gate SNR"), ("test_metric", float, "test accuracy")):
+            per_seed = {tau: {int(k): transform(v) for k, v in at[tau][column].items()} for tau in at}
+            effects.append(Effect(f"{what} at tau {hot:g} - at tau {cold:g} on {data}",
+                                  paired_differences(per_seed[hot], per_seed[cold])))
+    return effects
+
+
+def _n3_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    data = _first(best, "cifar10", "mnist_restyled")
+    return [_gate_diff(best, data, "autonorm_s", "frozen_ln"), _gate_diff(best, data, "autonorm_s", "autonorm")]
+
+
+def _n5_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    found = [d for d in ("mnist", "fashion_mnist") if d in set(best["data"])]
+    if not found:
+        raise Unmeasurable("no MNIST-like dataset in this set")
+    return [_gate_diff(best, d, "autonorm_s", "frozen_ln") for d in found]
+
+
+def _n13_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    return [_gate_diff(best, data, "autonorm", "autonorm_hard", "val_curve_mean") for data in sorted(set(best["data"]))]
+
+
+def _n14_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    present = set(best["data"])
+    if {"cifar100", "cifar10"} <= present:
+        pairs = [("cifar100", "cifar10"), *[("cifar10", d) for d in ("mnist", "fashion_mnist") if d in present]]
+    elif {"mnist_restyled", "mnist"} <= present:
+        pairs = [("mnist_restyled", "mnist")]
+    else:
+        raise Unmeasurable("needs a diverse and a stationary task")
+    return [Effect(f"lead of autonorm_s over frozen_ln on {a} - on {b}",
+                   paired_differences(_gate_lead(best, a), _gate_lead(best, b))) for a, b in pairs]
+
+
 # ---------------------------------------------------------------------- the claims
 
 _A, _N = "I", "II"
@@ -730,14 +811,19 @@ for _claim in [
                     f"affine_like minus the strongest scale-invariant normaliser, {_PAIRED}; margin {ACCURACY_MARGIN}")),
     Claim("N1", _N, "empirical", "On stationary vision, the learned gate (AutoNorm, unfrozen) does worse than the "
           "Random Selector: the stabilisation bottleneck.", 11, {"AutoNorm (CIFAR-10)": 84.35, "Random": 85.48},
-          test=Test("autonorm_vision", _on("cifar10", "autonorm", "autonorm_random"), Directional(-1),
-                    "autonorm minus autonorm_random test accuracy on CIFAR-10, paired by seed", "standard")),
+          test=Test("gate_bottleneck", _n1_gate, Directional(-1),
+                    "autonorm minus autonorm_random test accuracy, paired by seed, lr chosen on val (CIFAR-10 when "
+                    "present, else the stationary digits)")),
     Claim("N2", _N, "empirical", "The cause: the Gumbel-Softmax gate's gradient variance is high, so gates cannot "
-          "specialise before the backbone's features mature.", 11),
+          "specialise before the backbone's features mature.", 11,
+          test=Test("gate_tau", _n2_gate, Directional(+1),
+                    "hottest minus coldest Gumbel-Softmax temperature, paired by seed: the log of the gate's median "
+                    "gradient SNR, and test accuracy (a quieter gradient should let the gate help)")),
     Claim("N3", _N, "empirical", "AutoNorm-S recovers and leads on CIFAR-10.", 12,
           {"AutoNorm-S": 86.35, "AutoNorm-S CI": 0.22, "FrozenLN": 82.97, "AdaNorm": 84.20},
-          test=Test("autonorm_vision", _n3, Directional(+1),
-                    "autonorm_s minus frozen_ln and minus adanorm on CIFAR-10, paired by seed", "standard")),
+          test=Test("gate_bottleneck", _n3_gate, Directional(+1),
+                    "autonorm_s (the paper's rule, eps_H 0.1) minus frozen_ln and minus autonorm, paired by seed, on "
+                    "CIFAR-10 when present, else the restyled (diverse) digits")),
     Claim("N4", _N, "empirical", "CIFAR-100: AutoNorm-S has its largest vision lead.", 15,
           {"AutoNorm-S": 67.15, "FrozenLN": 64.82},
           test=Test("autonorm_vision", _n4, Directional(+1),
@@ -745,8 +831,8 @@ for _claim in [
     Claim("N5", _N, "empirical", "MNIST and Fashion-MNIST: no real gain (within the CI, or FrozenLN ahead).", 12,
           {"MNIST AutoNorm-S": 99.18, "MNIST CI": 0.10, "MNIST FrozenLN": 98.82, "MNIST AdaNorm": 98.95,
            "F-MNIST AutoNorm-S": 92.95, "F-MNIST FrozenLN": 93.12, "F-MNIST AdaNorm": 92.48},
-          test=Test("autonorm_vision", _n5, AtLeast(0.005, direction=-1),
-                    "autonorm_s minus frozen_ln; no gain beyond 0.005 (half an accuracy point)", "standard")),
+          test=Test("gate_bottleneck", _n5_gate, AtLeast(0.005, direction=-1),
+                    "autonorm_s minus frozen_ln on MNIST-like data; no gain beyond 0.005 (half an accuracy point)")),
     Claim("N6", _N, "empirical", "SVHN: AdaNorm is best.", 15,
           {"AdaNorm": 91.10, "FrozenLN": 90.37, "AutoNorm-S": 89.38},
           test=Test("autonorm_vision", _on("svhn", "adanorm", [n for n in PART2 if n != "adanorm"]), Directional(+1),
@@ -781,12 +867,15 @@ for _claim in [
            "Energy AdaNorm": 22.78, "Energy FiLM": 22.82},
           test=Test("autonorm_tabular", _n12, Equivalent(0.02),
                     "relative RMSE difference (autonorm_s - frozen_ln)/frozen_ln; equivalent within ±2 %")),
-    Claim("N13", _N, "empirical", "Hard (straight-through) gating converges slower than soft gating.", 11),
+    Claim("N13", _N, "empirical", "Hard (straight-through) gating converges slower than soft gating.", 11,
+          test=Test("gate_bottleneck", _n13_gate, Directional(+1),
+                    "soft minus hard gate: mean validation accuracy over the epochs (area under the learning curve), "
+                    "paired by seed")),
     Claim("N14", _N, "empirical", "Adaptive selection helps only when features are non-stationary: the lead orders "
           "CIFAR-100 > CIFAR-10 > MNIST / Fashion-MNIST.", 12,
-          test=Test("autonorm_vision", _n14, Directional(+1),
-                    "differences of the lead of autonorm_s over frozen_ln between datasets, paired by seed",
-                    "standard")),
+          test=Test("gate_bottleneck", _n14_gate, Directional(+1),
+                    "lead of autonorm_s over frozen_ln on the more diverse data minus on the less diverse, paired by "
+                    "seed (CIFAR-100 > CIFAR-10 > MNIST on a GPU; restyled > plain digits on the CPU)")),
 ]:
     _declare(_claim)
 

@@ -14,6 +14,7 @@ experiments, write a module that calls :func:`register_experiment` and import it
 """
 from __future__ import annotations
 
+from . import gate_study, part1, part1_conv, part2, part2_tasks  # noqa: E402,F401  (register the experiments)
 from .grid import Grid, Run, parse_shard, run_id, shard
 from .registry import Experiment, RunContext, get, names, register_experiment
 from .runner import (
@@ -29,8 +30,6 @@ from .runner import (
     summary_table,
     train_and_test,
 )
-
-from . import part1, part1_conv, part2, part2_tasks  # noqa: E402,F401  (register Part I's and Part II's experiments)
 
 __all__ = [
     "Experiment", "Grid", "Report", "Run", "RunContext", "RunReport", "get", "load_results", "mean_ci", "names",

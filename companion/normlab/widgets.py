@@ -1,0 +1,381 @@
+"""Chapter 10's gate-collapse widget: sliders over a grid of precomputed runs.
+
+Training even a tiny AutoNorm ViT takes seconds, too slow to follow a slider. So the
+``gate_widget`` experiment trains one run per point of a small grid (task x tau x the
+selector's learning-rate multiple x hard/soft x the epoch of a freeze), and the widget only
+looks runs up and draws them. Freezing needs no extra grid axis for eps_H or the rule: a
+run with AutoNorm-S is the unfrozen run up to its decision at T_freeze, and after it either
+the ``freeze_at = T_freeze`` run (the rule fired) or the unfrozen one (it did not); see
+:mod:`normlab.experiments.gate_study`.
+
+- :class:`GateRuns`: the runs, indexed by their settings; :meth:`GateRuns.select` applies
+  a freezing rule.
+- :func:`draw_gates`: one setting as a figure (entropy per layer over training, the freeze
+  marked; the final gate weight per layer).
+- :func:`small_multiples`: several settings side by side, the static figure for readers
+  without a kernel.
+- :class:`GateWidget`: ipywidgets controls wired to :func:`draw_gates`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from . import normalisers, plots
+from .experiments.gate_study import TASKS, load_records
+
+WIDGET_EXPERIMENT = "gate_widget"
+
+
+@dataclass(frozen=True)
+class GateSetting:
+    """One position of the widget's controls."""
+
+    data: str = "mnist"
+    tau: float = 0.5
+    selector_lr: float = 1.0
+    hard: bool = False
+    freezing: bool = False
+    t_freeze: int = 3
+    eps_h: float = 0.1
+    rule: str = "high"
+
+    def describe(self) -> str:
+        gate = f"tau {self.tau:g}, {'hard' if self.hard else 'soft'}, selector lr x{self.selector_lr:g}"
+        freeze = (
+            f"AutoNorm-S: T={self.t_freeze}, eps_H={self.eps_h:.2f}, rule {self.rule}"
+            if self.freezing
+            else "no freezing"
+        )
+        return f"{TASKS.get(self.data, self.data)} ({self.data}); {gate}; {freeze}"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What :meth:`GateRuns.select` picked: the run, and whether a freeze fired at which entropy."""
+
+    record: dict[str, Any]
+    fired: bool
+    decision_entropy: float | None
+
+
+class GateRuns:
+    """The widget's runs, looked up by (data, tau, selector_lr, hard, freeze_at)."""
+
+    def __init__(self, records: Iterable[dict[str, Any]]) -> None:
+        self.records: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for record in records:
+            c = record["config"]
+            self.records[
+                (
+                    c["data"],
+                    float(c["tau"]),
+                    float(c["selector_lr"]),
+                    bool(c["hard"]),
+                    int(c["freeze_at"]),
+                )
+            ] = record
+        if not self.records:
+            raise ValueError(
+                "no gate-widget runs to show; run `python -m normlab run gate_widget` first"
+            )
+
+    @classmethod
+    def load(cls, out: str | Path = "results", profile: str = "cpu") -> GateRuns:
+        """The runs saved under ``<out>/gate_widget/<profile>``; a ValueError unless every
+        point of that profile's grid is there."""
+        from .experiments import get
+
+        records = load_records(WIDGET_EXPERIMENT, out, profile)
+        expected = get(WIDGET_EXPERIMENT).grid(profile).size()
+        if len(records) < expected:
+            raise ValueError(
+                f"{Path(out) / WIDGET_EXPERIMENT / profile} holds {len(records)} of the grid's {expected} "
+                f"runs; run `python -m normlab run {WIDGET_EXPERIMENT} --profile {profile}`"
+            )
+        return cls(records)
+
+    def values(self, axis: str) -> list[Any]:
+        """The values of one grid axis, sorted."""
+        index = ("data", "tau", "selector_lr", "hard", "freeze_at").index(axis)
+        return sorted({key[index] for key in self.records})
+
+    def _get(self, setting: GateSetting, freeze_at: int) -> dict[str, Any]:
+        key = (
+            setting.data,
+            float(setting.tau),
+            float(setting.selector_lr),
+            bool(setting.hard),
+            int(freeze_at),
+        )
+        if key not in self.records:
+            raise KeyError(
+                f"no precomputed run for {setting.describe()} (freeze_at={freeze_at})"
+            )
+        return self.records[key]
+
+    def select(self, setting: GateSetting) -> Shown:
+        """The run the setting shows: with freezing on, apply the rule at ``t_freeze``."""
+        unfrozen = self._get(setting, 0)
+        if not setting.freezing:
+            return Shown(unfrozen, False, None)
+        frozen = self._get(setting, setting.t_freeze)
+        entropy = frozen["entropy_records"][-1]["mean"]
+        fired = (
+            entropy >= setting.eps_h
+            if setting.rule == "high"
+            else entropy < setting.eps_h
+        )
+        return Shown(frozen if fired else unfrozen, bool(fired), entropy)
+
+
+def _gates(
+    record: dict[str, Any],
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Layers, epochs, entropy ``(layers, epochs)`` and final ``p_ln`` per layer of one run."""
+    layers = list(dict.fromkeys(g["layer"] for g in record["gates"]))
+    epochs = np.array(sorted({g["epoch"] for g in record["gates"]}))
+    entropy = np.full((len(layers), len(epochs)), np.nan)
+    for g in record["gates"]:
+        entropy[layers.index(g["layer"]), np.searchsorted(epochs, g["epoch"])] = g[
+            "entropy"
+        ]
+    last = {g["layer"]: g["p_ln"] for g in record["gates"] if g["epoch"] == epochs[-1]}
+    return layers, epochs, entropy, np.array([last[name] for name in layers])
+
+
+def _short(layer: str) -> str:
+    """``encoder.blocks.2.norm1`` -> ``b2.norm1``; ``encoder.norm`` -> ``final``."""
+    parts = layer.split(".")
+    return f"b{parts[-2]}.{parts[-1]}" if "blocks" in parts else "final"
+
+
+def _entropy_panel(
+    ax: Any, shown: Shown, setting: GateSetting, legend: bool = True
+) -> None:
+    layers, epochs, entropy, _ = _gates(shown.record)
+    colours = colormaps["viridis"](np.linspace(0, 0.9, len(layers)))
+    for i, name in enumerate(layers):
+        ax.plot(
+            epochs,
+            entropy[i],
+            color=colours[i],
+            marker="o",
+            markersize=2.5,
+            lw=1.4,
+            label=_short(name),
+        )
+    ax.axhline(math.log(2), color="grey", ls=":", lw=1)
+    if setting.freezing:
+        ax.axhline(setting.eps_h, color="black", ls="--", lw=1)
+        style = (
+            {"color": "#d62728", "lw": 5, "alpha": 0.35}
+            if shown.fired
+            else {"color": "grey", "ls": "--", "lw": 1}
+        )
+        ax.axvline(setting.t_freeze, **style)
+        verdict = "froze every gate" if shown.fired else "did not fire"
+        ax.set_title(
+            f"H={shown.decision_entropy:.2f} at T={setting.t_freeze}: {verdict}",
+            fontsize=9,
+        )
+    ax.set_ylim(-0.02, math.log(2) + 0.05)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("gate entropy (nats)")
+    if legend:
+        ax.legend(
+            fontsize=7, ncol=2, loc="upper right", title="layer", title_fontsize=7
+        )
+
+
+def _weight_panel(ax: Any, shown: Shown) -> None:
+    layers, _, _, p_ln = _gates(shown.record)
+    y = np.arange(len(layers))
+    ax.barh(y, p_ln, color=normalisers.colour("frozen_ln"), label="LayerNorm")
+    ax.barh(y, 1 - p_ln, left=p_ln, color=normalisers.colour("dyt"), label="DyT")
+    ax.axvline(0.5, color="grey", ls=":", lw=1)
+    ax.set_yticks(y, [_short(name) for name in layers])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("mean gate weight, last epoch")
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def draw_gates(runs: GateRuns, setting: GateSetting) -> Figure:
+    """One setting: entropy per layer over training (freeze marked), final gate weight per layer."""
+    shown = runs.select(setting)
+    metrics = shown.record["metrics"]
+    with plots.style():
+        figure = Figure(figsize=(10, 3.6), layout="constrained")
+        left, right = figure.subplots(1, 2, width_ratios=[1.6, 1])
+        _entropy_panel(left, shown, setting)
+        _weight_panel(right, shown)
+        right.set_title(f"val accuracy {metrics['val_metric']:.3f}", fontsize=9)
+        figure.suptitle(setting.describe(), fontsize=10)
+    return figure
+
+
+def small_multiples(
+    runs: GateRuns, settings: Sequence[GateSetting], ncols: int = 3
+) -> Figure:
+    """Entropy per layer for several settings, one panel each: the widget without a kernel."""
+    nrows = math.ceil(len(settings) / ncols)
+    with plots.style():
+        figure = Figure(figsize=(4.2 * ncols, 3.0 * nrows), layout="constrained")
+        axes = np.atleast_2d(figure.subplots(nrows, ncols, sharey=True, squeeze=False))
+        for ax, setting in zip(axes.flat, settings):
+            shown = runs.select(setting)
+            _entropy_panel(ax, shown, setting, legend=False)
+            p_ln = _gates(shown.record)[3]
+            freeze = (
+                f", freeze T={setting.t_freeze} eps={setting.eps_h:g}"
+                if setting.freezing
+                else ""
+            )
+            ax.set_title(
+                f"{TASKS.get(setting.data, setting.data)}: tau {setting.tau:g}, "
+                f"{'hard' if setting.hard else 'soft'}, lr x{setting.selector_lr:g}{freeze}\n"
+                f"final mean w_LN {p_ln.mean():.2f}",
+                fontsize=8,
+            )
+        for ax in axes.flat[len(settings) :]:
+            ax.set_visible(False)
+        handles, texts = axes.flat[0].get_legend_handles_labels()
+        figure.legend(
+            handles, texts, loc="outside right upper", fontsize=7, title="layer"
+        )
+    return figure
+
+
+class GateWidget:
+    """Sliders and toggles over :class:`GateRuns`; every change redraws :func:`draw_gates`.
+
+    ``controls`` maps each setting's name to its ipywidgets control; :meth:`redraw` is the
+    callback they call (``seconds`` holds how long the last one took), ``figure`` the last
+    figure drawn. Display the widget with :meth:`ui`.
+    """
+
+    def __init__(self, runs: GateRuns, setting: GateSetting | None = None) -> None:
+        import ipywidgets as widgets
+
+        self.runs = runs
+        start = setting or GateSetting(
+            data=runs.values("data")[0],
+            t_freeze=min(t for t in runs.values("freeze_at") if t),
+        )
+        selection = {"description_width": "initial"}
+        self.controls: dict[str, Any] = {
+            "data": widgets.ToggleButtons(
+                options=[(TASKS.get(d, d), d) for d in runs.values("data")],
+                value=start.data,
+                description="task",
+            ),
+            "tau": widgets.SelectionSlider(
+                options=runs.values("tau"), value=start.tau, description="tau"
+            ),
+            "selector_lr": widgets.SelectionSlider(
+                options=runs.values("selector_lr"),
+                value=start.selector_lr,
+                description="selector lr x",
+                style=selection,
+            ),
+            "hard": widgets.ToggleButtons(
+                options=[("soft", False), ("hard", True)],
+                value=start.hard,
+                description="gate",
+            ),
+            "freezing": widgets.Checkbox(
+                value=start.freezing, description="AutoNorm-S freezing"
+            ),
+            "t_freeze": widgets.SelectionSlider(
+                options=[t for t in runs.values("freeze_at") if t],
+                value=start.t_freeze,
+                description="T_freeze",
+            ),
+            "eps_h": widgets.FloatSlider(
+                value=start.eps_h,
+                min=0.0,
+                max=round(math.log(2), 2),
+                step=0.01,
+                description="eps_H",
+            ),
+            "rule": widgets.ToggleButtons(
+                options=[("H >= eps_H (paper)", "high"), ("H < eps_H", "low")],
+                value=start.rule,
+                description="freeze if",
+            ),
+        }
+        self.output = widgets.Output()
+        self.figure: Figure | None = None
+        self.seconds = math.nan
+        for control in self.controls.values():
+            control.observe(self.redraw, names="value")
+        self.redraw()
+
+    @property
+    def setting(self) -> GateSetting:
+        """The setting the controls show now."""
+        return GateSetting(
+            **{name: control.value for name, control in self.controls.items()}
+        )
+
+    def redraw(self, change: Any = None) -> Figure:
+        """Draw the current setting (the controls' callback); returns the figure."""
+        from IPython.display import display
+
+        started = time.perf_counter()
+        self.figure = draw_gates(self.runs, self.setting)
+        with self.output:
+            self.output.clear_output(wait=True)
+            display(self.figure)
+        self.seconds = time.perf_counter() - started
+        return self.figure
+
+    def set(self, **values: Any) -> Figure:
+        """Move controls programmatically (as a reader would), e.g. ``set(tau=2.0)``."""
+        unknown = sorted(set(values) - set(self.controls))
+        if unknown:
+            raise ValueError(
+                f"unknown control(s) {', '.join(unknown)}; expected {', '.join(self.controls)}"
+            )
+        for name, value in values.items():
+            self.controls[name].value = value
+        return self.figure
+
+    def ui(self) -> Any:
+        """The controls above the figure, ready for ``display``."""
+        import ipywidgets as widgets
+
+        c = self.controls
+        rows = [
+            widgets.HBox([c["data"], c["hard"]]),
+            widgets.HBox([c["tau"], c["selector_lr"]]),
+            widgets.HBox([c["freezing"], c["t_freeze"], c["eps_h"]]),
+            c["rule"],
+        ]
+        return widgets.VBox([*rows, self.output])
+
+
+def showcase_settings(runs: GateRuns) -> list[GateSetting]:
+    """Settings for the static figure, one row per task: every temperature of the grid with
+    soft samples, then the paper's temperature with hard samples, then with AutoNorm-S at the
+    paper's eps_H (the first T_freeze of the grid)."""
+    taus, t_freeze = runs.values("tau"), min(t for t in runs.values("freeze_at") if t)
+    paper_tau = 0.5 if 0.5 in taus else taus[len(taus) // 2]
+    out = []
+    for data in runs.values("data"):
+        base = GateSetting(data=data, tau=paper_tau, t_freeze=t_freeze)
+        out += [replace(base, tau=tau) for tau in taus]
+        if True in runs.values("hard"):
+            out.append(replace(base, hard=True))
+        out.append(replace(base, freezing=True, eps_h=0.1))
+    return out

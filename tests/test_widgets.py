@@ -1,0 +1,156 @@
+"""Chapter 10's gate-collapse widget: lookup, the freezing rule, and a redraw under 2 s."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+import pytest
+from normlab import widgets as w
+
+LAYERS = ["encoder.blocks.0.norm1", "encoder.blocks.0.norm2", "encoder.norm"]
+EPOCHS = 6
+
+
+def fake_record(
+    data: str, tau: float, selector_lr: float, hard: bool, freeze_at: int
+) -> dict:
+    """A run record whose entropies fall at a rate set by its settings (deterministic)."""
+    rate = (
+        0.1
+        + 0.3 * tau
+        + 0.05 * selector_lr
+        + (0.2 if hard else 0.0)
+        + (0.1 if data == "mnist" else 0.0)
+    )
+    gates = []
+    for epoch in range(1, EPOCHS + 1):
+        for i, layer in enumerate(LAYERS):
+            stop = freeze_at if freeze_at and epoch > freeze_at else epoch
+            entropy = math.log(2) * math.exp(-rate * stop * (i + 1) / 3)
+            p_ln = 0.5 + 0.45 * (1 - entropy / math.log(2)) * (1 if i % 2 == 0 else -1)
+            gates.append(
+                {
+                    "epoch": epoch,
+                    "layer": layer,
+                    "p_dyt": 1 - p_ln,
+                    "p_ln": p_ln,
+                    "entropy": entropy,
+                    "grad_var": 1e-6,
+                    "snr": 1.0,
+                }
+            )
+    record = {
+        "run_id": f"r-{data}-{tau}-{selector_lr}-{hard}-{freeze_at}",
+        "config": {
+            "data": data,
+            "tau": tau,
+            "selector_lr": selector_lr,
+            "hard": hard,
+            "freeze_at": freeze_at,
+        },
+        "metrics": {"val_metric": 0.5 + rate / 10, "test_metric": 0.5},
+        "gates": gates,
+    }
+    if freeze_at:
+        mean = float(np.mean([g["entropy"] for g in gates if g["epoch"] == freeze_at]))
+        record["entropy_records"] = [{"epoch": freeze_at, "mean": mean, "layers": {}}]
+    return record
+
+
+@pytest.fixture(scope="module")
+def runs() -> w.GateRuns:
+    grid = itertools.product(
+        ["mnist", "mnist_restyled"],
+        [0.1, 0.5, 2.0],
+        [0.1, 1.0, 10.0],
+        [False, True],
+        [0, 3],
+    )
+    return w.GateRuns(fake_record(*point) for point in grid)
+
+
+def lines(figure) -> list[np.ndarray]:
+    return [
+        np.asarray(line.get_ydata(), dtype=float) for line in figure.axes[0].get_lines()
+    ]
+
+
+def test_moving_a_slider_redraws_within_two_seconds(runs: w.GateRuns) -> None:
+    widget = w.GateWidget(runs)
+    before = lines(widget.figure)
+    started = time.perf_counter()
+    widget.controls["tau"].value = 2.0  # what a reader's slider move does
+    elapsed = time.perf_counter() - started
+    after = lines(widget.figure)
+    assert elapsed < 2.0 and widget.seconds < 2.0
+    assert len(before) == len(after) and any(
+        not np.array_equal(a, b) for a, b in zip(before, after)
+    )
+    assert widget.setting.tau == 2.0
+
+
+def test_freezing_follows_the_rule(runs: w.GateRuns) -> None:
+    setting = w.GateSetting(
+        data="mnist", tau=0.5, freezing=True, t_freeze=3, eps_h=0.0, rule="high"
+    )
+    shown = runs.select(setting)
+    assert shown.fired and shown.record["config"]["freeze_at"] == 3
+    high = runs.select(
+        w.GateSetting(
+            data="mnist",
+            tau=0.5,
+            freezing=True,
+            t_freeze=3,
+            eps_h=math.log(2),
+            rule="high",
+        )
+    )
+    assert not high.fired and high.record["config"]["freeze_at"] == 0
+    low = runs.select(
+        w.GateSetting(
+            data="mnist",
+            tau=0.5,
+            freezing=True,
+            t_freeze=3,
+            eps_h=math.log(2),
+            rule="low",
+        )
+    )
+    assert low.fired and low.decision_entropy == pytest.approx(shown.decision_entropy)
+
+
+def test_freeze_toggle_marks_the_freeze(runs: w.GateRuns) -> None:
+    widget = w.GateWidget(runs)
+    widget.set(freezing=True, eps_h=0.0)
+    vertical = [
+        line
+        for line in widget.figure.axes[0].get_lines()
+        if len(set(line.get_xdata())) == 1
+    ]
+    assert vertical and vertical[0].get_xdata()[0] == 3
+
+
+def test_final_weights_sum_to_one(runs: w.GateRuns) -> None:
+    figure = w.draw_gates(runs, w.GateSetting())
+    bars = figure.axes[1].patches
+    n = len(LAYERS)
+    widths = np.array([bar.get_width() for bar in bars]).reshape(2, n)
+    np.testing.assert_allclose(widths.sum(axis=0), 1.0)
+
+
+def test_small_multiples_draw_every_setting(runs: w.GateRuns) -> None:
+    settings = w.showcase_settings(runs)
+    figure = w.small_multiples(runs, settings)
+    assert sum(ax.get_visible() for ax in figure.axes) == len(settings)
+
+
+def test_errors_name_what_is_missing(runs: w.GateRuns) -> None:
+    with pytest.raises(KeyError, match="no precomputed run"):
+        runs.select(w.GateSetting(tau=0.3))
+    with pytest.raises(ValueError, match="unknown control"):
+        w.GateWidget(runs).set(temperature=1.0)
+    with pytest.raises(ValueError, match="no gate-widget runs"):
+        w.GateRuns([])
