@@ -1,5 +1,6 @@
 """The claims registry: every claim registered, each rule gives each verdict, exact claims
 measured, statuses before a chapter or a saved set exists, and the scorecard lists them all."""
+
 from __future__ import annotations
 
 import json
@@ -28,25 +29,45 @@ def _ci(mean: float, half: float, n: int = 5) -> stats.Interval:
 
 def test_every_claim_of_claims_md_is_registered() -> None:
     if not CLAIMS_MD.is_file():
-        pytest.skip(f"{CLAIMS_MD} is absent: it sits beside the repository clone in CI, not in a reader's clone")
-    rows = re.findall(r"^\| ([AN]\d+) \| (\w+) \|", CLAIMS_MD.read_text(), flags=re.MULTILINE)
+        pytest.skip(
+            f"{CLAIMS_MD} is absent: it sits beside the repository clone in CI, not in a reader's clone"
+        )
+    rows = re.findall(
+        r"^\| ([AN]\d+) \| (\w+) \|", CLAIMS_MD.read_text(), flags=re.MULTILINE
+    )
     assert len(rows) == 29
     assert {i: k for i, k in rows} == {c.id: c.kind for c in claims.CLAIMS.values()}
 
 
 def test_ids_and_chapters() -> None:
-    assert claims.ids() == [f"A{i}" for i in range(1, 16)] + [f"N{i}" for i in range(1, 15)]
+    assert claims.ids() == [f"A{i}" for i in range(1, 16)] + [
+        f"N{i}" for i in range(1, 15)
+    ]
     chapters = {c.id: c.chapter for c in claims.CLAIMS.values()}
-    assert chapters["A1"] == 2 and chapters["A14"] == 8 and chapters["N12"] == 14 and chapters["N7"] == 15
-    assert all(isinstance(c.test, claims.Measurement) for i, c in claims.CLAIMS.items() if i in
-               ("A1", "A2", "A3", "A4", "A5", "A6", "A7"))
+    assert (
+        chapters["A1"] == 2
+        and chapters["A14"] == 8
+        and chapters["N12"] == 14
+        and chapters["N7"] == 15
+    )
+    assert all(
+        isinstance(c.test, claims.Measurement)
+        for i, c in claims.CLAIMS.items()
+        if i in ("A1", "A2", "A3", "A4", "A5", "A6", "A7")
+    )
     with pytest.raises(ValueError, match="Z9"):
         claims.get("Z9")
 
 
 def test_a_test_must_name_a_registered_experiment() -> None:
-    bad = claims.Claim("Z1", "I", "empirical", "x", 6,
-                       test=claims.Test("no_such_experiment", lambda r: [], claims.Directional(), "x"))
+    bad = claims.Claim(
+        "Z1",
+        "I",
+        "empirical",
+        "x",
+        6,
+        test=claims.Test("no_such_experiment", lambda r: [], claims.Directional(), "x"),
+    )
     with pytest.raises(ValueError, match="fc_normalisers"):
         claims._declare(bad)
     assert "Z1" not in claims.CLAIMS
@@ -62,19 +83,58 @@ def test_paper_numbers_are_the_papers() -> None:
 # --------------------------------------------------------------------------- rules
 
 
-@pytest.mark.parametrize("rule, cases", [
-    (claims.Directional(+1), {SUPPORTED: (0.5, 0.2), CONTRADICTED: (-0.5, 0.2), INCONCLUSIVE: (0.1, 0.2)}),
-    (claims.Directional(-1), {SUPPORTED: (-0.5, 0.2), CONTRADICTED: (0.5, 0.2), INCONCLUSIVE: (-0.1, 0.2)}),
-    (claims.Equivalent(0.01), {SUPPORTED: (0.002, 0.005), CONTRADICTED: (0.05, 0.01), INCONCLUSIVE: (0.008, 0.01)}),
-    (claims.AtLeast(0.01), {SUPPORTED: (-0.005, 0.004), CONTRADICTED: (-0.05, 0.01), INCONCLUSIVE: (-0.01, 0.01)}),
-    (claims.AtLeast(0.01, direction=-1),
-     {SUPPORTED: (0.005, 0.004), CONTRADICTED: (0.05, 0.01), INCONCLUSIVE: (0.01, 0.01)}),
-])
+@pytest.mark.parametrize(
+    "rule, cases",
+    [
+        (
+            claims.Directional(+1),
+            {
+                SUPPORTED: (0.5, 0.2),
+                CONTRADICTED: (-0.5, 0.2),
+                INCONCLUSIVE: (0.1, 0.2),
+            },
+        ),
+        (
+            claims.Directional(-1),
+            {
+                SUPPORTED: (-0.5, 0.2),
+                CONTRADICTED: (0.5, 0.2),
+                INCONCLUSIVE: (-0.1, 0.2),
+            },
+        ),
+        (
+            claims.Equivalent(0.01),
+            {
+                SUPPORTED: (0.002, 0.005),
+                CONTRADICTED: (0.05, 0.01),
+                INCONCLUSIVE: (0.008, 0.01),
+            },
+        ),
+        (
+            claims.AtLeast(0.01),
+            {
+                SUPPORTED: (-0.005, 0.004),
+                CONTRADICTED: (-0.05, 0.01),
+                INCONCLUSIVE: (-0.01, 0.01),
+            },
+        ),
+        (
+            claims.AtLeast(0.01, direction=-1),
+            {
+                SUPPORTED: (0.005, 0.004),
+                CONTRADICTED: (0.05, 0.01),
+                INCONCLUSIVE: (0.01, 0.01),
+            },
+        ),
+    ],
+)
 def test_each_rule_gives_each_verdict(rule, cases) -> None:
     assert rule.words
     for verdict, (mean, half) in cases.items():
         assert rule.verdict(_ci(mean, half)) == verdict, (rule, mean, half)
-    assert rule.verdict(stats.Interval(1.0, math.nan, 1)) == INCONCLUSIVE  # one seed decides nothing
+    assert (
+        rule.verdict(stats.Interval(1.0, math.nan, 1)) == INCONCLUSIVE
+    )  # one seed decides nothing
 
 
 def test_rules_reject_bad_settings() -> None:
@@ -100,16 +160,26 @@ def test_mean_ci_is_the_t_interval() -> None:
     x = np.array([0.8, 0.82, 0.79, 0.85, 0.81])
     mean, half, n = stats.mean_ci(x)
     low, high = sps.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=sps.sem(x))
-    assert n == 5 and mean == pytest.approx(x.mean()) and half == pytest.approx((high - low) / 2, rel=1e-12)
+    assert (
+        n == 5
+        and mean == pytest.approx(x.mean())
+        and half == pytest.approx((high - low) / 2, rel=1e-12)
+    )
     assert math.isnan(stats.mean_ci([1.0])[1]) and stats.mean_ci([])[2] == 0
 
 
 def test_paired_slope_tost() -> None:
-    assert list(stats.paired_differences({0: 1.0, 1: 2.0, 2: 5.0}, {1: 1.5, 2: 4.0, 3: 9.0})) == [0.5, 1.0]
-    assert stats.slope_log2([8, 16, 32, 64], [0.9, 0.88, 0.86, 0.84]) == pytest.approx(-0.02)
+    assert list(
+        stats.paired_differences({0: 1.0, 1: 2.0, 2: 5.0}, {1: 1.5, 2: 4.0, 3: 9.0})
+    ) == [0.5, 1.0]
+    assert stats.slope_log2([8, 16, 32, 64], [0.9, 0.88, 0.86, 0.84]) == pytest.approx(
+        -0.02
+    )
     with pytest.raises(ValueError, match="distinct"):
         stats.slope_log2([8, 8], [1, 2])
-    table = pd.DataFrame({"seed": [0, 0, 1, 1], "b": [8, 16, 8, 16], "y": [1.0, 0.9, 1.0, 0.8]})
+    table = pd.DataFrame(
+        {"seed": [0, 0, 1, 1], "b": [8, 16, 8, 16], "y": [1.0, 0.9, 1.0, 0.8]}
+    )
     assert list(stats.slopes_log2(table, "b", "y")) == pytest.approx([-0.1, -0.2])
     rng = np.random.default_rng(0)
     assert stats.tost(rng.normal(0, 0.001, 10), 0.01)[1]
@@ -130,8 +200,20 @@ def test_exact_claims_are_measured(claim_id: str) -> None:
 
 def test_a_failed_measurement_is_contradicted(tmp_path: Path) -> None:
     (tmp_path / "02_x.ipynb").write_text("{}")
-    broken = claims.Claim("A1", "I", "exact", "x", 2, test=claims.Measurement(
-        lambda: [claims.Check("should be zero", 1e-3), claims.Check("should not", 0.0, zero=False)], "x"))
+    broken = claims.Claim(
+        "A1",
+        "I",
+        "exact",
+        "x",
+        2,
+        test=claims.Measurement(
+            lambda: [
+                claims.Check("should be zero", 1e-3),
+                claims.Check("should not", 0.0, zero=False),
+            ],
+            "x",
+        ),
+    )
     assert claims.evaluate(broken, book=tmp_path).verdict == CONTRADICTED
 
 
@@ -143,7 +225,13 @@ def _fc_table(lead: float, seeds: int = 5) -> pd.DataFrame:
     the rest by ``lead``, plus per-seed noise; the best lr of every normaliser is 0.1."""
     rng = np.random.default_rng(1)
     rows = []
-    base = {"none": 0.5, "batchnorm": 0.55, "layernorm": 0.56, "rmsnorm": 0.54, "l2": 0.5}
+    base = {
+        "none": 0.5,
+        "batchnorm": 0.55,
+        "layernorm": 0.56,
+        "rmsnorm": 0.54,
+        "l2": 0.5,
+    }
     base.update(norm_like=0.56 + lead, affine_like=0.56 + 2 * lead)
     for act in ("tanh", "leaky_relu"):
         for name, acc in base.items():
@@ -151,23 +239,43 @@ def _fc_table(lead: float, seeds: int = 5) -> pd.DataFrame:
                 for seed in range(seeds):
                     noise = rng.normal(0, 0.003)
                     value = acc + noise - (0.2 if lr == 0.01 else 0.0)
-                    rows.append({"experiment": "fc_normalisers", "profile": "cpu", "data": "digits",
-                                 "budget": "fixed_epochs", "activation": act, "width": 64, "depth": 3,
-                                 "batch_size": 32, "normaliser": name, "lr": lr, "seed": seed,
-                                 "higher_is_better": True, "val_metric": value, "test_metric": value})
+                    rows.append(
+                        {
+                            "experiment": "fc_normalisers",
+                            "profile": "cpu",
+                            "data": "digits",
+                            "budget": "fixed_epochs",
+                            "activation": act,
+                            "width": 64,
+                            "depth": 3,
+                            "batch_size": 32,
+                            "normaliser": name,
+                            "lr": lr,
+                            "seed": seed,
+                            "higher_is_better": True,
+                            "val_metric": value,
+                            "test_metric": value,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("lead, verdict", [(0.05, SUPPORTED), (-0.05, CONTRADICTED), (0.0, INCONCLUSIVE)])
+@pytest.mark.parametrize(
+    "lead, verdict", [(0.05, SUPPORTED), (-0.05, CONTRADICTED), (0.0, INCONCLUSIVE)]
+)
 def test_a8_on_constructed_results(lead: float, verdict: str) -> None:
     out = claims.judge(claims.get("A8"), _fc_table(lead))
-    assert out.verdict == verdict if lead else out.verdict in (INCONCLUSIVE, CONTRADICTED)
+    assert (
+        out.verdict == verdict if lead else out.verdict in (INCONCLUSIVE, CONTRADICTED)
+    )
     assert all(ci.n == 5 for _, ci, _ in out.effects)
 
 
 def test_chosen_lr_is_chosen_on_val() -> None:
     table = _fc_table(0.05)
-    table.loc[table["lr"] == 0.01, "test_metric"] += 1.0  # a test-set winner at lr 0.01 must not be chosen
+    table.loc[table["lr"] == 0.01, "test_metric"] += (
+        1.0  # a test-set winner at lr 0.01 must not be chosen
+    )
     best = claims.at_chosen_lr(table)
     assert set(best["lr"]) == {0.1} and len(best) == 7 * 2 * 5
 
@@ -179,14 +287,31 @@ def test_unmeasurable_is_said_not_guessed() -> None:
 
 def test_batch_size_slopes() -> None:
     rows = []
-    for name, slope in (("affine_like", -0.03), ("norm_like", -0.02), ("layernorm", 0.0), ("batchnorm", 0.01),
-                        ("rmsnorm", 0.0), ("none", 0.02)):
+    for name, slope in (
+        ("affine_like", -0.03),
+        ("norm_like", -0.02),
+        ("layernorm", 0.0),
+        ("batchnorm", 0.01),
+        ("rmsnorm", 0.0),
+        ("none", 0.02),
+    ):
         for b in (8, 32, 128):
             for seed in range(5):
                 value = 0.8 + slope * math.log2(b) + 0.001 * ((seed * 7 + b) % 3)
-                rows.append({"normaliser": name, "batch_size": b, "seed": seed, "lr": 0.1, "data": "digits",
-                             "budget": "fixed_steps", "base_batch_size": 32,
-                             "higher_is_better": True, "val_metric": value, "test_metric": value})
+                rows.append(
+                    {
+                        "normaliser": name,
+                        "batch_size": b,
+                        "seed": seed,
+                        "lr": 0.1,
+                        "data": "digits",
+                        "budget": "fixed_steps",
+                        "base_batch_size": 32,
+                        "higher_is_better": True,
+                        "val_metric": value,
+                        "test_metric": value,
+                    }
+                )
     table = pd.DataFrame(rows)
     assert claims.judge(claims.get("A12"), table).verdict == SUPPORTED
     assert claims.judge(claims.get("A13"), table).verdict == SUPPORTED
@@ -199,24 +324,46 @@ def test_statuses_before_chapters_and_sets(tmp_path: Path) -> None:
     book = tmp_path / "book"
     book.mkdir()
     assert claims.evaluate("A8", book=book, root=tmp_path).verdict == NOT_YET_TESTED
-    assert claims.evaluate("N10", book=book, root=tmp_path).verdict == NOT_YET_TESTED  # no test attached yet
+    assert (
+        claims.evaluate("N10", book=book, root=tmp_path).verdict == NOT_YET_TESTED
+    )  # no test attached yet
     (book / "06_fc.ipynb").write_text("{}")
     (book / "11_x.ipynb").write_text("{}")
     (book / "15_x.ipynb").write_text("{}")
     out = claims.evaluate("A8", book=book, root=tmp_path)
-    assert out.verdict == "needs the cpu profile" and out.note == "python -m normlab save fc_normalisers --profile cpu"
-    assert claims.evaluate("N1", book=book, root=tmp_path).verdict == "needs the cpu profile"
-    assert claims.evaluate("N4", book=book, root=tmp_path).verdict == "needs the standard profile"
+    assert (
+        out.verdict == "needs the cpu profile"
+        and out.note == "python -m normlab save fc_normalisers --profile cpu"
+    )
+    assert (
+        claims.evaluate("N1", book=book, root=tmp_path).verdict
+        == "needs the cpu profile"
+    )
+    assert (
+        claims.evaluate("N4", book=book, root=tmp_path).verdict
+        == "needs the standard profile"
+    )
 
 
 def test_scorecard_lists_every_claim(tmp_path: Path) -> None:
     card = claims.scorecard(root=tmp_path)
     assert list(card["id"]) == claims.ids() and len(card) == 29
-    assert set(card.loc[card["kind"] != "empirical", "verdict"]) <= {SUPPORTED, CONTRADICTED}
-    assert set(card["verdict"]) <= {SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_YET_TESTED,
-                                    "needs the cpu profile", "needs the standard profile"}
+    assert set(card.loc[card["kind"] != "empirical", "verdict"]) <= {
+        SUPPORTED,
+        CONTRADICTED,
+    }
+    assert set(card["verdict"]) <= {
+        SUPPORTED,
+        CONTRADICTED,
+        INCONCLUSIVE,
+        NOT_YET_TESTED,
+        "needs the cpu profile",
+        "needs the standard profile",
+    }
     md = claims.markdown(card[["id", "claim", "verdict"]])
-    assert md.count("\n") == 31 and "\\|" in md  # header, rule, 29 rows; a | in a claim is escaped
+    assert (
+        md.count("\n") == 31 and "\\|" in md
+    )  # header, rule, 29 rows; a | in a claim is escaped
 
 
 def test_forest_is_empty_safe() -> None:
@@ -232,7 +379,12 @@ def test_forest_is_empty_safe() -> None:
 
 def test_cli_scorecard(tmp_path: Path, capsys) -> None:
     out = tmp_path / "card.csv"
-    assert main(["scorecard", "--format", "csv", "--out", str(out), "--root", str(tmp_path)]) == 0
+    assert (
+        main(
+            ["scorecard", "--format", "csv", "--out", str(out), "--root", str(tmp_path)]
+        )
+        == 0
+    )
     assert len(pd.read_csv(out)) == 29 and "29 claims" in capsys.readouterr().out
     assert main(["scorecard", "--format", "markdown", "--root", str(tmp_path)]) == 0
     assert capsys.readouterr().out.startswith("| id |")
@@ -258,5 +410,10 @@ def test_experiment_chapters_cite_their_claims() -> None:
 
 
 def test_citation_checker_flags_a_silent_chapter(tmp_path: Path) -> None:
-    (tmp_path / "06_fc.ipynb").write_text(json.dumps({"cells": [{"source": ["Tests A8, A9 and A10."]}]}))
-    assert sorted(uncited(tmp_path)) == ["06_fc.ipynb does not cite A11", "06_fc.ipynb does not cite A15"]
+    (tmp_path / "06_fc.ipynb").write_text(
+        json.dumps({"cells": [{"source": ["Tests A8, A9 and A10."]}]})
+    )
+    assert sorted(uncited(tmp_path)) == [
+        "06_fc.ipynb does not cite A11",
+        "06_fc.ipynb does not cite A15",
+    ]

@@ -12,6 +12,7 @@ normaliser x data x hyperparameters x seeds, and a function that performs one ru
 The command line ``python -m normlab list|run|report`` calls the same functions. To add
 experiments, write a module that calls :func:`register_experiment` and import it below.
 """
+
 from __future__ import annotations
 
 from . import gate_study, part1, part1_conv, part2, part2_tasks  # noqa: E402,F401  (register the experiments)
@@ -32,7 +33,25 @@ from .runner import (
 )
 
 __all__ = [
-    "Experiment", "Grid", "Report", "Run", "RunContext", "RunReport", "get", "load_results", "mean_ci", "names",
-    "parse_shard", "register_experiment", "report", "results_folder", "run", "run_id", "select_best", "shard",
-    "summarise", "summary_table", "train_and_test",
+    "Experiment",
+    "Grid",
+    "Report",
+    "Run",
+    "RunContext",
+    "RunReport",
+    "get",
+    "load_results",
+    "mean_ci",
+    "names",
+    "parse_shard",
+    "register_experiment",
+    "report",
+    "results_folder",
+    "run",
+    "run_id",
+    "select_best",
+    "shard",
+    "summarise",
+    "summary_table",
+    "train_and_test",
 ]

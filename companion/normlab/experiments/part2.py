@@ -19,6 +19,7 @@ The paper's recipe (AdamW, warm-up + cosine, label smoothing 0.1, stochastic dep
 LayerScale 1e-4, MixUp/CutMix, 5 seeds) is the ``paper`` profile; its epoch counts are not
 stated, so ours are our choice.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,25 +41,53 @@ from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
 
-NORMALISERS: tuple[str, ...] = PART2  # the names the grids sweep, from normlab.normalisers
+NORMALISERS: tuple[str, ...] = (
+    PART2  # the names the grids sweep, from normlab.normalisers
+)
 FLIPPABLE = ("cifar10", "cifar100", "cifar10_c")
 
 
 def build_model(train: data.DataSplit, config: dict[str, Any]) -> nn.Module:
     """The backbone for the split's task, with ``config["normaliser"]`` in every slot."""
     norm = norm_layer(config["normaliser"])
-    encoder = {key: config[key] for key in ("dim", "depth", "heads", "drop_path", "layer_scale_init", "dropout", "attn_dropout")
-               if key in config}
+    encoder = {
+        key: config[key]
+        for key in (
+            "dim",
+            "depth",
+            "heads",
+            "drop_path",
+            "layer_scale_init",
+            "dropout",
+            "attn_dropout",
+        )
+        if key in config
+    }
     if train.task == "regression":
-        return TabularTransformer(tabular_config("paper_tabular", num_features=train.x.shape[1], **encoder), norm)
+        return TabularTransformer(
+            tabular_config("paper_tabular", num_features=train.x.shape[1], **encoder),
+            norm,
+        )
     if train.x.dim() == 4:
         _, channels, size, _ = train.x.shape
         patch_size = config["patch_size"] or size // 4  # None: a 4 x 4 grid of patches
-        vit = vit_config("paper_vision", img_size=size, in_chans=channels, num_classes=train.num_classes,
-                         patch_size=patch_size, **encoder)
+        vit = vit_config(
+            "paper_vision",
+            img_size=size,
+            in_chans=channels,
+            num_classes=train.num_classes,
+            patch_size=patch_size,
+            **encoder,
+        )
         return ViTLite(vit, norm)
-    sequence = sequence_config("paper_nlp", vocab_size=len(train.meta["vocab"]), max_len=train.x.shape[1],
-                               num_outputs=train.num_classes, task=train.task, **encoder)
+    sequence = sequence_config(
+        "paper_nlp",
+        vocab_size=len(train.meta["vocab"]),
+        max_len=train.x.shape[1],
+        num_outputs=train.num_classes,
+        task=train.task,
+        **encoder,
+    )
     return SequenceTransformer(sequence, norm)
 
 
@@ -68,11 +97,20 @@ def _callbacks(config: dict[str, Any]) -> list[Callback]:
     if normaliser.gated:
         callbacks.append(GateTelemetry())
     if normaliser.freeze_rule is not None:
-        callbacks.append(AutoNormS(config["t_freeze"], config["eps_h"], tau=config["tau"], rule=normaliser.freeze_rule))
+        callbacks.append(
+            AutoNormS(
+                config["t_freeze"],
+                config["eps_h"],
+                tau=config["tau"],
+                rule=normaliser.freeze_rule,
+            )
+        )
     return callbacks
 
 
-def fit_autonorm(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, data.DataSplit], dict[str, Any]]:
+def fit_autonorm(
+    config: dict[str, Any], ctx: RunContext
+) -> tuple[nn.Module, dict[str, data.DataSplit], dict[str, Any]]:
     """Build, train with AdamW (warm-up + cosine) and test one Part II run.
 
     Returns the trained model, its ``train``/``val``/``test`` splits and the run record
@@ -84,14 +122,33 @@ def fit_autonorm(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, di
     model = build_model(train, config)
     augment = None
     if train.x.dim() == 4 and config["augment"]:
-        augment = Augment(crop_padding=config["crop_padding"], hflip=config["data"] in FLIPPABLE,
-                          mixup_alpha=config["mixup_alpha"], cutmix_alpha=config["cutmix_alpha"])
+        augment = Augment(
+            crop_padding=config["crop_padding"],
+            hflip=config["data"] in FLIPPABLE,
+            mixup_alpha=config["mixup_alpha"],
+            cutmix_alpha=config["cutmix_alpha"],
+        )
     callbacks = _callbacks(config)
     record = train_and_test(
-        model, train, val, test, ctx, epochs=config["epochs"], batch_size=config["batch_size"], lr=config["lr"],
-        optimizer="adamw", weight_decay=config["weight_decay"], schedule="warmup_cosine", warmup=config["warmup"],
-        label_smoothing=0.0 if train.task == "regression" else config["label_smoothing"], augment=augment,
-        seed=config["seed"], callbacks=callbacks)
+        model,
+        train,
+        val,
+        test,
+        ctx,
+        epochs=config["epochs"],
+        batch_size=config["batch_size"],
+        lr=config["lr"],
+        optimizer="adamw",
+        weight_decay=config["weight_decay"],
+        schedule="warmup_cosine",
+        warmup=config["warmup"],
+        label_smoothing=0.0
+        if train.task == "regression"
+        else config["label_smoothing"],
+        augment=augment,
+        seed=config["seed"],
+        callbacks=callbacks,
+    )
     for callback in callbacks:
         if isinstance(callback, GateTelemetry):
             record["gates"] = callback.records
@@ -114,53 +171,110 @@ def _heatmap(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
     from .. import plots
 
     metric = results["metric"].iloc[0]
-    table = summary.pivot_table(index="normaliser", columns="data", values="mean").reindex(
-        [n for n in NORMALISERS if n in set(summary["normaliser"])])
-    return {"by_normaliser": plots.heatmap(
-        table, fmt=".3f", title=f"test {metric}, lr chosen on val", colorbar_label=f"test {metric}")}
+    table = summary.pivot_table(
+        index="normaliser", columns="data", values="mean"
+    ).reindex([n for n in NORMALISERS if n in set(summary["normaliser"])])
+    return {
+        "by_normaliser": plots.heatmap(
+            table,
+            fmt=".3f",
+            title=f"test {metric}, lr chosen on val",
+            colorbar_label=f"test {metric}",
+        )
+    }
 
 
 # --------------------------------------------------------------------- declarations
 
 ALL = list(NORMALISERS)
-_RECIPE = {"warmup": 0.1, "weight_decay": 0.05, "label_smoothing": 0.1, "tau": 0.5, "eps_h": 0.1,
-           "crop_padding": 4, "mixup_alpha": 0.0, "cutmix_alpha": 0.0}
+_RECIPE = {
+    "warmup": 0.1,
+    "weight_decay": 0.05,
+    "label_smoothing": 0.1,
+    "tau": 0.5,
+    "eps_h": 0.1,
+    "crop_padding": 4,
+    "mixup_alpha": 0.0,
+    "cutmix_alpha": 0.0,
+}
 # The quick profile's CPU budget (a few hundred steps) barely moves a LayerScale-1e-4 ViT off
 # chance, so quick runs drop LayerScale and dropout: our choice, not the paper's recipe.
-_QUICK_MODEL = {"dim": 32, "depth": 2, "heads": 2, "drop_path": 0.0, "layer_scale_init": None, "dropout": 0.0,
-                "attn_dropout": 0.0, "patch_size": None}
+_QUICK_MODEL = {
+    "dim": 32,
+    "depth": 2,
+    "heads": 2,
+    "drop_path": 0.0,
+    "layer_scale_init": None,
+    "dropout": 0.0,
+    "attn_dropout": 0.0,
+    "patch_size": None,
+}
 _PAPER_MODEL = {"drop_path": 0.1, "layer_scale_init": 1e-4, "patch_size": 4}
 
 
-def _profiles(quick_data: list[str], real_data: list[str], quick: dict[str, Any], standard: dict[str, Any],
-              paper: dict[str, Any]) -> dict[str, Grid]:
+def _profiles(
+    quick_data: list[str],
+    real_data: list[str],
+    quick: dict[str, Any],
+    standard: dict[str, Any],
+    paper: dict[str, Any],
+) -> dict[str, Grid]:
     return {
-        "quick": Grid(axes={"data": quick_data, "normaliser": ALL, "lr": [3e-3, 1e-2]},
-                      fixed={**_RECIPE, **_QUICK_MODEL, "data_profile": "quick", "augment": False, "warmup": 0.05,
-                             **quick},
-                      seeds=2),
-        "standard": Grid(axes={"data": real_data, "normaliser": ALL, "lr": [3e-4, 1e-3]},
-                         fixed={**_RECIPE, **_PAPER_MODEL, "data_profile": "standard", **standard}, seeds=3),
-        "paper": Grid(axes={"data": real_data, "normaliser": ALL, "lr": [3e-4, 5e-4, 1e-3]},
-                      fixed={**_RECIPE, **_PAPER_MODEL, "data_profile": "paper", **paper}, seeds=5),
+        "quick": Grid(
+            axes={"data": quick_data, "normaliser": ALL, "lr": [3e-3, 1e-2]},
+            fixed={
+                **_RECIPE,
+                **_QUICK_MODEL,
+                "data_profile": "quick",
+                "augment": False,
+                "warmup": 0.05,
+                **quick,
+            },
+            seeds=2,
+        ),
+        "standard": Grid(
+            axes={"data": real_data, "normaliser": ALL, "lr": [3e-4, 1e-3]},
+            fixed={**_RECIPE, **_PAPER_MODEL, "data_profile": "standard", **standard},
+            seeds=3,
+        ),
+        "paper": Grid(
+            axes={"data": real_data, "normaliser": ALL, "lr": [3e-4, 5e-4, 1e-3]},
+            fixed={**_RECIPE, **_PAPER_MODEL, "data_profile": "paper", **paper},
+            seeds=5,
+        ),
     }
 
 
-AUTONORM_VISION = register_experiment(Experiment(
-    name="autonorm_vision",
-    title="AutoNorm on images: stationary and diverse data",
-    chapter="11",
-    profiles=_profiles(
-        ["mnist", "cifar10"], ["mnist", "fashion_mnist", "svhn", "cifar10", "cifar100", "cifar10_c"],
-        # quick: 4 heads, batch 64 and patch 4 (a 2 x 2 grid on the 8 x 8 digits, as in the gate
-        # studies), so that FrozenLN reaches about 90 % on the digits in a few seconds per run.
-        quick={"epochs": 10, "batch_size": 64, "t_freeze": 3, "heads": 4, "patch_size": 4},
-        standard={"epochs": 30, "batch_size": 256, "t_freeze": 10, "augment": True},
-        paper={"epochs": 200, "batch_size": 128, "t_freeze": 10, "augment": True, "mixup_alpha": 0.8,
-               "cutmix_alpha": 1.0},
-    ),
-    run_one=train_autonorm,
-    seconds_per_run={"quick": 4.0, "standard": 60.0, "paper": 600.0},
-    figures=_heatmap,
-    notes="ViT-Lite (paper_vision); quick uses dim 32, depth 2, 4 heads, patch 4 on digits and generated shapes.",
-))
+AUTONORM_VISION = register_experiment(
+    Experiment(
+        name="autonorm_vision",
+        title="AutoNorm on images: stationary and diverse data",
+        chapter="11",
+        profiles=_profiles(
+            ["mnist", "cifar10"],
+            ["mnist", "fashion_mnist", "svhn", "cifar10", "cifar100", "cifar10_c"],
+            # quick: 4 heads, batch 64 and patch 4 (a 2 x 2 grid on the 8 x 8 digits, as in the gate
+            # studies), so that FrozenLN reaches about 90 % on the digits in a few seconds per run.
+            quick={
+                "epochs": 10,
+                "batch_size": 64,
+                "t_freeze": 3,
+                "heads": 4,
+                "patch_size": 4,
+            },
+            standard={"epochs": 30, "batch_size": 256, "t_freeze": 10, "augment": True},
+            paper={
+                "epochs": 200,
+                "batch_size": 128,
+                "t_freeze": 10,
+                "augment": True,
+                "mixup_alpha": 0.8,
+                "cutmix_alpha": 1.0,
+            },
+        ),
+        run_one=train_autonorm,
+        seconds_per_run={"quick": 4.0, "standard": 60.0, "paper": 600.0},
+        figures=_heatmap,
+        notes="ViT-Lite (paper_vision); quick uses dim 32, depth 2, 4 heads, patch 4 on digits and generated shapes.",
+    )
+)
