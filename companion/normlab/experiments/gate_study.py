@@ -53,6 +53,7 @@ from ..models import ViTLite
 from ..models.vit import vit_config
 from ..normalisers import norm_layer
 from .grid import Grid
+from .part2 import adamw_recipe
 from .registry import Experiment, RunContext, register_experiment
 from .runner import DEFAULT_OUT, mean_ci, results_folder, summarise, train_and_test
 
@@ -287,26 +288,12 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One gate-study run: build, train with AdamW (warm-up + cosine), test, record the gates."""
     settings = arm_settings(config)
     splits = task_splits(settings["data"], settings["data_profile"])
-    train, val, test = splits["train"], splits["val"], splits["test"]
+    train = splits["train"]
     seed_everything(settings["seed"])
     model = gate_vit(train, settings)
     callbacks = gate_callbacks(settings)
     record = train_and_test(
-        model,
-        train,
-        val,
-        test,
-        ctx,
-        epochs=settings["epochs"],
-        batch_size=settings["batch_size"],
-        lr=settings["lr"],
-        optimizer="adamw",
-        weight_decay=settings["weight_decay"],
-        schedule="warmup_cosine",
-        warmup=settings["warmup"],
-        label_smoothing=settings["label_smoothing"],
-        seed=settings["seed"],
-        callbacks=callbacks,
+        model, splits, ctx, **adamw_recipe(settings, train.task), callbacks=callbacks
     )
     metrics = record["metrics"]
     curve = [h[f"val_{record['metric']}"] for h in record["history"]]

@@ -61,14 +61,15 @@ SCALE_INVARIANT: tuple[str, ...] = (
 
 
 @lru_cache(maxsize=2)
-def _splits(name: str) -> tuple[data.DataSplit, data.DataSplit, data.DataSplit]:
+def _splits(name: str) -> dict[str, data.DataSplit]:
     """The train, val and test splits of a dataset, loaded once per process."""
-    return data.load(name, "train"), data.load(name, "val"), data.load(name, "test")
+    return {split: data.load(name, split) for split in ("train", "val", "test")}
 
 
 def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
     """Build, train and test one MLP; return it with the run record."""
-    train, val, test = _splits(config["data"])
+    splits = _splits(config["data"])
+    train = splits["train"]
     seed_everything(config["seed"])
     model = mlp_for(
         config["normaliser"],
@@ -91,9 +92,7 @@ def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, 
         )
     record = train_and_test(
         model,
-        train,
-        val,
-        test,
+        splits,
         ctx,
         epochs=epochs,
         max_steps=max_steps,
@@ -156,7 +155,7 @@ def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any
     """:func:`train_mlp`, then :func:`kernel_coupling` of the trained net on ``batch_size``
     training samples (the first ones of the fixed split), stored with the run's metrics."""
     model, record = _fit(config, ctx)
-    train = _splits(config["data"])[0]
+    train = _splits(config["data"])["train"]
     x = train.x[: config["batch_size"]].to(next(model.parameters()).device)
     record["metrics"].update(kernel_coupling(model, x))
     return record

@@ -48,7 +48,8 @@ def position_coupling(model: CNN, x: torch.Tensor) -> float:
 
 def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One chapter-8 run: a CNN trained with SGD, tested, then its position coupling measured."""
-    train, val, test = _splits(config["data"])
+    splits = _splits(config["data"])
+    train = splits["train"]
     seed_everything(config["seed"])
     model = cnn_for(
         config["normaliser"],
@@ -60,9 +61,7 @@ def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     )
     record = train_and_test(
         model,
-        train,
-        val,
-        test,
+        splits,
         ctx,
         epochs=config["epochs"],
         batch_size=config["batch_size"],

@@ -108,6 +108,22 @@ def _callbacks(config: dict[str, Any]) -> list[Callback]:
     return callbacks
 
 
+def adamw_recipe(config: dict[str, Any], task: str) -> dict[str, Any]:
+    """The paper's optimisation recipe as ``fit`` settings: AdamW, warm-up then cosine, label
+    smoothing for classification (none for regression), all read from ``config``."""
+    return {
+        "epochs": config["epochs"],
+        "batch_size": config["batch_size"],
+        "lr": config["lr"],
+        "optimizer": "adamw",
+        "weight_decay": config["weight_decay"],
+        "schedule": "warmup_cosine",
+        "warmup": config["warmup"],
+        "label_smoothing": 0.0 if task == "regression" else config["label_smoothing"],
+        "seed": config["seed"],
+    }
+
+
 def fit_autonorm(
     config: dict[str, Any], ctx: RunContext
 ) -> tuple[nn.Module, dict[str, data.DataSplit], dict[str, Any]]:
@@ -117,7 +133,7 @@ def fit_autonorm(
     (with the gates, for AutoNorm), so an experiment can evaluate the model further.
     """
     splits = data.for_profile(config["data"], config["data_profile"])
-    train, val, test = splits["train"], splits["val"], splits["test"]
+    train = splits["train"]
     seed_everything(config["seed"])
     model = build_model(train, config)
     augment = None
@@ -131,22 +147,10 @@ def fit_autonorm(
     callbacks = _callbacks(config)
     record = train_and_test(
         model,
-        train,
-        val,
-        test,
+        splits,
         ctx,
-        epochs=config["epochs"],
-        batch_size=config["batch_size"],
-        lr=config["lr"],
-        optimizer="adamw",
-        weight_decay=config["weight_decay"],
-        schedule="warmup_cosine",
-        warmup=config["warmup"],
-        label_smoothing=0.0
-        if train.task == "regression"
-        else config["label_smoothing"],
+        **adamw_recipe(config, train.task),
         augment=augment,
-        seed=config["seed"],
         callbacks=callbacks,
     )
     for callback in callbacks:

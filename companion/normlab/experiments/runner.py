@@ -19,7 +19,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,13 +46,12 @@ DEFAULT_OUT = Path("runs")
 
 def train_and_test(
     model: nn.Module,
-    train: DataSplit,
-    val: DataSplit,
-    test: DataSplit,
+    splits: Mapping[str, DataSplit],
     ctx: RunContext,
     **fit_kwargs: Any,
 ) -> dict[str, Any]:
-    """Fit on ``train``/``val`` (resuming from ``ctx.checkpoint_dir``), then test once.
+    """Fit on ``splits["train"]``/``["val"]`` (resuming from ``ctx.checkpoint_dir``), then
+    test once on ``splits["test"]``.
 
     Returns the part of a run record that the runner stores: the metric's name and
     direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
@@ -60,14 +59,14 @@ def train_and_test(
     """
     history = training.fit(
         model,
-        train,
-        val,
+        splits["train"],
+        splits["val"],
         device=ctx.device,
         checkpoint_dir=ctx.checkpoint_dir,
         progress=ctx.progress,
         **fit_kwargs,
     )
-    test_scores = training.evaluate(model, test, device=ctx.device)
+    test_scores = training.evaluate(model, splits["test"], device=ctx.device)
     last = history[-1]
     return {
         "metric": history.metric,
