@@ -1,7 +1,7 @@
 """Accuracy under corruption: every (corruption, severity) of a clean-trained image classifier.
 
 :func:`corruption_suite` yields the test sets: for ``cifar10`` with real data, the
-CIFAR-10-C files (19 corruptions x 5 severities, :func:`normlab.data.vision.load_cifar10_c`);
+CIFAR-10-C files (19 corruptions x 5 severities, ``normlab.data.load_cifar10_c``);
 with the offline stand-ins, the stand-in's clean test images under every corruption of
 :func:`normlab.data.corrupt` (10 x 5), made here with a seed per condition so every run
 sees the same images. :func:`accuracy_under_corruption` evaluates a

@@ -6,7 +6,7 @@ selector's learning-rate multiple x hard/soft x the epoch of a freeze), and the 
 looks runs up and draws them. Freezing needs no extra grid axis for eps_H or the rule: a
 run with AutoNorm-S is the unfrozen run up to its decision at T_freeze, and after it either
 the ``freeze_at = T_freeze`` run (the rule fired) or the unfrozen one (it did not); see
-:mod:`normlab.experiments.gate_study`.
+``normlab.experiments.gate_study``.
 
 - :class:`GateRuns`: the runs, indexed by their settings; :meth:`GateRuns.select` applies
   a freezing rule.

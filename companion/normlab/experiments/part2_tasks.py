@@ -4,14 +4,14 @@
 experiment                   what it runs                                               chapter
 ===========================  =========================================================  ========
 ``autonorm_language``        POS tagging and sentence classification, every normaliser  13
-``autonorm_gates``           learned AutoNorm on tagging, sentences and images with one  13
-                             budget: the gate-entropy curves and per-layer gates
+``autonorm_gates``           learned AutoNorm on tagging, sentences and images with     13
+                             one budget: the gate-entropy curves and per-layer gates
 ``autonorm_tabular``         tabular regression (RMSE in the target's units)            14
 ``autonorm_robustness``      train on clean images, test at 5 severities of every       15
                              corruption
 ===========================  =========================================================  ========
 
-Every run is :func:`normlab.experiments.part2.fit_autonorm` (one backbone, one normaliser in
+Every run is ``part2.fit_autonorm`` (one backbone, one normaliser in
 every slot, AdamW with warm-up + cosine, gates recorded for AutoNorm); the learning rate is
 chosen per configuration on the validation split. The quick and cpu profiles train small
 backbones on the offline stand-ins (``pos_grammar``, ``sentiment_grammar``, ``diabetes``,
@@ -308,8 +308,8 @@ AUTONORM_TABULAR = register_experiment(
 def train_robust(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """Train on clean images (:func:`fit_autonorm`), then test at every corruption and severity.
 
-    The record adds ``corruption`` (one row per condition, :func:`normlab.robustness.
-    accuracy_under_corruption`), ``clean_accuracy`` (the test metric) and
+    The record adds ``corruption`` (one row per condition, from
+    ``robustness.accuracy_under_corruption``), ``clean_accuracy`` (the test metric) and
     ``mean_corruption_accuracy``, also among the ``metrics`` so that the results table has
     it. ``config["eval_images"]`` caps the test images per condition (None: all).
     """
