@@ -171,9 +171,32 @@ def test_part1_declarations() -> None:
                 set(budget) <= {"fixed_epochs", "fixed_steps", "scaled_lr"}
                 and None not in budget
             )
-        assert exp.grid("quick").fixed["data"] == "digits"
+        assert exp.grid("quick").fixed["data"] == "mnist"
         assert exp.grid("standard").fixed["data"] == "cifar10"
         assert exp.expected_seconds("quick") <= 60
+
+
+def test_every_grid_loads_its_data_through_the_sources_table() -> None:
+    """Part I and Part II name a task and a profile; ``data.SOURCES`` decides what loads."""
+    from normlab.experiments.gate_study import RESTYLED_SUFFIX
+
+    checked = 0
+    for name in experiments.names():
+        exp = experiments.get(name)
+        if name.startswith("_") or not exp.run_one.__module__.startswith("normlab."):
+            continue  # a toy experiment registered by another test
+        for profile in exp.profiles:
+            for config in exp.grid(profile).configs(seeds=1):
+                task = config["data"].removesuffix(RESTYLED_SUFFIX)
+                assert (task, config["data_profile"]) in normlab.data.SOURCES, (
+                    name,
+                    profile,
+                )
+                # the offline profiles run on stand-ins, the GPU profiles on real data
+                offline = profile in ("quick", "cpu")
+                assert (config["data_profile"] in ("quick", "cpu")) == offline
+                checked += 1
+    assert checked > 100
 
 
 def test_registry_errors() -> None:

@@ -17,7 +17,8 @@ from normlab.experiments.part1 import train_mlp
 
 TINY = "_tiny_saved_set_test"
 _FIXED = {
-    "data": "digits",
+    "data": "mnist",
+    "data_profile": "cpu",
     "schedule": "constant",
     "budget": "fixed_epochs",
     "epochs": 1,
@@ -75,7 +76,7 @@ def test_manifest_records_how_the_set_was_made(made: results.SavedSet) -> None:
         and m["profile"] == "cpu"
         and m["command"].startswith("python -m normlab save")
     )
-    assert m["data"] == "stand-in" and m["datasets"] == ["digits"] and m["seeds"] == 1
+    assert m["data"] == "stand-in" and m["datasets"] == ["mnist"] and m["seeds"] == 1
     assert (
         m["hardware"]["device"] == "cpu"
         and m["hardware"]["cpu_model"]
@@ -211,7 +212,7 @@ def test_cli_verify_reports_an_edit(copy: results.SavedSet, capsys) -> None:
     assert main(["verify", TINY, "--root", str(root)]) == 0
     assert "ok" in capsys.readouterr().out
     (copy.folder / "results.csv").write_text(
-        (copy.folder / "results.csv").read_text().replace("digits", "digitz", 1)
+        (copy.folder / "results.csv").read_text().replace("mnist", "mnisz", 1)
     )
     assert main(["verify", TINY, "--root", str(root)]) == 1
     assert "FAILED" in capsys.readouterr().out

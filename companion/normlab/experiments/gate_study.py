@@ -325,7 +325,6 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
                 if callback.entropy_records
                 else math.nan
             )
-    record["stand_in"] = bool(train.meta.get("stand_in", False))
     return record
 
 

@@ -7,8 +7,9 @@ the others' (``shared/REFERENCE.md``). The derivation assumes plain SGD, so SGD 
 reference optimiser; chapter 6 also trains with Adam, whose first step is sign-like
 (chapter 5), with its own learning-rate grid.
 
-Datasets are named here and loaded at run time by :func:`normlab.data.load`: the quick and
-cpu profiles use scikit-learn's digits (offline), the GPU profiles CIFAR-10.
+Datasets are named here by task and profile and loaded at run time through the
+:data:`normlab.data.SOURCES` table: ``mnist`` in the quick and cpu profiles (served offline by
+scikit-learn's 8x8 digits), ``cifar10`` in the GPU profiles.
 
 Besides the declarations, this module holds the chapters' analysis: per-seed scores at the
 learning rate chosen on validation data (:func:`seed_scores`), paired leads between
@@ -61,14 +62,15 @@ SCALE_INVARIANT: tuple[str, ...] = (
 
 
 @lru_cache(maxsize=2)
-def _splits(name: str) -> dict[str, data.DataSplit]:
-    """The train, val and test splits of a dataset, loaded once per process."""
-    return {split: data.load(name, split) for split in ("train", "val", "test")}
+def _splits(task: str, profile: str) -> dict[str, data.DataSplit]:
+    """The train, val and test splits of ``task`` in ``profile`` (the
+    :data:`normlab.data.SOURCES` table), loaded once per process."""
+    return data.for_profile(task, profile)
 
 
 def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
     """Build, train and test one MLP; return it with the run record."""
-    splits = _splits(config["data"])
+    splits = _splits(config["data"], config["data_profile"])
     train = splits["train"]
     seed_everything(config["seed"])
     model = mlp_for(
@@ -155,7 +157,7 @@ def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any
     """:func:`train_mlp`, then :func:`kernel_coupling` of the trained net on ``batch_size``
     training samples (the first ones of the fixed split), stored with the run's metrics."""
     model, record = _fit(config, ctx)
-    train = _splits(config["data"])["train"]
+    train = _splits(config["data"], config["data_profile"])["train"]
     x = train.x[: config["batch_size"]].to(next(model.parameters()).device)
     record["metrics"].update(kernel_coupling(model, x))
     return record
@@ -564,8 +566,13 @@ def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
     return shape == (3, 64)
 
 
-_DIGITS = {"data": "digits", "schedule": "constant"}
-_CIFAR = {"data": "cifar10", "schedule": "cosine"}
+def _digits(profile: str) -> dict[str, str]:
+    return {"data": "mnist", "data_profile": profile, "schedule": "constant"}
+
+
+def _cifar(profile: str) -> dict[str, str]:
+    return {"data": "cifar10", "data_profile": profile, "schedule": "cosine"}
+
 
 FC_NORMALISERS = register_experiment(
     Experiment(
@@ -581,7 +588,7 @@ FC_NORMALISERS = register_experiment(
                     "lr": _union(QUICK_RATES),
                 },
                 fixed={
-                    **_DIGITS,
+                    **_digits("quick"),
                     "budget": "fixed_epochs",
                     "activation": "tanh",
                     "width": 32,
@@ -602,7 +609,7 @@ FC_NORMALISERS = register_experiment(
                     "lr": _union(CPU_RATES),
                 },
                 fixed={
-                    **_DIGITS,
+                    **_digits("cpu"),
                     "budget": "fixed_epochs",
                     "epochs": 4,
                     "batch_size": 64,
@@ -620,7 +627,7 @@ FC_NORMALISERS = register_experiment(
                     "lr": _union(GPU_RATES),
                 },
                 fixed={
-                    **_CIFAR,
+                    **_cifar("standard"),
                     "budget": "fixed_epochs",
                     "epochs": 20,
                     "batch_size": 128,
@@ -638,7 +645,7 @@ FC_NORMALISERS = register_experiment(
                     "lr": _union(GPU_RATES),
                 },
                 fixed={
-                    **_CIFAR,
+                    **_cifar("paper"),
                     "budget": "fixed_epochs",
                     "epochs": 50,
                     "batch_size": 128,
@@ -672,7 +679,7 @@ BATCH_SIZE = register_experiment(
                     "lr": [0.1, 1.0, 10.0],
                 },
                 fixed={
-                    **_DIGITS,
+                    **_digits("quick"),
                     "optimizer": "sgd",
                     "activation": "tanh",
                     "width": 32,
@@ -688,10 +695,11 @@ BATCH_SIZE = register_experiment(
                     "budget": list(BUDGETS),
                     "normaliser": list(NORMALISERS),
                     "batch_size": BATCH_SIZES,
-                    "lr": [0.03, 0.3, 3.0],
+                    # half-decades: the choices of a 3-point grid sat at its edges
+                    "lr": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
                 },
                 fixed={
-                    **_DIGITS,
+                    **_digits("cpu"),
                     "optimizer": "sgd",
                     "activation": "tanh",
                     "width": 64,
@@ -710,7 +718,7 @@ BATCH_SIZE = register_experiment(
                     "lr": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
                 },
                 fixed={
-                    **_CIFAR,
+                    **_cifar("standard"),
                     "optimizer": "sgd",
                     "activation": "tanh",
                     "width": 256,
@@ -729,7 +737,7 @@ BATCH_SIZE = register_experiment(
                     "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
                 },
                 fixed={
-                    **_CIFAR,
+                    **_cifar("paper"),
                     "optimizer": "sgd",
                     "activation": "tanh",
                     "width": 256,

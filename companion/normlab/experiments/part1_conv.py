@@ -19,7 +19,7 @@ from .._runtime import seed_everything
 from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..models.cnn import CNN, CONV_NORMALISERS, cnn_for
 from .grid import Grid
-from .part1 import _splits
+from .part1 import _cifar, _digits, _splits
 from .registry import Experiment, RunContext, register_experiment
 from .runner import summarise, train_and_test
 
@@ -48,7 +48,7 @@ def position_coupling(model: CNN, x: torch.Tensor) -> float:
 
 def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One chapter-8 run: a CNN trained with SGD, tested, then its position coupling measured."""
-    splits = _splits(config["data"])
+    splits = _splits(config["data"], config["data_profile"])
     train = splits["train"]
     seed_everything(config["seed"])
     model = cnn_for(
@@ -114,18 +114,7 @@ def _cnn_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]
     }
 
 
-_DIGITS = {
-    "data": "digits",
-    "schedule": "constant",
-    "optimizer": "sgd",
-    "activation": "tanh",
-}
-_CIFAR = {
-    "data": "cifar10",
-    "schedule": "cosine",
-    "optimizer": "sgd",
-    "activation": "tanh",
-}
+_SGD_TANH = {"optimizer": "sgd", "activation": "tanh"}
 
 CNN_NORMALISERS = register_experiment(
     Experiment(
@@ -137,7 +126,8 @@ CNN_NORMALISERS = register_experiment(
             "quick": Grid(
                 axes={"normaliser": list(CONV_NAMES), "lr": [0.1, 0.3, 1.0]},
                 fixed={
-                    **_DIGITS,
+                    **_digits("quick"),
+                    **_SGD_TANH,
                     "channels": 8,
                     "depth": 2,
                     "epochs": 2,
@@ -152,7 +142,7 @@ CNN_NORMALISERS = register_experiment(
                     "normaliser": list(CONV_NAMES),
                     "lr": [0.1, 0.3, 1.0, 3.0],
                 },
-                fixed={**_DIGITS, "epochs": 3, "batch_size": 64},
+                fixed={**_digits("cpu"), **_SGD_TANH, "epochs": 3, "batch_size": 64},
                 seeds=5,
             ),
             "standard": Grid(
@@ -162,7 +152,12 @@ CNN_NORMALISERS = register_experiment(
                     "normaliser": list(CONV_NAMES),
                     "lr": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
                 },
-                fixed={**_CIFAR, "epochs": 20, "batch_size": 128},
+                fixed={
+                    **_cifar("standard"),
+                    **_SGD_TANH,
+                    "epochs": 20,
+                    "batch_size": 128,
+                },
                 seeds=3,
             ),
             "paper": Grid(
@@ -172,7 +167,7 @@ CNN_NORMALISERS = register_experiment(
                     "normaliser": list(CONV_NAMES),
                     "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
                 },
-                fixed={**_CIFAR, "epochs": 50, "batch_size": 128},
+                fixed={**_cifar("paper"), **_SGD_TANH, "epochs": 50, "batch_size": 128},
                 seeds=5,
             ),
         },

@@ -159,7 +159,6 @@ def fit_autonorm(
         if isinstance(callback, AutoNormS):
             record["frozen"] = callback.frozen
             record["entropy_records"] = callback.entropy_records
-    record["stand_in"] = bool(train.meta.get("stand_in", False))
     return model, splits, record
 
 

@@ -55,7 +55,8 @@ def train_and_test(
 
     Returns the part of a run record that the runner stores: the metric's name and
     direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
-    ``test_metric``, whether the loss diverged, and the history.
+    ``test_metric``, whether the loss diverged, the history, and ``stand_in``: whether the
+    training data is an offline stand-in (so no table mistakes it for the real dataset).
     """
     history = training.fit(
         model,
@@ -82,6 +83,7 @@ def train_and_test(
             "steps": last["step"],
         },
         "history": [dict(r) for r in history],
+        "stand_in": bool(splits["train"].meta.get("stand_in", False)),
     }
 
 
