@@ -293,19 +293,66 @@ def test_gate_claims_on_constructed_data() -> None:
 
 
 def test_n2_compares_the_hottest_and_coldest_temperatures() -> None:
+    """At the lr chosen on val per temperature: a second rate, worse on val, whose SNR and
+    accuracy would reverse the verdict, must be ignored."""
     from normlab import claims
 
     rows = [
         {
             "data": "mnist",
             "tau": tau,
+            "lr": lr,
             "seed": seed,
-            "gate_snr": snr * (1 + 0.01 * seed),
-            "test_metric": acc + 0.001 * seed,
+            "higher_is_better": True,
+            "val_metric": acc - (0.3 if lr == 0.01 else 0.0),
+            "gate_snr": (snr if lr == 0.003 else 1 / snr) * (1 + 0.01 * seed),
+            "test_metric": (acc if lr == 0.003 else 1 - acc) + 0.001 * seed,
         }
         for tau, snr, acc in ((0.1, 0.2, 0.80), (0.5, 1.0, 0.82), (2.0, 5.0, 0.85))
+        for lr in (0.003, 0.01)
         for seed in range(5)
     ]
     outcome = claims.judge(claims.get("N2"), pd.DataFrame(rows))
     assert outcome.verdict == claims.SUPPORTED and len(outcome.effects) == 2
     assert outcome.effects[0][1].mean == pytest.approx(math.log(25.0))
+
+
+def _two_rate_runs() -> pd.DataFrame:
+    """Arm a is best on val at lr 0.01, arm b at lr 0.001; test accuracy equals val accuracy
+    plus a per-seed offset, so every chosen quantity is known."""
+    best = {"a": 0.01, "b": 0.001}
+    rows = []
+    for arm in ("a", "b"):
+        for lr in (0.001, 0.003, 0.01):
+            for seed in range(4):
+                val = (0.9 if lr == best[arm] else 0.6) + (0.05 if arm == "a" else 0.0)
+                rows.append(
+                    {
+                        "data": "mnist",
+                        "arm": arm,
+                        "lr": lr,
+                        "seed": seed,
+                        "higher_is_better": True,
+                        "val_metric": val,
+                        "test_metric": val + 0.01 * seed,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_arms_are_compared_each_at_its_rate_chosen_on_val() -> None:
+    runs = _two_rate_runs()
+    summary = gs.arm_summary(runs).set_index("arm")
+    assert summary.loc["a", "lr"] == 0.01 and summary.loc["b", "lr"] == 0.001
+    assert summary["at_edge"].all()  # both choices are the grid's ends: flagged
+    diff = gs.paired_differences(runs, "a", "b").iloc[0]
+    assert diff["n"] == 4 and diff["mean"] == pytest.approx(0.05)
+    assert diff["ci95"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_at_lr_of_keeps_every_arm_at_one_arms_rate() -> None:
+    runs = _two_rate_runs()
+    at = gs.at_lr_of(runs, "b")
+    assert set(at["lr"]) == {0.001} and set(at["arm"]) == {"a", "b"} and len(at) == 8
+    with pytest.raises(ValueError, match="arm='c'"):
+        gs.at_lr_of(runs, "c")

@@ -484,14 +484,13 @@ def at_chosen_lr(results: pd.DataFrame) -> pd.DataFrame:
     ``lr`` has the best mean ``val_metric`` across seeds (as
     :func:`normlab.experiments.select_best`); a NaN mean never wins.
     """
-    from .experiments import select_best
+    from .experiments.runner import at_chosen_lr as chosen
 
     if results.empty:
         raise Unmeasurable("the results table is empty")
-    by = [c for c in (*_CONFIG, "normaliser") if c in results.columns]
-    higher = bool(results["higher_is_better"].iloc[0])
-    best = select_best(results, by, "lr", higher_is_better=higher)[[*by, "lr"]]
-    return results.merge(best, on=[*by, "lr"])
+    return chosen(
+        results, [c for c in (*_CONFIG, "normaliser") if c in results.columns]
+    )
 
 
 def _config(table: pd.DataFrame) -> list[str]:
@@ -894,17 +893,16 @@ GATE_EPS_H = 0.1
 
 def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
     """Every arm (AutoNorm-S composed in) at the lr chosen on val per (data, arm)."""
-    from .experiments import gate_study, select_best
+    from .experiments import gate_study
 
     if results.empty or "arm" not in results:
         raise Unmeasurable("no gate-study runs (an 'arm' column) in this table")
     table = results
-    epochs = gate_study.freeze_epochs(results["arm"].unique())
-    if epochs and "autonorm" in set(results["arm"]):
-        composed = gate_study.compose_schedule(results, epochs[0], GATE_EPS_H, "high")
-        table = pd.concat([results, composed], ignore_index=True)
-    chosen = select_best(table, ["data", "arm"], "lr")[["data", "arm", "lr"]]
-    return table.merge(chosen, on=["data", "arm", "lr"])
+    if gate_study.freeze_epochs(results["arm"].unique()) and "autonorm" in set(
+        results["arm"]
+    ):
+        table = gate_study.with_schedules(results, GATE_EPS_H)
+    return gate_study.chosen(table)
 
 
 def _gate_seeds(
@@ -953,6 +951,9 @@ def _n2_gate(results: pd.DataFrame) -> list[Effect]:
     """Hottest against coldest temperature: the log of the gate's gradient SNR, and test accuracy."""
     if "tau" not in results or results["tau"].nunique() < 2:
         raise Unmeasurable("needs runs at two or more temperatures")
+    from .experiments.runner import at_chosen_lr
+
+    results = at_chosen_lr(results, ["data", "tau"], higher_is_better=True)
     hot, cold = results["tau"].max(), results["tau"].min()
     effects = []
     for data, part in results.groupby("data"):

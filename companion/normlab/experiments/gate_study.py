@@ -51,11 +51,18 @@ from ..callbacks import Callback, TrainState
 from ..gates import AutoNormS, GateTelemetry, autonorm_layers, selector_parameters
 from ..models import ViTLite
 from ..models.vit import vit_config
-from ..normalisers import norm_layer
+from ..normalisers import colour, norm_layer
 from .grid import Grid
 from .part2 import adamw_recipe
 from .registry import Experiment, RunContext, register_experiment
-from .runner import DEFAULT_OUT, mean_ci, results_folder, summarise, train_and_test
+from .runner import (
+    DEFAULT_OUT,
+    at_chosen_lr,
+    mean_ci,
+    results_folder,
+    summarise,
+    train_and_test,
+)
 
 FREEZE_PREFIX = "freeze_at_"
 # arm -> (normaliser, gate settings it overrides)
@@ -412,18 +419,44 @@ def compose_schedule(
     return pd.concat(rows, ignore_index=True).infer_objects()
 
 
+_ARM = ("data", "arm")
+
+
+def chosen(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every run at the learning rate chosen on validation data per task and arm.
+
+    With ``at_edge`` (the choice is the grid's smallest or largest rate) and
+    ``candidates`` (how many rates were tried); a set with one rate per arm is returned
+    whole.
+    """
+    return at_chosen_lr(runs, _ARM, higher_is_better=True)
+
+
+def at_lr_of(runs: pd.DataFrame, arm: str) -> pd.DataFrame:
+    """Every run at the learning rate chosen on validation data for ``arm``, per task: the
+    arms compared at one rate, as a mechanism (not a method) comparison needs."""
+    if arm not in set(runs["arm"]):
+        raise ValueError(
+            f"arm={arm!r} has no runs; expected one of {sorted(set(runs['arm']))}"
+        )
+    rates = chosen(runs[runs["arm"] == arm])[["data", "lr"]].drop_duplicates()
+    return runs.merge(rates, on=["data", "lr"])
+
+
 def paired_differences(
     runs: pd.DataFrame, a: str, b: str, value: str = "test_metric"
 ) -> pd.DataFrame:
-    """Per task, ``value`` of arm ``a`` minus arm ``b``, paired by (lr, seed): mean, 95 % CI, n.
+    """Per task, ``value`` of arm ``a`` minus arm ``b``, paired by seed, each arm at its own
+    learning rate chosen on validation data (:func:`chosen`): mean, 95 % CI, n.
 
     Columns: ``data``, ``a``, ``b``, ``mean``, ``ci95`` (t-interval half-width), ``low``,
-    ``high``, ``n`` (pairs). Pairs need both arms at the same lr and seed.
+    ``high``, ``n`` (pairs).
     """
+    best = chosen(runs[runs["arm"].isin([a, b])])
     rows = []
-    for task, part in runs.groupby("data", sort=False):
-        left = part[part["arm"] == a].set_index(["lr", "seed"])[value]
-        right = part[part["arm"] == b].set_index(["lr", "seed"])[value]
+    for task, part in best.groupby("data", sort=False):
+        left = part[part["arm"] == a].set_index("seed")[value]
+        right = part[part["arm"] == b].set_index("seed")[value]
         diff = (left - right).dropna()
         mean, half, n = mean_ci(diff)
         rows.append(
@@ -442,8 +475,17 @@ def paired_differences(
 
 
 def arm_summary(runs: pd.DataFrame, value: str = "test_metric") -> pd.DataFrame:
-    """Mean, 95 % CI and n of ``value`` per task and arm (one lr per arm in these grids)."""
-    return summarise(runs, ["data", "arm"], value)
+    """Mean, 95 % CI and n of ``value`` per task and arm, each arm at its learning rate chosen
+    on validation data (``lr``, ``at_edge``); ``fired``: the share of seeds where AutoNorm-S's
+    rule fired (composed arms only)."""
+    best = chosen(runs)
+    summary = summarise(best, ["data", "arm"], value)
+    rates = best.groupby(["data", "arm"], sort=False)[["lr", "at_edge"]].first()
+    summary = summary.merge(rates.reset_index(), on=["data", "arm"])
+    if "fired" in best:
+        fired = best.groupby(["data", "arm"], sort=False)["fired"].mean()
+        summary = summary.merge(fired.reset_index(), on=["data", "arm"], how="left")
+    return summary
 
 
 def freeze_epochs(arms: Iterable[str]) -> list[int]:
@@ -727,7 +769,7 @@ def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = 0.1) -> Any:
         for ax, task in zip(axes, tasks):
             part = gates[gates["data"] == task]
             positions = sorted(part["position"].unique())
-            for colour, position in zip(
+            for shade, position in zip(
                 colormaps["viridis"](np.linspace(0, 0.9, len(positions))), positions
             ):
                 layer = part[part["position"] == position]
@@ -739,14 +781,14 @@ def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = 0.1) -> Any:
                     curve["mean"],
                     "o-",
                     ms=3,
-                    color=colour,
+                    color=shade,
                     label=layer["layer"].iloc[0],
                 )
                 ax.fill_between(
                     curve.index,
                     curve["mean"] - curve["std"],
                     curve["mean"] + curve["std"],
-                    color=colour,
+                    color=shade,
                     alpha=0.15,
                     lw=0,
                 )
@@ -760,4 +802,167 @@ def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = 0.1) -> Any:
         axes[0].set_ylabel("gate entropy (nats)")
         axes[-1].legend(fontsize=7, title="layer")
         figure.suptitle(title)
+    return figure
+
+
+EPS_GRID: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+
+
+def sweep_table(
+    runs: pd.DataFrame, eps_grid: Iterable[float] = EPS_GRID
+) -> pd.DataFrame:
+    """AutoNorm-S at every ``freeze_at_<T>`` of ``runs``, every eps_H and both rules.
+
+    Per task and cell: ``fired``, the share of seeds where the rule fired, and ``lead``, the
+    mean over seeds of AutoNorm-S's test accuracy minus FrozenLN's, each at its own learning
+    rate chosen on validation data (:func:`paired_differences`). ``runs`` needs ``frozen_ln``,
+    ``autonorm`` and the freeze runs.
+    """
+    reference = runs[runs["arm"] == "frozen_ln"]
+    cells = []
+    for t in freeze_epochs(runs["arm"].unique()):
+        for eps in eps_grid:
+            for rule in ("high", "low"):
+                arm = compose_schedule(runs, t, eps, rule)
+                name = arm["arm"].iloc[0]
+                lead = paired_differences(
+                    pd.concat([arm, reference], ignore_index=True), name, "frozen_ln"
+                ).set_index("data")["mean"]
+                fired = chosen(arm).groupby("data")["fired"].mean()
+                cells.extend(
+                    {
+                        "data": task,
+                        "rule": rule,
+                        "t_freeze": t,
+                        "eps_h": eps,
+                        "fired": fired[task],
+                        "lead": lead[task],
+                    }
+                    for task in lead.index
+                )
+    return pd.DataFrame(cells)
+
+
+def sweep_figure(table: pd.DataFrame) -> Any:
+    """One heat map per task and rule (a :func:`sweep_table`): rows T_freeze, columns eps_H,
+    colour AutoNorm-S's lead over FrozenLN, numbers the share of seeds where the rule fired."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from .. import plots
+
+    panels = [
+        (task, rule) for task in table["data"].unique() for rule in ("high", "low")
+    ]
+    limit = float(np.nanmax(np.abs(table["lead"])))
+    with plots.style():
+        figure = Figure(figsize=(3.4 * len(panels), 3.2), layout="constrained")
+        axes = np.atleast_1d(figure.subplots(1, len(panels), sharey=True))
+        for ax, (task, rule) in zip(axes, panels):
+            part = table[(table["data"] == task) & (table["rule"] == rule)]
+            lead = part.pivot(index="t_freeze", columns="eps_h", values="lead")
+            fired = part.pivot(index="t_freeze", columns="eps_h", values="fired")
+            image = ax.imshow(
+                lead.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto"
+            )
+            for i in range(lead.shape[0]):
+                for j in range(lead.shape[1]):
+                    ax.text(
+                        j,
+                        i,
+                        f"{fired.iloc[i, j]:.1f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                    )
+            ax.set_xticks(
+                range(len(lead.columns)), [f"{e:g}" for e in lead.columns], rotation=90
+            )
+            ax.set_yticks(range(len(lead.index)), lead.index)
+            sign = ">=" if rule == "high" else "<"
+            ax.set(title=f"{task}\nfreeze if H {sign} eps_H", xlabel=r"$\epsilon_H$")
+            ax.grid(False)
+        axes[0].set_ylabel(r"$T_\mathrm{freeze}$")
+        figure.colorbar(image, ax=axes, label="test accuracy minus FrozenLN's (mean)")
+        figure.suptitle("numbers: share of seeds where the rule fired")
+    return figure
+
+
+def freeze_figure(gates: pd.DataFrame, t_freeze: int) -> Any:
+    """Mean gate entropy over layers and seeds per epoch, the plain learned gate against the
+    gate frozen at the end of epoch ``t_freeze`` (``gates``: a :func:`gate_table`), a panel
+    per task."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from .. import plots
+
+    frozen = f"{FREEZE_PREFIX}{t_freeze}"
+    pair = gates[gates["arm"].isin(["autonorm", frozen])]
+    tasks = list(dict.fromkeys(pair["data"]))
+    with plots.style():
+        figure = Figure(figsize=(5 * len(tasks), 3.4), layout="constrained")
+        axes = np.atleast_1d(figure.subplots(1, len(tasks), sharey=True))
+        for ax, task in zip(axes, tasks):
+            part = pair[pair["data"] == task]
+            for arm, line, shade in (
+                ("autonorm", "-", colour("autonorm")),
+                (frozen, "--", colour("autonorm_s")),
+            ):
+                curve = part[part["arm"] == arm].groupby("epoch")["entropy"].mean()
+                ax.plot(
+                    curve.index,
+                    curve.values,
+                    line,
+                    marker="o",
+                    ms=3,
+                    label=arm,
+                    color=shade,
+                )
+            ax.axvline(t_freeze, color="#d62728", alpha=0.3, lw=5)
+            ax.set(
+                title=f"{task} ({TASKS.get(task, task)})",
+                xlabel="epoch",
+                ylim=(0, math.log(2) + 0.05),
+            )
+        axes[0].set_ylabel("mean gate entropy (nats)")
+        axes[0].legend(fontsize=8)
+    return figure
+
+
+def tau_figure(
+    estimator: pd.DataFrame, in_net: pd.DataFrame, accuracy: pd.DataFrame
+) -> Any:
+    """The Gumbel-Softmax gradient against tau: the estimator's variance and SNR for one gate
+    (``estimator``: columns ``tau``, ``variance``, ``SNR``), the SNR inside the network
+    (``in_net``: indexed by tau, column ``("snr", "mean")``) and test accuracy (``accuracy``:
+    ``tau``, ``mean``, ``ci95``)."""
+    from matplotlib.figure import Figure
+
+    from .. import plots
+
+    with plots.style():
+        figure = Figure(figsize=(12, 3.4), layout="constrained")
+        variance, snr, acc = figure.subplots(1, 3)
+        variance.loglog(estimator["tau"], estimator["variance"], "o-")
+        variance.set(xlabel=r"$\tau$", ylabel="gradient variance", title="variance")
+        snr.loglog(
+            estimator["tau"], estimator["SNR"], "o-", label="estimator, one gate"
+        )
+        snr.loglog(in_net.index, in_net[("snr", "mean")], "s--", label="in the network")
+        snr.set(xlabel=r"$\tau$", ylabel="SNR", title="signal-to-noise ratio")
+        snr.legend(fontsize=8)
+        acc.errorbar(
+            accuracy["tau"],
+            accuracy["mean"],
+            yerr=accuracy["ci95"],
+            fmt="o-",
+            capsize=3,
+        )
+        acc.set(
+            xscale="log",
+            xlabel=r"$\tau$",
+            ylabel="test accuracy",
+            title="learned gate, lr chosen on val per tau",
+        )
     return figure

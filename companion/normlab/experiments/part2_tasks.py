@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from ..stats import paired_test
 from .grid import Grid
 from .part2 import ALL, fit_autonorm, train_autonorm
 from .registry import Experiment, RunContext, register_experiment
-from .runner import DEFAULT_OUT, results_folder, select_best
+from .runner import DEFAULT_OUT, at_chosen_lr, results_folder
 
 __all__ = [
     "AUTONORM_GATES",
@@ -404,26 +404,6 @@ def load_records(
     """Every finished run record (the full JSON: history, gates, corruption rows), in run-id order."""
     folder = results_folder(name, out, profile) / "runs"
     return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
-
-
-def at_chosen_lr(
-    results: pd.DataFrame,
-    by: Sequence[str] = ("data", "normaliser"),
-    *,
-    higher_is_better: bool | None = None,
-) -> pd.DataFrame:
-    """The rows of ``results`` (one per run) at the learning rate chosen on validation data.
-
-    The choice is :func:`normlab.experiments.select_best`'s per ``by`` group (best mean
-    ``val_metric`` across seeds); ``at_edge`` is carried over so a table can flag it.
-    """
-    if higher_is_better is None:
-        higher_is_better = bool(results["higher_is_better"].iloc[0])
-    best = select_best(
-        results, list(by), "lr", higher_is_better=higher_is_better, report="val_metric"
-    )
-    keep = best[[*by, "lr", "at_edge", "candidates"]]
-    return results.merge(keep, on=[*by, "lr"], how="inner")
 
 
 def gate_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:

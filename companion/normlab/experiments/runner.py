@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +28,7 @@ import torch
 from torch import nn
 
 from .. import training
+from .._io import write_atomic, write_text_atomic
 from .._runtime import check_profile
 from .._runtime import device as default_device
 from ..data.types import DataSplit
@@ -157,6 +157,28 @@ def select_best(
     return pd.DataFrame(rows)
 
 
+def at_chosen_lr(
+    results: pd.DataFrame,
+    by: Sequence[str] = ("data", "normaliser"),
+    *,
+    higher_is_better: bool | None = None,
+) -> pd.DataFrame:
+    """The rows of ``results`` (one per run) at the learning rate chosen on validation data.
+
+    The choice is :func:`select_best`'s per ``by`` group (best mean ``val_metric`` across
+    seeds; the test split plays no part). ``at_edge`` and ``candidates`` are carried over so
+    a table can flag a choice at the grid's edge. ``higher_is_better`` None reads the
+    results' own ``higher_is_better`` column.
+    """
+    if higher_is_better is None:
+        higher_is_better = bool(results["higher_is_better"].iloc[0])
+    best = select_best(
+        results, list(by), "lr", higher_is_better=higher_is_better, report="val_metric"
+    )
+    keep = best[[*by, "lr", "at_edge", "candidates"]]
+    return results.merge(keep, on=[*by, "lr"], how="inner")
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -165,13 +187,6 @@ def results_folder(
 ) -> Path:
     """``<out>/<name>/<profile>``."""
     return Path(out) / name / check_profile(profile)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _read_record(path: Path) -> dict[str, Any] | None:
@@ -215,7 +230,7 @@ def load_results(
 
 
 def _write_table(table: pd.DataFrame, path: Path) -> None:
-    _write_atomic(path, table.to_csv(index=False))
+    write_text_atomic(path, table.to_csv(index=False))
 
 
 # ----------------------------------------------------------------------------- run
@@ -315,7 +330,7 @@ def _execute(
         "device": str(device),
         "normlab_version": __version__,
     }
-    _write_atomic(record_path, json.dumps(record, indent=1))
+    write_text_atomic(record_path, json.dumps(record, indent=1))
     if not keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
@@ -372,9 +387,12 @@ def report(
         made = experiment.figures(results, summary)
         for stem, figure in made.items():
             path = folder / "figures" / f"{stem}.png"
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            figure.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
-            os.replace(tmp, path)
+            write_atomic(
+                path,
+                lambda f, figure=figure: figure.savefig(
+                    f, format="png", dpi=150, bbox_inches="tight"
+                ),
+            )
             paths[stem] = path
     return Report(
         folder=folder, results=results, summary=summary, figures=made, paths=paths
