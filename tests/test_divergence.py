@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from normlab.divergence import (
+    augmented_unit,
+    l1_over_l2_augmented,
     measure_each_sample,
     measure_update,
     single_sample_ratios,
@@ -254,3 +256,78 @@ def test_measure_each_sample_is_one_measurement_per_sample() -> None:
     # momentum with a fixed gradient: step k is (1 + b + ... + b^(k-1)) SGD steps, summed over 3 steps
     expected = -0.1 * (1 + 1.9 + 2.71) * (x.square().sum(1, keepdim=True) + 1) * g
     assert torch.allclose(torch.cat([m.effective for m in each]), expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("unit", [0, 2])
+def test_augmented_unit_gram_is_the_affine_like_kernel(unit: int) -> None:
+    """u_i . u_j, with u = [x; 1] / |[x; 1]|, is the affine-like layer's exact tangent kernel
+    for every output unit: 1 on the diagonal, the cosines of [x_i; 1] off it."""
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(9, 5, dtype=F64, generator=gen) * 3
+    u = augmented_unit(x)
+    assert u.shape == (9, 6) and u.dtype == F64
+    torch.testing.assert_close(
+        u.norm(dim=1), torch.ones(9, dtype=F64), rtol=0, atol=1e-15
+    )
+    kernel = tangent_kernel(AffineLikeLinear(5, 3, dtype=F64), x, unit=unit)
+    assert_rel(u @ u.T, kernel)
+    plain = tangent_kernel(nn.Linear(5, 3, dtype=F64), x, unit=unit)  # x_i . x_j + 1
+    d = plain.diagonal().sqrt()
+    assert_rel(u @ u.T, plain / d[:, None] / d[None, :])
+
+
+def test_l1_over_l2_augmented_is_the_closed_form_within_its_bounds() -> None:
+    gen = torch.Generator().manual_seed(8)
+    d = 12
+    x = (
+        torch.randn(50, d, dtype=F64, generator=gen)
+        * torch.logspace(-3, 3, 50, dtype=F64)[:, None]
+    )
+    rho = l1_over_l2_augmented(x)
+    closed = (x.abs().sum(1) + 1) / torch.sqrt(x.square().sum(1) + 1)
+    torch.testing.assert_close(rho, closed, rtol=1e-14, atol=0)
+    assert (rho >= 1).all() and (rho <= (d + 1) ** 0.5 * (1 + 1e-15)).all()
+    # the bounds are attained: x = 0 (one non-zero entry of [x; 1]) and |x_k| = 1 for every k
+    signs = torch.randint(0, 2, (4, d), generator=gen).to(F64) * 2 - 1
+    ends = l1_over_l2_augmented(torch.cat([torch.zeros(1, d, dtype=F64), signs]))
+    torch.testing.assert_close(ends[0], torch.tensor(1.0, dtype=F64), rtol=0, atol=0)
+    torch.testing.assert_close(
+        ends[1:], torch.full((4,), (d + 1) ** 0.5, dtype=F64), rtol=1e-15, atol=0
+    )
+    # the scale limits: -> 1 as |x| -> 0, -> |x|_1 / |x|_2 as |x| -> infinity
+    direction = x / x.norm(dim=1, keepdim=True)
+    assert (l1_over_l2_augmented(1e-8 * direction) - 1).abs().max() < 1e-7
+    torch.testing.assert_close(
+        l1_over_l2_augmented(1e8 * direction), direction.abs().sum(1), rtol=1e-7, atol=0
+    )
+
+
+def test_l1_over_l2_augmented_is_adams_first_step_factor() -> None:
+    """Adam's first step (eps = 0) moves the affine-like layer's output by
+    -lr rho(x) sign(g), measured on a real optimiser step for each sample."""
+    torch.manual_seed(9)
+    layer = AffineLikeLinear(7, 4, dtype=F64)
+    x = (
+        torch.randn(6, 7, dtype=F64)
+        * torch.tensor([0.01, 0.1, 1, 3, 10, 100], dtype=F64)[:, None]
+    )
+    g = torch.randn(6, 4, dtype=F64)
+    run = measure_each_sample(layer, x, g, torch.optim.Adam, lr=1e-3, eps=0.0)
+    effective = torch.cat([m.effective for m in run])
+    assert_rel(effective, -1e-3 * l1_over_l2_augmented(x)[:, None] * g.sign())
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        torch.ones(3),
+        torch.ones(2, 3, 4),
+        torch.ones(2, 3, dtype=torch.long),
+        [[1.0, 2.0]],
+    ],
+    ids=["1-D", "3-D", "integer", "list"],
+)
+def test_augmented_helpers_reject_what_is_not_a_batch_of_vectors(x: object) -> None:
+    for helper in (augmented_unit, l1_over_l2_augmented):
+        with pytest.raises(ValueError, match="x must be a 2-D floating tensor"):
+            helper(x)

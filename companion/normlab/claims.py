@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from . import results as saved_results
+from ._checks import one_of, positive_int
 from ._runtime import PROFILES
 from .experiments.part1 import CORRECTIONS, PART1_RIVALS, SCALE_INVARIANT
 from .stats import Interval, interval, paired_differences, slopes_log2
@@ -58,6 +59,8 @@ __all__ = [
     "markdown",
     "forest",
     "chapter_notebook",
+    "chapter_link",
+    "part_markdown",
 ]
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
@@ -1696,3 +1699,44 @@ def forest(outcomes: Sequence[Outcome], ax: Any = None) -> Any:
         ax.plot([], [], "o", color=colour, label=verdict)
     ax.legend(loc="best", fontsize=8)
     return ax.figure
+
+
+# ---------------------------------------------------------------- chapter 16's tables
+
+_PART_COLUMNS = (
+    "id",
+    "claim",
+    "paper",
+    "ours",
+    "n",
+    "profile",
+    "data",
+    "verdict",
+    "chapter",
+)
+
+
+def chapter_link(number: int, book: str | Path | None = None) -> str:
+    """A Markdown link ``[N](NN_name.ipynb)`` to chapter ``number``'s notebook, or the bare
+    number while the chapter is not written (:func:`chapter_notebook`)."""
+    positive_int("number", number)
+    path = chapter_notebook(number, book)
+    return f"[{number}]({path.name})" if path is not None else str(number)
+
+
+def part_markdown(
+    card: pd.DataFrame, part: str, *, book: str | Path | None = None
+) -> str:
+    """The rows of ``card`` (a :func:`scorecard`) for Part ``part`` (``"I"`` or ``"II"``) as
+    a Markdown table of id, claim, paper, ours, n, profile, data, verdict and chapter, each
+    chapter number linked to its notebook (:func:`chapter_link`)."""
+    one_of("part", part, ("I", "II"))
+    if not isinstance(card, pd.DataFrame) or not {"part", *_PART_COLUMNS} <= set(
+        card.columns
+    ):
+        raise ValueError(
+            f"card must be a scorecard table with the columns part, {', '.join(_PART_COLUMNS)}"
+        )
+    rows = card[card["part"] == part]
+    linked = rows.assign(chapter=[chapter_link(int(n), book) for n in rows["chapter"]])
+    return markdown(linked[list(_PART_COLUMNS)])

@@ -43,6 +43,8 @@ __all__ = [
     "SelfAttention",
     "offdiagonal_share",
     "layer_inputs",
+    "augmented_unit",
+    "l1_over_l2_augmented",
 ]
 
 OptimizerSpec = torch.optim.Optimizer | Callable[..., torch.optim.Optimizer]
@@ -304,6 +306,57 @@ def offdiagonal_share(kernel: Tensor) -> float:
     if not total > 0:
         raise ValueError("kernel is all zeros: its off-diagonal share is undefined")
     return float((total - kernel.diagonal().abs().sum()) / total)
+
+
+def _check_samples(x: Any) -> None:
+    """``x`` is a 2-D floating tensor ``(samples, features)``."""
+    if not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
+        raise ValueError(
+            "x must be a 2-D floating tensor (samples, features), got "
+            f"{getattr(x, 'shape', type(x).__name__)} {getattr(x, 'dtype', '')}".rstrip()
+        )
+
+
+def augmented_unit(x: Tensor) -> Tensor:
+    r"""Each sample's augmented input ``[x; 1]`` scaled to unit length.
+
+    .. math::
+        u_i = \frac{[x_i; 1]}{\lVert [x_i; 1] \rVert_2}, \qquad
+        K_{ij} = u_i \cdot u_j
+
+    The Gram matrix :math:`K` of these vectors is the tangent kernel of the affine-like
+    layer (:class:`normlab.layers.AffineLikeLinear`), for any unit: its diagonal is exactly
+    1, its off-diagonal entries are the cosines of the augmented inputs.
+
+    Shape:
+        - x: :math:`(N, d)`, floating point.
+        - Output: :math:`(N, d + 1)`, same dtype, every row of norm 1.
+    """
+    _check_samples(x)
+    augmented = torch.cat([x, x.new_ones(len(x), 1)], dim=1)
+    return augmented / augmented.norm(dim=1, keepdim=True)
+
+
+def l1_over_l2_augmented(x: Tensor) -> Tensor:
+    r"""Adam's first-step factor for the affine-like layer: the l1/l2 ratio of ``[x; 1]``.
+
+    On Adam's first step (:math:`\epsilon \to 0`) every weight moves by
+    :math:`-\eta\,\mathrm{sign}(\partial L / \partial w)`, and the affine-like layer's
+    output moves by :math:`-\eta\, \rho(x)\, \mathrm{sign}(g)` with
+
+    .. math::
+        \rho(x) = \frac{\lVert x \rVert_1 + 1}{\sqrt{\lVert x \rVert_2^2 + 1}}
+        = \frac{\lVert [x; 1] \rVert_1}{\lVert [x; 1] \rVert_2} \in \bigl[1, \sqrt{d + 1}\bigr],
+
+    1 exactly when :math:`x = 0` (a single non-zero entry), :math:`\sqrt{d + 1}` exactly when
+    every :math:`\lvert x_k \rvert = 1` (all entries of one size). The ratio is scale-free
+    in ``[x; 1]``, so it is the l1 norm of :func:`augmented_unit`.
+
+    Shape:
+        - x: :math:`(N, d)`, floating point.
+        - Output: :math:`(N,)`.
+    """
+    return augmented_unit(x).abs().sum(dim=1)
 
 
 def layer_inputs(model: nn.Module, layers: list[nn.Module], x: Tensor) -> list[Tensor]:

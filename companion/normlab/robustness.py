@@ -8,29 +8,39 @@ sees the same images. :func:`accuracy_under_corruption` evaluates a
 model on each; :func:`mean_corruption_accuracy` is the benchmark's summary, the mean over
 corruptions and severities (Hendrycks & Dietterich report errors; we report accuracy, as
 the AutoNorm paper does).
+
+Chapter 15's tables: :func:`run_table` turns run records into one row per run; once each
+normaliser is taken at its learning rate chosen on clean validation accuracy
+(``part2_tasks.at_chosen_lr``), :func:`robustness_summary` gives its accuracies and
+:func:`paired_rows` the paired tests across seeds between one normaliser and the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
-from . import data, training
+from . import data, normalisers, training
 from ._runtime import check_profile
 from .data.corruptions import CORRUPTIONS, corrupt
 from .data.sources import OFFLINE_PROFILES
 from .data.types import DataSplit
+from .stats import paired_test
 
 __all__ = [
     "SEVERITIES",
     "accuracy_under_corruption",
     "corruption_suite",
     "mean_corruption_accuracy",
+    "paired_rows",
+    "robustness_summary",
+    "run_table",
 ]
 
 SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
@@ -126,3 +136,170 @@ def mean_corruption_accuracy(rows: Sequence[dict[str, Any]]) -> float:
     if not rows:
         raise ValueError("rows is empty: no corrupted test sets were evaluated")
     return float(np.mean([row["accuracy"] for row in rows]))
+
+
+# ------------------------------------------------------------------ chapter 15's tables
+
+_RECORD_KEYS = (
+    "run_id",
+    "config",
+    "metrics",
+    "clean_accuracy",
+    "mean_corruption_accuracy",
+)
+_CHOSEN_COLUMNS = ("data", "normaliser", "lr", "at_edge", "seed")
+
+
+def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per robustness run record (``part2_tasks.load_records``): its config, ``clean``
+    (clean test accuracy), ``mCA`` (:func:`mean_corruption_accuracy`), ``val_metric`` (clean
+    validation accuracy, on which the learning rate is chosen) and ``higher_is_better``."""
+    rows = []
+    for record in records:
+        missing = [key for key in _RECORD_KEYS if key not in record]
+        if missing:
+            raise ValueError(
+                f"records must be robustness run records; one lacks {missing}"
+            )
+        rows.append(
+            {
+                "run_id": record["run_id"],
+                **record["config"],
+                "clean": record["clean_accuracy"],
+                "mCA": record["mean_corruption_accuracy"],
+                "val_metric": record["metrics"]["val_metric"],
+                "higher_is_better": True,
+            }
+        )
+    if not rows:
+        raise ValueError("records is empty: no finished robustness runs were read")
+    return pd.DataFrame(rows)
+
+
+def _check_chosen(chosen: Any, values: Sequence[str] = ("clean", "mCA")) -> None:
+    """``chosen`` holds one data set, one learning rate per normaliser and one run per
+    normaliser and seed, with the columns ``values``."""
+    if not isinstance(chosen, pd.DataFrame) or chosen.empty:
+        raise ValueError(
+            "chosen must be a non-empty table of runs at their chosen learning rate, got "
+            f"{type(chosen).__name__}"
+        )
+    missing = sorted(set(_CHOSEN_COLUMNS).union(values) - set(chosen.columns))
+    if missing:
+        raise ValueError(
+            f"chosen lacks the columns {missing}; make it with "
+            "part2_tasks.at_chosen_lr(run_table(records))"
+        )
+    if chosen["data"].nunique() != 1:
+        raise ValueError(
+            f"chosen must hold one data set, got {sorted(chosen['data'].unique())}; "
+            "filter it first"
+        )
+    rates = chosen.groupby("normaliser")["lr"].nunique()
+    if (rates > 1).any() or chosen.duplicated(["normaliser", "seed"]).any():
+        raise ValueError(
+            "chosen must hold one learning rate per normaliser and one run per seed, got "
+            f"{rates.to_dict()} rates; choose them with part2_tasks.at_chosen_lr"
+        )
+
+
+def _in_book_order(names: Iterable[str]) -> list[str]:
+    """``names`` in the registry's order (:func:`normlab.normalisers.names`), unknown ones last."""
+    order = {name: i for i, name in enumerate(normalisers.names())}
+    return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+def robustness_summary(chosen: pd.DataFrame) -> pd.DataFrame:
+    r"""Per normaliser of ``chosen`` (its runs at the learning rate chosen on clean validation
+    accuracy), in the registry's order.
+
+    Columns: the means over seeds of the clean accuracy (``clean``) and of the mean
+    corruption accuracy (``mCA``), the standard deviation of mCA across seeds (``mCA_sd``),
+    the number of seeds ``n``, the chosen ``lr`` and ``at_edge`` (the choice is the smallest
+    or largest rate tried), and the share of the clean accuracy kept under corruption,
+
+    .. math::
+        \text{mCA / clean} = \overline{\text{mCA}} \,/\, \overline{\text{clean}}.
+    """
+    _check_chosen(chosen)
+    table = chosen.groupby("normaliser").agg(
+        clean=("clean", "mean"),
+        mCA=("mCA", "mean"),
+        mCA_sd=("mCA", "std"),
+        n=("seed", "count"),
+        lr=("lr", "first"),
+        at_edge=("at_edge", "first"),
+    )
+    table["mCA / clean"] = table["mCA"] / table["clean"]
+    return table.loc[_in_book_order(table.index)]
+
+
+def _others(
+    chosen: pd.DataFrame, reference: str, against: Sequence[str] | None
+) -> list[str]:
+    """``against`` checked against the normalisers of ``chosen``; by default every one but
+    ``reference``, in the registry's order."""
+    present = set(chosen["normaliser"])
+    if reference not in present:
+        raise ValueError(
+            f"reference={reference!r} has no runs in chosen; it holds {sorted(present)}"
+        )
+    others = present - {reference}
+    if against is None:
+        against = _in_book_order(others)
+    if isinstance(against, str) or not against or not set(against) <= others:
+        raise ValueError(
+            f"against must name normalisers of chosen other than {reference!r} "
+            f"({sorted(others)}), got {against!r}"
+        )
+    return list(against)
+
+
+def paired_rows(
+    chosen: pd.DataFrame,
+    against: Sequence[str] | None = None,
+    *,
+    reference: str = "autonorm_s",
+    values: Sequence[str] = ("mCA", "clean"),
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    r"""Paired t-tests across seeds of ``reference`` minus each normaliser of ``against``.
+
+    ``chosen`` holds each normaliser's runs at its learning rate chosen on clean validation
+    accuracy. Runs are paired by seed, and for each of ``values`` the per-seed differences
+    :math:`d_s = a_s - b_s` give (:func:`normlab.stats.paired_test`)
+
+    .. math::
+        \bar d, \qquad t = \frac{\bar d}{s_d / \sqrt n}, \qquad d_z = \frac{\bar d}{s_d}
+        = \frac{t}{\sqrt n},
+
+    the interval ``low``..``high`` at ``confidence`` and the two-sided ``p``. One row per
+    (normaliser, value): ``normaliser`` (the reference), ``minus``, ``on``, ``difference``
+    (:math:`\bar d`), ``low``, ``high``, ``p``, ``d_z``, ``n``. ``against`` defaults to every
+    other normaliser in ``chosen``, in the registry's order.
+    """
+    _check_chosen(chosen, values)
+    against = _others(chosen, reference, against)
+    by_seed = chosen.set_index("seed")
+    ours = by_seed[by_seed["normaliser"] == reference]
+    rows = []
+    for other in against:
+        theirs = by_seed[by_seed["normaliser"] == other]
+        for value in values:
+            test = paired_test(
+                ours[value].to_dict(), theirs[value].to_dict(), confidence=confidence
+            )
+            rows.append(
+                {
+                    "normaliser": reference,
+                    "minus": other,
+                    "on": value,
+                    "difference": test.mean,
+                    "low": test.low,
+                    "high": test.high,
+                    "p": test.p,
+                    "d_z": test.d_z,
+                    "n": test.n,
+                }
+            )
+    return pd.DataFrame(rows)

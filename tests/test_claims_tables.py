@@ -1,0 +1,60 @@
+"""Chapter 16's tables: one part of the scorecard as Markdown, chapters linked to their notebooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from normlab import claims
+
+COLUMNS = ["id", "claim", "paper", "ours", "n", "profile", "data", "verdict", "chapter"]
+
+
+def card() -> pd.DataFrame:
+    rows = [("A1", "I", 2), ("A9", "I", 7), ("N7", "II", 15), ("N1", "II", 11)]
+    return pd.DataFrame(
+        [
+            {
+                **{c: f"{claim_id} {c}" for c in COLUMNS},
+                "id": claim_id,
+                "part": part,
+                "chapter": chapter,
+                "rule": "r",
+                "claim": "a | b",
+            }
+            for claim_id, part, chapter in rows
+        ]
+    )
+
+
+def test_chapter_link_points_at_the_notebook_when_it_exists(tmp_path: Path) -> None:
+    (tmp_path / "02_affine.ipynb").write_text("{}")
+    assert claims.chapter_link(2, tmp_path) == "[2](02_affine.ipynb)"
+    assert claims.chapter_link(7, tmp_path) == "7"
+    assert claims.chapter_link(16) == "[16](16_scorecard.ipynb)"  # the book's own
+
+
+def test_part_markdown_holds_only_that_part_in_order(tmp_path: Path) -> None:
+    (tmp_path / "15_robustness.ipynb").write_text("{}")
+    lines = claims.part_markdown(card(), "II", book=tmp_path).splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == COLUMNS and lines[1] == "|" + "---|" * len(COLUMNS)
+    assert [line.split("|")[1].strip() for line in lines[2:]] == ["N7", "N1"]
+    assert lines[2].endswith("| [15](15_robustness.ipynb) |")
+    assert lines[3].endswith("| 11 |")  # no notebook: the bare number
+    assert "a \\| b" in lines[2]  # a pipe inside a cell is escaped
+    assert "N7 ours" in lines[2] and "rule" not in lines[0]
+
+
+def test_the_parts_it_accepts_are_the_registrys() -> None:
+    assert {claim.part for claim in claims.CLAIMS.values()} == {"I", "II"}
+
+
+def test_bad_arguments_name_the_argument() -> None:
+    with pytest.raises(ValueError, match="number must be a positive int"):
+        claims.chapter_link(0)
+    with pytest.raises(ValueError, match="part='III'"):
+        claims.part_markdown(card(), "III")
+    with pytest.raises(ValueError, match="card must be a scorecard table"):
+        claims.part_markdown(card().drop(columns="verdict"), "I")
