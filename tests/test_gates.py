@@ -374,3 +374,27 @@ def test_telemetry_state_round_trip() -> None:
     copy.load_state_dict(telemetry.state_dict())
     assert copy.records == telemetry.records
     assert copy.gradient_stats("1") == telemetry.gradient_stats("1")
+
+
+def test_gumbel_grad_snr_is_the_moments_ratio_and_grows_with_tau() -> None:
+    from normlab.gates import gumbel_grad_moments, gumbel_grad_snr
+
+    logits = torch.tensor([0.5, -0.3])
+    mean, var = gumbel_grad_moments(
+        logits, 0.5, 20_000, generator=torch.Generator().manual_seed(3)
+    )
+    snr = gumbel_grad_snr(
+        logits, 0.5, 20_000, generator=torch.Generator().manual_seed(3)
+    )
+    assert snr == pytest.approx(float((mean**2).sum() / var.sum()), rel=1e-12)
+    cold, hot = (
+        gumbel_grad_snr(logits, tau, 20_000, generator=torch.Generator().manual_seed(0))
+        for tau in (0.1, 2.0)
+    )
+    decided = gumbel_grad_snr(
+        torch.tensor([2.0, -2.0]),
+        0.1,
+        20_000,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert hot > 5 * cold and decided < cold

@@ -328,3 +328,39 @@ def test_quick_gate_runs_are_the_language_runs_without_freezing() -> None:
         set(language.axes["data"]) <= set(gates.axes["data"])
         and gates.seeds == language.seeds
     )
+
+
+def test_equivalence_table_applies_the_margin_to_the_paired_interval() -> None:
+    # RMSE (lower is better); "near" differs from autonorm_s by 0.1 +- 0.01 per seed, "far" by 5
+    rows = []
+    for seed in range(5):
+        for name, rmse in (
+            ("frozen_ln", 50.0 + 0.01 * seed),
+            ("autonorm_s", 50.0),
+            ("near", 50.1 + 0.01 * (-1) ** seed),
+            ("far", 55.0),
+        ):
+            for lr, penalty in (
+                (1e-3, 0.0),
+                (3e-3, 9.0),
+            ):  # the worse lr must be ignored
+                rows.append(
+                    {
+                        "data": "energy_efficiency",
+                        "normaliser": name,
+                        "lr": lr,
+                        "seed": seed,
+                        "higher_is_better": False,
+                        "val_metric": rmse + penalty,
+                        "test_metric": rmse + penalty,
+                    }
+                )
+    table = tasks.equivalence_table(pd.DataFrame(rows), 0.02).set_index("minus")
+    assert table.loc["near", "equivalent"] and not table.loc["far", "equivalent"]
+    assert table.loc["far", "difference"] == pytest.approx(-5.0)
+    assert table["margin"].iloc[0] == pytest.approx(0.02 * 50.02)
+    assert table.loc["near", "smallest margin"] < table.loc["near", "margin"]
+    with pytest.raises(ValueError, match="reference='dyt'"):
+        tasks.equivalence_table(pd.DataFrame(rows), reference="dyt")
+    with pytest.raises(ValueError, match="margin_fraction"):
+        tasks.equivalence_table(pd.DataFrame(rows), 1.5)

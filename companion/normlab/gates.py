@@ -34,6 +34,7 @@ __all__ = [
     "freeze_selector",
     "gate_entropy",
     "gumbel_grad_moments",
+    "gumbel_grad_snr",
     "gumbel_grad_variance",
     "gumbel_softmax",
     "sample_gumbel",
@@ -132,6 +133,21 @@ def gumbel_grad_moments(
     (grad,) = torch.autograd.grad((weights * values.float()).sum(), batch)
     grad = grad.double()
     return grad.mean(dim=0), grad.var(dim=0)
+
+
+def gumbel_grad_snr(
+    logits: torch.Tensor,
+    tau: float,
+    n: int,
+    *,
+    generator: torch.Generator | None = None,
+) -> float:
+    r"""Signal-to-noise ratio of the Gumbel-Softmax gradient of the first weight:
+    :math:`\lVert \mathbb{E}[g] \rVert^2 / \operatorname{tr} \operatorname{Cov}(g)`, from ``n``
+    samples (:func:`gumbel_grad_moments`). It grows with ``tau`` and falls as the gate decides.
+    """
+    mean, var = gumbel_grad_moments(logits, tau, n, generator=generator)
+    return float((mean**2).sum() / var.sum())
 
 
 def gumbel_grad_variance(
