@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import torch
 from matplotlib.figure import Figure
-from scipy import stats
 
-from .plots import colours, label, new_figure, style
+from .plots import colours, finish, label, new_figure, style
+from .stats import mean_ci
 
 __all__ = [
     "corruption_gallery",
@@ -34,15 +34,13 @@ __all__ = [
 ]
 
 
+LEGEND_SIZE = 8  # points, one below the style's legend size: these panels are small
+
+
 def _mean_ci(values: np.ndarray) -> tuple[float, float]:
-    values = values[np.isfinite(values)]
-    if len(values) < 2:
-        return (float(values.mean()) if len(values) else math.nan), 0.0
-    return float(values.mean()), float(
-        stats.t.ppf(0.975, len(values) - 1)
-        * values.std(ddof=1)
-        / math.sqrt(len(values))
-    )
+    """:func:`normlab.stats.mean_ci` of the finite values, with a zero band below two."""
+    mean, half, n = mean_ci(values[np.isfinite(values)])
+    return mean, half if n >= 2 else 0.0
 
 
 def _figure(
@@ -98,12 +96,14 @@ def entropy_curves(
             ax.axhline(
                 eps_h, color="black", lw=0.8, ls="--", label=rf"$\epsilon_H$ = {eps_h}"
             )
-        ax.set_xlabel("training progress (epoch / last epoch)")
-        ax.set_ylabel("gate entropy, mean over layers (nats)")
         ax.set_ylim(0, 0.75)
-        ax.legend(fontsize=8)
-        if title:
-            ax.set_title(title)
+        finish(
+            ax,
+            xlabel="training progress (epoch / last epoch)",
+            ylabel="gate entropy, mean over layers (nats)",
+            title=title,
+            legend_size=LEGEND_SIZE,
+        )
     return figure
 
 
@@ -182,11 +182,13 @@ def severity_curves(
                 color=palette[key],
                 label=f"{label(key)} (n={part['run_id'].nunique()})",
             )
-        ax.set_xlabel("severity (0 = clean test set)")
-        ax.set_ylabel(f"{label(value)}, mean over corruptions")
-        ax.legend(fontsize=8)
-        if title:
-            ax.set_title(title)
+        finish(
+            ax,
+            xlabel="severity (0 = clean test set)",
+            ylabel=f"{label(value)}, mean over corruptions",
+            title=title,
+            legend_size=LEGEND_SIZE,
+        )
     return figure
 
 
@@ -224,11 +226,13 @@ def interval_bars(
                 lw=1,
                 label=f"{text}: {value:.4g}",
             )
-        if references:
-            ax.legend(fontsize=8, loc="best")
-        ax.set_xlabel(xlabel)
-        if title:
-            ax.set_title(title)
+        finish(
+            ax,
+            xlabel=xlabel,
+            title=title,
+            legend=bool(references),
+            legend_size=LEGEND_SIZE,
+        )
     return figure
 
 
