@@ -2,12 +2,13 @@
 
 - :func:`training_curves`: a metric per epoch, mean and 95 % CI band across seeds.
 - :func:`metric_vs`: a summary metric against a swept variable, 95 % CI error bars.
-- :func:`heatmap`: an annotated table of numbers.
+- :func:`heatmap`: an annotated table of numbers; :func:`normaliser_heatmap`: a summary's
+  mean per normaliser and swept value.
 
 Every figure of the book, these and :mod:`normlab.plots_theory`'s, is drawn in one style
-(:func:`style`, :func:`new_figure`) with one colour-blind-safe palette
-(:data:`normlab.normalisers.PALETTE`): each normaliser keeps its registered colour and label
-in every chapter (:func:`colours`, :func:`label`). Figures are built without pyplot, so
+(:func:`style`, :func:`new_figure`, :func:`finish` for a panel's labels, legend and title)
+with one colour-blind-safe palette (:data:`normlab.normalisers.PALETTE`): each normaliser
+keeps its registered colour and label in every chapter (:func:`colours`, :func:`label`). Figures are built without pyplot, so
 nothing here calls ``plt.show`` or leaves a figure open; notebooks display the returned figure.
 Importing this module loads matplotlib's configured backend, which under IPython's inline
 backend (Jupyter, Colab) registers the PNG display of ``Figure``: a figure returned as a cell's
