@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._runtime import PROFILES
 
@@ -157,13 +157,25 @@ def _list() -> None:
     )
 
 
-def _threads(threads: int | None) -> None:
-    if threads is not None:
-        if threads < 1:
-            raise ValueError(f"--threads must be a positive int, got {threads}")
+def _run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``run`` and ``save`` share: the name and shard are checked and torch's threads set
+    before anything runs; returns the keyword arguments both pass on."""
+    from . import experiments
+
+    experiments.get(args.name)
+    experiments.parse_shard(args.shard)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be a positive int, got {args.threads}")
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(args.threads)
+    return {
+        "profile": args.profile,
+        "seeds": args.seeds,
+        "device": args.device,
+        "shard": args.shard,
+    }
 
 
 def _verify(name: str | None, root: str | None) -> int:
@@ -242,36 +254,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "list":
             _list()
         elif args.command == "run":
-            experiments.get(args.name)
-            experiments.parse_shard(args.shard)
-            _threads(args.threads)
             done = experiments.run(
                 args.name,
-                profile=args.profile,
                 out=args.out,
-                seeds=args.seeds,
-                device=args.device,
-                shard=args.shard,
                 progress=False if args.no_progress else None,
+                **_run_settings(args),
             )
             print(
                 f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "
                 f"records in {done.folder / 'runs'}, table {done.results_csv}"
             )
         elif args.command == "save":
-            experiments.get(args.name)
-            experiments.parse_shard(args.shard)
-            _threads(args.threads)
             from . import results
 
-            saved = results.save(
-                args.name,
-                profile=args.profile,
-                root=args.root,
-                shard=args.shard,
-                seeds=args.seeds,
-                device=args.device,
-            )
+            saved = results.save(args.name, root=args.root, **_run_settings(args))
             print(f"{saved.label()}\nin {saved.folder}")
         elif args.command == "verify":
             return _verify(args.name, args.root)

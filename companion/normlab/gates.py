@@ -1,9 +1,9 @@
 """AutoNorm's gate: telemetry, the Gumbel-Softmax gradient estimator, and the AutoNorm-S schedule.
 
 - :func:`gate_entropy`, :func:`autonorm_layers`, :func:`selector_parameters`: plain functions.
-- :func:`gumbel_grad_moments` / :func:`gumbel_grad_variance`: the mean and variance of the
-  reparameterised gradient as a function of the temperature, measured by sampling;
-  :func:`categorical_grad` is the exact gradient it estimates as :math:`\\tau \\to 0`.
+- :func:`gumbel_grad_moments`: the mean and variance of the reparameterised gradient as a
+  function of the temperature, measured by sampling; :func:`categorical_grad` is the exact
+  gradient it estimates as :math:`\\tau \\to 0`.
 - :class:`GateAverages`: per-layer means of the gate probabilities and entropy over training
   steps, the one accumulator both callbacks below use.
 - :class:`GateTelemetry`: a callback recording, per AutoNorm layer and epoch, the gate
@@ -35,7 +35,6 @@ __all__ = [
     "gate_entropy",
     "gumbel_grad_moments",
     "gumbel_grad_snr",
-    "gumbel_grad_variance",
     "gumbel_softmax",
     "sample_gumbel",
     "selector_parameters",
@@ -148,26 +147,6 @@ def gumbel_grad_snr(
     """
     mean, var = gumbel_grad_moments(logits, tau, n, generator=generator)
     return float((mean**2).sum() / var.sum())
-
-
-def gumbel_grad_variance(
-    logits: torch.Tensor,
-    tau: float,
-    n: int,
-    *,
-    values: torch.Tensor | None = None,
-    hard: bool = False,
-    generator: torch.Generator | None = None,
-) -> float:
-    """Total variance (trace of the covariance) of the Gumbel-Softmax gradient; see
-    :func:`gumbel_grad_moments`."""
-    return (
-        gumbel_grad_moments(
-            logits, tau, n, values=values, hard=hard, generator=generator
-        )[1]
-        .sum()
-        .item()
-    )
 
 
 class GateAverages:

@@ -2,12 +2,13 @@
 
 - :func:`training_curves`: a metric per epoch, mean and 95 % CI band across seeds.
 - :func:`metric_vs`: a summary metric against a swept variable, 95 % CI error bars.
-- :func:`heatmap`: an annotated table of numbers.
+- :func:`heatmap`: an annotated table of numbers; :func:`normaliser_heatmap`: a summary's
+  mean per normaliser and swept value.
 
 Every figure of the book, these and :mod:`normlab.plots_theory`'s, is drawn in one style
-(:func:`style`, :func:`new_figure`) with one colour-blind-safe palette
-(:data:`normlab.normalisers.PALETTE`): each normaliser keeps its registered colour and label
-in every chapter (:func:`colours`, :func:`label`). Figures are built without pyplot, so
+(:func:`style`, :func:`new_figure`, :func:`finish` for a panel's labels, legend and title)
+with one colour-blind-safe palette (:data:`normlab.normalisers.PALETTE`): each normaliser
+keeps its registered colour and label in every chapter (:func:`colours`, :func:`label`). Figures are built without pyplot, so
 nothing here calls ``plt.show`` or leaves a figure open; notebooks display the returned figure.
 Importing this module loads matplotlib's configured backend, which under IPython's inline
 backend (Jupyter, Colab) registers the PNG display of ``Figure``: a figure returned as a cell's
@@ -102,6 +103,25 @@ def new_figure(
     return figure, axes
 
 
+def finish(
+    ax: Any,
+    *,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str | None = None,
+    legend: bool = True,
+    legend_size: float | None = None,
+) -> None:
+    """The last touches of a one-panel figure: axis labels, the legend (``legend_size`` points;
+    None: the style's) and the title, when there is one."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if legend:
+        ax.legend(fontsize=legend_size)
+    if title:
+        ax.set_title(title)
+
+
 def _mean_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and 95 % t-interval half-width across rows (zero band for one row)."""
     mean = np.nanmean(curves, axis=0)
@@ -151,13 +171,9 @@ def training_curves(
                 alpha=0.2,
                 linewidth=0,
             )
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(ylabel or label(key))
         if logy:
             ax.set_yscale("log")
-        if title:
-            ax.set_title(title)
-        ax.legend()
+        finish(ax, xlabel="epoch", ylabel=ylabel or label(key), title=title)
     return figure
 
 
@@ -269,3 +285,15 @@ def heatmap(
         if title:
             ax.set_title(title)
     return figure
+
+
+def normaliser_heatmap(
+    summary: pd.DataFrame, columns: str, *, metric: str, title: str
+) -> Figure:
+    """A :func:`heatmap` of a summary's ``mean`` (e.g. from :func:`normlab.experiments.summarise`):
+    one row per normaliser, in registry order, one column per value of ``columns``."""
+    present = set(summary["normaliser"])
+    table = summary.pivot_table(
+        index="normaliser", columns=columns, values="mean"
+    ).reindex([n for n in normalisers.NORMALISERS if n in present])
+    return heatmap(table, fmt=".3f", title=title, colorbar_label=f"test {metric}")

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import torch
 from matplotlib.figure import Figure
-from scipy import stats
 
-from .plots import colours, label, new_figure, style
+from .plots import colours, finish, label, new_figure, style
+from .stats import mean_ci
 
 __all__ = [
     "corruption_gallery",
@@ -34,15 +34,46 @@ __all__ = [
 ]
 
 
+LEGEND_SIZE = 8  # points, one below the style's legend size: these panels are small
+
+
 def _mean_ci(values: np.ndarray) -> tuple[float, float]:
-    values = values[np.isfinite(values)]
-    if len(values) < 2:
-        return (float(values.mean()) if len(values) else math.nan), 0.0
-    return float(values.mean()), float(
-        stats.t.ppf(0.975, len(values) - 1)
-        * values.std(ddof=1)
-        / math.sqrt(len(values))
-    )
+    """:func:`normlab.stats.mean_ci` of the finite values, with a zero band below two."""
+    mean, half, n = mean_ci(values[np.isfinite(values)])
+    return mean, half if n >= 2 else 0.0
+
+
+class _Line(NamedTuple):
+    """One ``hue`` value's line: its number of runs, and at each ``x`` the mean and 95 %
+    t-interval half-width across runs of each run's own mean."""
+
+    key: Any
+    runs: int
+    x: np.ndarray
+    mean: np.ndarray
+    half: np.ndarray
+
+
+def _across_runs(
+    table: pd.DataFrame, hue: str, x: str, value: str, *, sort: bool
+) -> list[_Line]:
+    """``value`` averaged within each run at each ``x``, then across runs: one :class:`_Line`
+    per ``hue`` value (sorted with ``sort``, else in order of appearance). Seeds are the runs,
+    so a run's many rows at one ``x`` (layers, corruptions) count once."""
+    per_run = table.groupby([hue, "run_id", x], sort=sort)[value].mean().reset_index()
+    lines = []
+    for key, part in per_run.groupby(hue, sort=False):
+        points = part.groupby(x)[value].apply(lambda v: _mean_ci(v.to_numpy()))
+        lines.append(
+            _Line(
+                key,
+                part["run_id"].nunique(),
+                points.index.to_numpy(),
+                np.array([m for m, _ in points]),
+                np.array([h for _, h in points]),
+            )
+        )
+    return lines
 
 
 def _figure(
@@ -65,45 +96,37 @@ def entropy_curves(
     ``gates`` is a :func:`normlab.experiments.part2_tasks.gate_table`; seeds are the runs of
     each ``hue`` value. ``eps_h`` draws AutoNorm-S's threshold; ln 2 (the maximum) is drawn too.
     """
-    per_run = (
-        gates.groupby([hue, "run_id", "epoch"], sort=True)["entropy"]
-        .mean()
-        .reset_index()
-    )
-    palette = colours(per_run[hue])
+    lines = _across_runs(gates, hue, "epoch", "entropy", sort=True)
+    palette = colours(line.key for line in lines)
     with style():
         figure, (ax,) = _figure()
-        for key, part in per_run.groupby(hue, sort=False):
-            last = part["epoch"].max()
-            curve = part.groupby("epoch")["entropy"].apply(
-                lambda v: _mean_ci(v.to_numpy())
-            )
-            x = curve.index.to_numpy() / last
-            mean = np.array([m for m, _ in curve])
-            half = np.array([h for _, h in curve])
-            text = (names or {}).get(key, label(key))
+        for line in lines:
+            x = line.x / line.x.max()
+            text = (names or {}).get(line.key, label(line.key))
+            colour = palette[line.key]
             ax.plot(
                 x,
-                mean,
+                line.mean,
                 marker="o",
                 markersize=3,
-                color=palette[key],
-                label=f"{text} (n={part['run_id'].nunique()})",
+                color=colour,
+                label=f"{text} (n={line.runs})",
             )
-            ax.fill_between(
-                x, mean - half, mean + half, color=palette[key], alpha=0.2, linewidth=0
-            )
+            low, high = line.mean - line.half, line.mean + line.half
+            ax.fill_between(x, low, high, color=colour, alpha=0.2, linewidth=0)
         ax.axhline(math.log(2), color="grey", lw=0.8, ls=":", label="ln 2 (undecided)")
         if eps_h is not None:
             ax.axhline(
                 eps_h, color="black", lw=0.8, ls="--", label=rf"$\epsilon_H$ = {eps_h}"
             )
-        ax.set_xlabel("training progress (epoch / last epoch)")
-        ax.set_ylabel("gate entropy, mean over layers (nats)")
         ax.set_ylim(0, 0.75)
-        ax.legend(fontsize=8)
-        if title:
-            ax.set_title(title)
+        finish(
+            ax,
+            xlabel="training progress (epoch / last epoch)",
+            ylabel="gate entropy, mean over layers (nats)",
+            title=title,
+            legend_size=LEGEND_SIZE,
+        )
     return figure
 
 
@@ -160,33 +183,28 @@ def severity_curves(
 ) -> Figure:
     """``value`` against severity (0 = clean), averaged over corruptions within each run, then
     mean and 95 % CI across runs (seeds), one line per ``hue`` value."""
-    per_run = (
-        table.groupby([hue, "run_id", "severity"], sort=False)[value]
-        .mean()
-        .reset_index()
-    )
-    palette = colours(per_run[hue])
+    lines = _across_runs(table, hue, "severity", value, sort=False)
+    palette = colours(line.key for line in lines)
     with style():
         figure, (ax,) = _figure()
-        for key, part in per_run.groupby(hue, sort=False):
-            points = part.groupby("severity")[value].apply(
-                lambda v: _mean_ci(v.to_numpy())
-            )
+        for line in lines:
             ax.errorbar(
-                points.index,
-                [m for m, _ in points],
-                yerr=[h for _, h in points],
+                line.x,
+                line.mean,
+                yerr=line.half,
                 marker="o",
                 markersize=4,
                 capsize=3,
-                color=palette[key],
-                label=f"{label(key)} (n={part['run_id'].nunique()})",
+                color=palette[line.key],
+                label=f"{label(line.key)} (n={line.runs})",
             )
-        ax.set_xlabel("severity (0 = clean test set)")
-        ax.set_ylabel(f"{label(value)}, mean over corruptions")
-        ax.legend(fontsize=8)
-        if title:
-            ax.set_title(title)
+        finish(
+            ax,
+            xlabel="severity (0 = clean test set)",
+            ylabel=f"{label(value)}, mean over corruptions",
+            title=title,
+            legend_size=LEGEND_SIZE,
+        )
     return figure
 
 
@@ -224,11 +242,13 @@ def interval_bars(
                 lw=1,
                 label=f"{text}: {value:.4g}",
             )
-        if references:
-            ax.legend(fontsize=8, loc="best")
-        ax.set_xlabel(xlabel)
-        if title:
-            ax.set_title(title)
+        finish(
+            ax,
+            xlabel=xlabel,
+            title=title,
+            legend=bool(references),
+            legend_size=LEGEND_SIZE,
+        )
     return figure
 
 

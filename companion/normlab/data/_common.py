@@ -119,26 +119,35 @@ def build_vocab(sentences: Iterable[Sequence[str]], min_freq: int = 1) -> list[s
     return [PAD, UNK, *words]
 
 
+def _ids(
+    rows: Sequence[Sequence[str]],
+    names: Sequence[str],
+    length: int,
+    fill: int,
+    unknown: int | None = None,
+) -> torch.Tensor:
+    """``(N, length)`` positions in ``names`` of each row's first ``length`` items, ``fill``
+    after its end; an item not in ``names`` is ``unknown`` (None: a KeyError)."""
+    index = {name: i for i, name in enumerate(names)}
+    out = torch.full((len(rows), length), fill, dtype=torch.long)
+    for row, items in enumerate(rows):
+        ids = [
+            index[item] if unknown is None else index.get(item, unknown)
+            for item in items[:length]
+        ]
+        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
 def encode(
     sentences: Sequence[Sequence[str]], vocab: Sequence[str], length: int
 ) -> torch.Tensor:
     """Token ids ``(N, length)``, unknown words -> ``UNK_ID``, padded with ``PAD_ID``."""
-    index = {word: i for i, word in enumerate(vocab)}
-    out = torch.full((len(sentences), length), PAD_ID, dtype=torch.long)
-    for row, sentence in enumerate(sentences):
-        ids = [index.get(word, UNK_ID) for word in sentence[:length]]
-        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return out
+    return _ids(sentences, vocab, length, fill=PAD_ID, unknown=UNK_ID)
 
 
 def encode_tags(
     tag_rows: Sequence[Sequence[str]], tags: Sequence[str], length: int
 ) -> torch.Tensor:
     """Tag ids ``(N, length)`` with ``IGNORE_INDEX`` at padding."""
-    index = {tag: i for i, tag in enumerate(tags)}
-    out = torch.full((len(tag_rows), length), IGNORE_INDEX, dtype=torch.long)
-    for row, sequence in enumerate(tag_rows):
-        out[row, : len(sequence)] = torch.tensor(
-            [index[t] for t in sequence[:length]], dtype=torch.long
-        )
-    return out
+    return _ids(tag_rows, tags, length, fill=IGNORE_INDEX)

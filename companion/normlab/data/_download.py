@@ -225,6 +225,29 @@ def extract(archive: str | Path, folder: str | Path, produces: str) -> Path:
     return target
 
 
+def ensure_extracted(
+    resource: Resource,
+    folder: str | Path,
+    produces: str,
+    *,
+    download_ok: bool,
+    standin: str,
+) -> Path:
+    """``folder/produces``, first downloaded as ``resource`` (checksum re-checked) and
+    extracted (:func:`extract`) when it is not there yet."""
+    target = Path(folder) / produces
+    if not target.exists():
+        archive = ensure_file(
+            resource,
+            folder,
+            download_ok=download_ok,
+            standin=standin,
+            verify_existing=True,
+        )
+        extract(archive, folder, produces)
+    return target
+
+
 def check_reachable(
     url: str,
     *,

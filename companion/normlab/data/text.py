@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from ._common import build_vocab, carve_val, check_split, encode, encode_tags
-from ._download import Resource, cache_root, check_reachable, ensure_file, extract
+from ._download import Resource, cache_root, check_reachable, ensure_extracted, extract
 from .types import DataSplit
 
 MIN_FREQ = 2
@@ -202,17 +202,9 @@ def read_glue_tsv(path: str | Path) -> tuple[list[list[str]], list[int]]:
 
 @lru_cache(maxsize=1)
 def _sst2_sentences(root: str, download: bool) -> tuple[dict, dict]:
-    base = Path(root)
-    folder = base / "SST-2"
-    if not folder.is_dir():
-        archive = ensure_file(
-            SST2,
-            base,
-            download_ok=download,
-            standin="sentiment_grammar",
-            verify_existing=True,
-        )
-        extract(archive, base, "SST-2")
+    folder = ensure_extracted(
+        SST2, root, "SST-2", download_ok=download, standin="sentiment_grammar"
+    )
     train_s, train_y = read_glue_tsv(folder / "train.tsv")
     test_s, test_y = read_glue_tsv(folder / "dev.tsv")
     parts = carve_val(len(train_y), min(SST2_VAL_SIZE, max(1, len(train_y) // 10)))

@@ -27,7 +27,13 @@ import torch
 
 from .._checks import one_of
 from ._common import SEVERITIES, carve_val, channel_stats, check_split, mixed_conditions
-from ._download import ChecksumError, Resource, cache_root, ensure_file, extract
+from ._download import (
+    ChecksumError,
+    Resource,
+    cache_root,
+    ensure_extracted,
+    ensure_file,
+)
 from .types import DataSplit
 
 VAL_FRACTION = 0.1
@@ -136,18 +142,13 @@ def _idx_arrays(
     raw = Path(root) / dataset / "raw"
     standin = "digits" if dataset == "MNIST" else "shapes_stationary"
     for filename, md5 in cls.resources:
-        if not (raw / filename[: -len(".gz")]).is_file():
-            resource = Resource(
-                url=cls.mirrors[0] + filename, filename=filename, md5=md5
-            )
-            gz = ensure_file(
-                resource,
-                raw,
-                download_ok=download,
-                standin=standin,
-                verify_existing=True,
-            )
-            extract(gz, raw, filename[: -len(".gz")])
+        ensure_extracted(
+            Resource(url=cls.mirrors[0] + filename, filename=filename, md5=md5),
+            raw,
+            filename[: -len(".gz")],
+            download_ok=download,
+            standin=standin,
+        )
     arrays = []
     for train in (True, False):
         parsed = _parsed(cls, root, standin, train=train)
@@ -155,6 +156,21 @@ def _idx_arrays(
             (parsed.data.numpy()[:, None], parsed.targets.numpy().astype(np.int64))
         )
     return arrays[0], arrays[1]
+
+
+def _idx_split(
+    name: str,
+    dataset: str,
+    classes: list[str],
+    split: str,
+    root: str | Path | None,
+    download: bool,
+) -> DataSplit:
+    """``split`` of ``dataset`` (``"MNIST"`` or ``"FashionMNIST"``), registered as ``name``."""
+    check_split(split)
+    train, test = _idx_arrays(str(cache_root(root)), dataset, download)
+    meta = {"source": f"torchvision.datasets.{dataset}"}
+    return _vision_split(name, split, train, test, classes, meta)
 
 
 def mnist(
@@ -167,15 +183,8 @@ def mnist(
     Shape ``(N, 1, 28, 28)`` in [0, 1]. Licence: CC BY-SA 3.0 (as listed by torchvision/TFDS).
     Quick-profile stand-in: ``digits``.
     """
-    check_split(split)
-    train, test = _idx_arrays(str(cache_root(root)), "MNIST", download)
-    return _vision_split(
-        "mnist",
-        split,
-        train,
-        test,
-        [str(c) for c in range(10)],
-        {"source": "torchvision.datasets.MNIST"},
+    return _idx_split(
+        "mnist", "MNIST", [str(c) for c in range(10)], split, root, download
     )
 
 
@@ -190,16 +199,8 @@ def fashion_mnist(
     """
     import torchvision.datasets as tvd
 
-    check_split(split)
-    train, test = _idx_arrays(str(cache_root(root)), "FashionMNIST", download)
-    return _vision_split(
-        "fashion_mnist",
-        split,
-        train,
-        test,
-        list(tvd.FashionMNIST.classes),
-        {"source": "torchvision.datasets.FashionMNIST"},
-    )
+    classes = list(tvd.FashionMNIST.classes)
+    return _idx_split("fashion_mnist", "FashionMNIST", classes, split, root, download)
 
 
 # ---------------------------------------------------------------- CIFAR-10 and CIFAR-100
@@ -214,17 +215,13 @@ def _cifar_arrays(
     import torchvision.datasets as tvd
 
     cls = {"cifar10": tvd.CIFAR10, "cifar100": tvd.CIFAR100}[which]
-    folder = Path(root) / cls.base_folder
-    if not folder.is_dir():
-        resource = Resource(url=cls.url, filename=cls.filename, md5=cls.tgz_md5)
-        archive = ensure_file(
-            resource,
-            root,
-            download_ok=download,
-            standin="shapes_diverse",
-            verify_existing=True,
-        )
-        extract(archive, root, cls.base_folder)
+    ensure_extracted(
+        Resource(url=cls.url, filename=cls.filename, md5=cls.tgz_md5),
+        root,
+        cls.base_folder,
+        download_ok=download,
+        standin="shapes_diverse",
+    )
     parts = [
         _parsed(cls, root, "shapes_diverse", train=train) for train in (True, False)
     ]
@@ -331,18 +328,13 @@ def svhn(
 
 
 def _cifar10_c_folder(root: str | Path | None, download: bool) -> Path:
-    base = cache_root(root)
-    folder = base / "CIFAR-10-C"
-    if not folder.is_dir():
-        archive = ensure_file(
-            CIFAR10_C,
-            base,
-            download_ok=download,
-            standin="shapes_diverse_c",
-            verify_existing=True,
-        )
-        extract(archive, base, "CIFAR-10-C")
-    return folder
+    return ensure_extracted(
+        CIFAR10_C,
+        cache_root(root),
+        "CIFAR-10-C",
+        download_ok=download,
+        standin="shapes_diverse_c",
+    )
 
 
 def load_cifar10_c(

@@ -440,19 +440,14 @@ def _fc_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
             ylabel=f"test {metric} (lr chosen on val)",
             title=f"Fully-connected nets by width ({optimizer})",
         )
-        shaped = part.assign(
-            shape=[f"{d}x{w}" for d, w in zip(part["depth"], part["width"])]
-        )
+        shapes = [f"{d}x{w}" for d, w in zip(part["depth"], part["width"])]
+        shaped = part.assign(**{"depth x width": shapes})
         for activation, rows in shaped.groupby("activation"):
-            table = rows.pivot_table(
-                index="normaliser", columns="shape", values="mean"
-            ).reindex([n for n in NORMALISERS if n in set(rows["normaliser"])])
-            table.columns.name = "depth x width"
-            figures[f"heatmap_{optimizer}_{activation}"] = plots.heatmap(
-                table,
-                fmt=".3f",
+            figures[f"heatmap_{optimizer}_{activation}"] = plots.normaliser_heatmap(
+                rows,
+                "depth x width",
+                metric=metric,
                 title=f"test {metric}, {activation}, {optimizer}",
-                colorbar_label=f"test {metric}",
             )
     shallow = results[results["depth"] == results["depth"].min()]
     sweep = shallow[

@@ -80,19 +80,13 @@ def _cnn_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]
     from .part1 import lr_sensitivity
 
     metric = results["metric"].iloc[0]
-    shaped = summary.assign(
-        shape=[f"{d}x{c}" for d, c in zip(summary["depth"], summary["channels"])]
-    )
-    table = shaped.pivot_table(
-        index="normaliser", columns="shape", values="mean"
-    ).reindex([n for n in CONV_NAMES if n in set(shaped["normaliser"])])
-    table.columns.name = "depth x channels"
+    shapes = [f"{d}x{c}" for d, c in zip(summary["depth"], summary["channels"])]
     return {
-        "heatmap": plots.heatmap(
-            table,
-            fmt=".3f",
+        "heatmap": plots.normaliser_heatmap(
+            summary.assign(**{"depth x channels": shapes}),
+            "depth x channels",
+            metric=metric,
             title=f"CNN test {metric} (lr chosen on val)",
-            colorbar_label=f"test {metric}",
         ),
         "lr_sensitivity": plots.metric_vs(
             lr_sensitivity(results, ["normaliser"]),

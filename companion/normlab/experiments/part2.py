@@ -174,15 +174,10 @@ def _heatmap(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
     from .. import plots
 
     metric = results["metric"].iloc[0]
-    table = summary.pivot_table(
-        index="normaliser", columns="data", values="mean"
-    ).reindex([n for n in NORMALISERS if n in set(summary["normaliser"])])
+    title = f"test {metric}, lr chosen on val"
     return {
-        "by_normaliser": plots.heatmap(
-            table,
-            fmt=".3f",
-            title=f"test {metric}, lr chosen on val",
-            colorbar_label=f"test {metric}",
+        "by_normaliser": plots.normaliser_heatmap(
+            summary, "data", metric=metric, title=title
         )
     }
 

@@ -54,7 +54,24 @@ def _check_features(x: Tensor, in_features: int) -> None:
         )
 
 
-class AffineLikeLinear(nn.Linear):
+class _CheckedLinear(nn.Linear):
+    """:class:`torch.nn.Linear` whose sizes must be positive ints, the base of the corrections."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        positive_ints(in_features=in_features, out_features=out_features)
+        super().__init__(
+            in_features, out_features, bias=bias, device=device, dtype=dtype
+        )
+
+
+class AffineLikeLinear(_CheckedLinear):
     r"""Affine-like correction of a linear layer.
 
     .. math::
@@ -72,26 +89,13 @@ class AffineLikeLinear(nn.Linear):
         - Output: :math:`(*, H_{out})`.
     """
 
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        positive_ints(in_features=in_features, out_features=out_features)
-        super().__init__(
-            in_features, out_features, bias=bias, device=device, dtype=dtype
-        )
-
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
         sq_norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square()
         return F.linear(x, self.weight, self.bias) * torch.rsqrt(sq_norm + 1)
 
 
-class NormLikeLinear(nn.Linear):
+class NormLikeLinear(_CheckedLinear):
     r"""Norm-like correction of a linear layer.
 
     .. math::
@@ -117,16 +121,13 @@ class NormLikeLinear(nn.Linear):
         in_features: int,
         out_features: int,
         bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
         *,
         eps: float = 1e-12,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
-        positive_ints(in_features=in_features, out_features=out_features)
         positive_number("eps", eps)
-        super().__init__(
-            in_features, out_features, bias=bias, device=device, dtype=dtype
-        )
+        super().__init__(in_features, out_features, bias, device, dtype)
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:

@@ -148,102 +148,14 @@ class FeedForward(nn.Module):
         return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
 
 
-class Block(nn.Module):
-    r"""Pre-norm Transformer block with LayerScale and stochastic depth.
-
-    .. math::
-        x \leftarrow x + \mathrm{DropPath}(\gamma_1 \odot \mathrm{Attn}(\mathrm{norm}_1(x))), \qquad
-        x \leftarrow x + \mathrm{DropPath}(\gamma_2 \odot \mathrm{MLP}(\mathrm{norm}_2(x)))
-    """
-
-    def __init__(
-        self,
-        dim: int,
-        heads: int,
-        mlp_ratio: float = 2.0,
-        norm_layer: NormFactory = nn.LayerNorm,
-        drop_path: float = 0.0,
-        layer_scale_init: float | None = 1e-4,
-        dropout: float = 0.0,
-        attn_dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.norm1 = norm_layer(dim)
-        self.attn = Attention(dim, heads, attn_dropout=attn_dropout, dropout=dropout)
-        self.ls1 = (
-            LayerScale(dim, layer_scale_init) if layer_scale_init else nn.Identity()
-        )
-        self.norm2 = norm_layer(dim)
-        self.mlp = FeedForward(dim, int(dim * mlp_ratio), dropout=dropout)
-        self.ls2 = (
-            LayerScale(dim, layer_scale_init) if layer_scale_init else nn.Identity()
-        )
-        self.drop_path = DropPath(drop_path)
-
-    def forward(
-        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        x = x + self.drop_path(
-            self.ls1(self.attn(apply_norm(self.norm1, x, token_mask), token_mask))
-        )
-        x = x + self.drop_path(
-            self.ls2(self.mlp(apply_norm(self.norm2, x, token_mask)))
-        )
-        return x
-
-
-class Encoder(nn.Module):
-    """``depth`` pre-norm blocks, stochastic depth rising linearly from 0 to ``drop_path``,
-    then a final norm."""
-
-    def __init__(
-        self,
-        dim: int,
-        depth: int,
-        heads: int,
-        mlp_ratio: float = 2.0,
-        norm_layer: NormFactory = nn.LayerNorm,
-        drop_path: float = 0.0,
-        layer_scale_init: float | None = 1e-4,
-        dropout: float = 0.0,
-        attn_dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        rates = (
-            torch.linspace(0.0, drop_path, depth).tolist()
-            if depth > 1
-            else [drop_path] * depth
-        )
-        self.blocks = nn.ModuleList(
-            Block(
-                dim,
-                heads,
-                mlp_ratio,
-                norm_layer,
-                rate,
-                layer_scale_init,
-                dropout,
-                attn_dropout,
-            )
-            for rate in rates
-        )
-        self.norm = norm_layer(dim)
-
-    def forward(
-        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x, token_mask)
-        return apply_norm(self.norm, x, token_mask)
-
-
 @dataclass
 class EncoderConfig:
     """The encoder part of every Part II backbone's config.
 
     Defaults are the paper's vision setting (8 layers, 4 heads, dim 128; GELU, stochastic
     depth 0.1, LayerScale 1e-4, dropout 0.1). The paper gives no MLP ratio: 2 is our choice,
-    after ViT-Lite; attention dropout 0.1 follows ViT-Lite too.
+    after ViT-Lite; attention dropout 0.1 follows ViT-Lite too. ``drop_path`` is the rate of
+    the last block; :class:`Encoder` raises it linearly from 0 over the blocks.
     """
 
     dim: int = 128
@@ -265,14 +177,70 @@ class EncoderConfig:
 
     def encoder(self, norm_layer: NormFactory) -> Encoder:
         """Build the :class:`Encoder` this config describes."""
-        return Encoder(
-            self.dim,
-            self.depth,
-            self.heads,
-            self.mlp_ratio,
-            norm_layer,
-            self.drop_path,
-            self.layer_scale_init,
-            self.dropout,
-            self.attn_dropout,
+        return Encoder(self, norm_layer)
+
+
+class Block(nn.Module):
+    r"""Pre-norm Transformer block with LayerScale and stochastic depth.
+
+    .. math::
+        x \leftarrow x + \mathrm{DropPath}(\gamma_1 \odot \mathrm{Attn}(\mathrm{norm}_1(x))), \qquad
+        x \leftarrow x + \mathrm{DropPath}(\gamma_2 \odot \mathrm{MLP}(\mathrm{norm}_2(x)))
+
+    Sizes, dropout and LayerScale come from ``config``; ``drop_path`` is this block's own
+    stochastic depth rate (the encoder spreads ``config.drop_path`` over its blocks).
+    """
+
+    def __init__(
+        self,
+        config: EncoderConfig,
+        norm_layer: NormFactory = nn.LayerNorm,
+        drop_path: float = 0.0,
+    ) -> None:
+        super().__init__()
+        dim, scale = config.dim, config.layer_scale_init
+        self.norm1 = norm_layer(dim)
+        self.attn = Attention(
+            dim, config.heads, attn_dropout=config.attn_dropout, dropout=config.dropout
         )
+        self.ls1 = LayerScale(dim, scale) if scale else nn.Identity()
+        self.norm2 = norm_layer(dim)
+        self.mlp = FeedForward(dim, int(dim * config.mlp_ratio), dropout=config.dropout)
+        self.ls2 = LayerScale(dim, scale) if scale else nn.Identity()
+        self.drop_path = DropPath(drop_path)
+
+    def forward(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = x + self.drop_path(
+            self.ls1(self.attn(apply_norm(self.norm1, x, token_mask), token_mask))
+        )
+        x = x + self.drop_path(
+            self.ls2(self.mlp(apply_norm(self.norm2, x, token_mask)))
+        )
+        return x
+
+
+class Encoder(nn.Module):
+    """``config.depth`` pre-norm blocks, stochastic depth rising linearly from 0 to
+    ``config.drop_path``, then a final norm."""
+
+    def __init__(
+        self, config: EncoderConfig, norm_layer: NormFactory = nn.LayerNorm
+    ) -> None:
+        super().__init__()
+        depth, drop_path = config.depth, config.drop_path
+        rates = (
+            torch.linspace(0.0, drop_path, depth).tolist()
+            if depth > 1
+            else [drop_path] * depth
+        )
+        self.blocks = nn.ModuleList(Block(config, norm_layer, rate) for rate in rates)
+        self.norm = norm_layer(config.dim)
+
+    def forward(
+        self, x: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x, token_mask)
+        return apply_norm(self.norm, x, token_mask)

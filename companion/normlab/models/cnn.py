@@ -22,12 +22,12 @@ from torch import Tensor, nn
 
 from .._checks import one_of, positive_int, positive_ints, positive_number
 from ..layers import PatchNormConv2d
-from .mlp import ACTIVATIONS, hidden_blocks
+from ..normalisers import NormFactory
+from .mlp import ACTIVATIONS, config_or_fields, hidden_blocks
 
 __all__ = ["CNN", "CNNConfig", "RMSNorm2d", "CONV_NORMALISERS", "cnn_for"]
 
 ConvFactory = Callable[[int, int], nn.Module]
-NormFactory = Callable[[int], nn.Module]
 
 POOLED_SIZE = 4  # the head sees a 4x4 map whatever the image size
 
@@ -110,11 +110,7 @@ class CNN(nn.Module):
 
     def __init__(self, config: CNNConfig | None = None, **fields_: object) -> None:
         super().__init__()
-        if config is None:
-            config = CNNConfig(**fields_)  # type: ignore[arg-type]
-        elif fields_:
-            raise TypeError("pass either a config or its fields, not both")
-        self.config = config
+        self.config = config = config_or_fields(CNNConfig, config, fields_)
         self.features = hidden_blocks(
             config.conv_layer,
             config.norm_layer,

@@ -9,8 +9,9 @@ normaliser placed after each hidden linear layer, before the activation)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -18,6 +19,8 @@ from torch import nn
 from .. import normalisers
 from .._checks import non_negative_int, one_of, positive_ints
 from ..normalisers import LinearFactory, NormFactory
+
+Config = TypeVar("Config")
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "tanh": nn.Tanh,
@@ -71,6 +74,17 @@ def hidden_blocks(
     return nn.Sequential(*layers)
 
 
+def config_or_fields(
+    kind: Callable[..., Config], config: Config | None, fields_: Mapping[str, object]
+) -> Config:
+    """``config``, or a ``kind`` built from ``fields_``: the two ways to build a Part I model."""
+    if config is None:
+        return kind(**fields_)
+    if fields_:
+        raise TypeError("pass either a config or its fields, not both")
+    return config
+
+
 class MLP(nn.Module):
     r"""Fully-connected classifier (or regressor) with pluggable linear and norm layers.
 
@@ -87,11 +101,7 @@ class MLP(nn.Module):
 
     def __init__(self, config: MLPConfig | None = None, **fields_: object) -> None:
         super().__init__()
-        if config is None:
-            config = MLPConfig(**fields_)  # type: ignore[arg-type]
-        elif fields_:
-            raise TypeError("pass either a config or its fields, not both")
-        self.config = config
+        self.config = config = config_or_fields(MLPConfig, config, fields_)
         self.hidden = hidden_blocks(
             config.linear_layer,
             config.norm_layer,
