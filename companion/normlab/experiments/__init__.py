@@ -21,6 +21,7 @@ from .registry import Experiment, RunContext, get, names, register_experiment
 from .runner import (
     Report,
     RunReport,
+    at_chosen_lr,
     load_results,
     mean_ci,
     report,
@@ -39,6 +40,7 @@ __all__ = [
     "Run",
     "RunContext",
     "RunReport",
+    "at_chosen_lr",
     "get",
     "load_results",
     "mean_ci",

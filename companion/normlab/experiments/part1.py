@@ -40,7 +40,7 @@ from ..normalisers import PART1
 from ..stats import mean_ci, slopes_log2
 from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
-from .runner import select_best, summarise, train_and_test
+from .runner import at_chosen_lr, select_best, summarise, train_and_test
 
 NORMALISERS: tuple[str, ...] = (
     PART1  # the names the grids sweep, from normlab.normalisers
@@ -362,8 +362,12 @@ def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
 
 def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
     """A kernel measurement of :func:`kernel_coupling` (``value``) against the batch size, one
-    line (95 % band across seeds) per normaliser, from the runs of the first budget."""
-    rows = results[results["budget"] == results["budget"].iloc[0]]
+    line (95 % band across seeds) per normaliser, from the runs of the first budget at the
+    learning rate chosen on val per normaliser and batch size."""
+    rows = at_chosen_lr(
+        results[results["budget"] == results["budget"].iloc[0]],
+        ["normaliser", "batch_size"],
+    )
     curves = summarise(rows, ["normaliser", "batch_size"], value=value)
     for name in curves["normaliser"].unique():
         draw_band(ax, curves[curves["normaliser"] == name], "batch_size", name)
