@@ -551,7 +551,7 @@ TASKS_BY_PROFILE = {
 }
 LRS = {
     "quick": [3e-3],
-    "cpu": [1e-3, 3e-3, 1e-2],
+    "cpu": [1e-3, 3e-3, 1e-2, 3e-2],
     "standard": [3e-4, 1e-3],
     "paper": [3e-4, 5e-4, 1e-3],
 }
