@@ -160,7 +160,7 @@ AUTONORM_LANGUAGE = register_experiment(
                 ["ptb_pos", "sst2"], QUICK_LANGUAGE, [3e-3], 3, **_LANGUAGE_QUICK
             ),
             "cpu": _grid(
-                ["ptb_pos", "sst2"], ALL, [3e-3, 1e-2, 3e-2], 5, **_LANGUAGE_CPU
+                ["ptb_pos", "sst2"], ALL, [1e-3, 3e-3, 1e-2, 3e-2], 5, **_LANGUAGE_CPU
             ),
             "standard": _grid(
                 ["ptb_pos", "sst2"], ALL, [3e-4, 1e-3], 3, **_LANGUAGE_STANDARD
