@@ -263,7 +263,7 @@ AUTONORM_TABULAR = register_experiment(
             "cpu": _grid(
                 ["energy_efficiency"],
                 ALL,
-                [3e-4, 1e-3, 3e-3],
+                [3e-4, 1e-3, 3e-3, 1e-2],
                 5,
                 **_TABULAR_SMALL,
                 epochs=15,
