@@ -263,7 +263,7 @@ AUTONORM_TABULAR = register_experiment(
             "cpu": _grid(
                 ["energy_efficiency"],
                 ALL,
-                [3e-4, 1e-3, 3e-3, 1e-2],
+                [3e-4, 1e-3, 3e-3, 1e-2, 3e-2],
                 5,
                 **_TABULAR_SMALL,
                 epochs=15,
@@ -359,7 +359,7 @@ AUTONORM_ROBUSTNESS = register_experiment(
             "cpu": _grid(
                 ["fashion_mnist"],
                 ALL,
-                [3e-3, 1e-2, 3e-2],
+                [3e-3, 1e-2, 3e-2, 1e-1],
                 5,
                 **_ROBUST_SMALL,
                 eval_images=200,
