@@ -844,45 +844,50 @@ def sweep_table(
 
 
 def sweep_figure(table: pd.DataFrame) -> Any:
-    """One heat map per task and rule (a :func:`sweep_table`): rows T_freeze, columns eps_H,
-    colour AutoNorm-S's lead over FrozenLN, numbers the share of seeds where the rule fired."""
+    """Heat maps of a :func:`sweep_table`, a row of panels per task and a column per rule:
+    rows T_freeze, columns eps_H, colour AutoNorm-S's lead over FrozenLN, numbers the share
+    of seeds where the rule fired."""
     import numpy as np
     from matplotlib.figure import Figure
 
     from .. import plots
 
-    panels = [
-        (task, rule) for task in table["data"].unique() for rule in ("high", "low")
-    ]
+    tasks = list(table["data"].unique())
     limit = float(np.nanmax(np.abs(table["lead"])))
     with plots.style():
-        figure = Figure(figsize=(3.4 * len(panels), 3.2), layout="constrained")
-        axes = np.atleast_1d(figure.subplots(1, len(panels), sharey=True))
-        for ax, (task, rule) in zip(axes, panels):
-            part = table[(table["data"] == task) & (table["rule"] == rule)]
-            lead = part.pivot(index="t_freeze", columns="eps_h", values="lead")
-            fired = part.pivot(index="t_freeze", columns="eps_h", values="fired")
-            image = ax.imshow(
-                lead.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto"
-            )
-            for i in range(lead.shape[0]):
-                for j in range(lead.shape[1]):
+        figure = Figure(figsize=(10, 3.0 * len(tasks)), layout="constrained")
+        axes = np.atleast_2d(figure.subplots(len(tasks), 2, sharex=True, sharey=True))
+        for row, task in zip(axes, tasks):
+            for ax, rule in zip(row, ("high", "low")):
+                part = table[(table["data"] == task) & (table["rule"] == rule)]
+                lead = part.pivot(index="t_freeze", columns="eps_h", values="lead")
+                fired = part.pivot(index="t_freeze", columns="eps_h", values="fired")
+                image = ax.imshow(
+                    lead.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto"
+                )
+                for (i, j), share in np.ndenumerate(fired.to_numpy()):
+                    dark = abs(lead.iloc[i, j]) > 0.6 * limit
                     ax.text(
                         j,
                         i,
-                        f"{fired.iloc[i, j]:.1f}",
+                        f"{share:.1f}",
                         ha="center",
                         va="center",
-                        fontsize=7,
+                        fontsize=8,
+                        color="white" if dark else "black",
                     )
-            ax.set_xticks(
-                range(len(lead.columns)), [f"{e:g}" for e in lead.columns], rotation=90
-            )
-            ax.set_yticks(range(len(lead.index)), lead.index)
-            sign = ">=" if rule == "high" else "<"
-            ax.set(title=f"{task}\nfreeze if H {sign} eps_H", xlabel=r"$\epsilon_H$")
-            ax.grid(False)
-        axes[0].set_ylabel(r"$T_\mathrm{freeze}$")
+                ax.set_xticks(
+                    range(len(lead.columns)), [f"{e:g}" for e in lead.columns]
+                )
+                ax.set_yticks(range(len(lead.index)), lead.index)
+                sign = ">=" if rule == "high" else "<"
+                ax.set_title(
+                    f"{task} ({TASKS.get(task, task)}): freeze if H {sign} eps_H"
+                )
+                ax.grid(False)
+            row[0].set_ylabel(r"$T_\mathrm{freeze}$")
+        for ax in axes[-1]:
+            ax.set_xlabel(r"$\epsilon_H$")
         figure.colorbar(image, ax=axes, label="test accuracy minus FrozenLN's (mean)")
         figure.suptitle("numbers: share of seeds where the rule fired")
     return figure
