@@ -228,7 +228,9 @@ def test_regression_references_report_original_units() -> None:
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the iteration cap is recorded, not warned about
+        warnings.simplefilter(
+            "error"
+        )  # the iteration cap is recorded, not warned about
         table = tasks.regression_references("energy_efficiency", "quick", seeds=1)
     assert set(table["model"]) == {"mean", "linear", "mlp"} and table["stand_in"].all()
     assert table.loc[table["model"] == "mlp", "capped"].isin([True, False]).all()
