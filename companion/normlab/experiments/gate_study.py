@@ -34,11 +34,9 @@ CIFAR-10 and CIFAR-100.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -55,11 +53,10 @@ from ..normalisers import colour, norm_layer
 from .grid import Grid
 from .part2 import adamw_recipe
 from .registry import Experiment, RunContext, register_experiment
-from .runner import (
-    DEFAULT_OUT,
+from .runner import (  # load_records: re-exported for the chapters and the widget
     at_chosen_lr,
+    load_records,  # noqa: F401
     mean_ci,
-    results_folder,
     summarise,
     train_and_test,
 )
@@ -336,14 +333,6 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------- reading the runs
-
-
-def load_records(
-    name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
-) -> list[dict[str, Any]]:
-    """Every finished run record (the full JSON: history, gates) of one experiment and profile."""
-    folder = results_folder(name, out, profile) / "runs"
-    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
 
 
 def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:

@@ -25,11 +25,9 @@ is re-exported) turn run records into the chapters' tables.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,7 +43,7 @@ from ..stats import paired_test
 from .grid import Grid
 from .part2 import ALL, fit_autonorm, train_autonorm
 from .registry import Experiment, RunContext, register_experiment
-from .runner import DEFAULT_OUT, at_chosen_lr, results_folder
+from .runner import at_chosen_lr, load_records
 
 __all__ = [
     "AUTONORM_GATES",
@@ -398,14 +396,6 @@ AUTONORM_ROBUSTNESS = register_experiment(
 
 
 # ------------------------------------------------------------------ reading the runs
-
-
-def load_records(
-    name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
-) -> list[dict[str, Any]]:
-    """Every finished run record (the full JSON: history, gates, corruption rows), in run-id order."""
-    folder = results_folder(name, out, profile) / "runs"
-    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
 
 
 def gate_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:

@@ -204,16 +204,22 @@ def _table_value(value: Any) -> Any:
     )
 
 
+def load_records(
+    name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
+) -> list[dict[str, Any]]:
+    """Every finished run record of one experiment and profile (every shard), in run-id
+    order: the full JSON, with its history and any gates or corruption rows."""
+    folder = results_folder(name, out, profile) / "runs"
+    records = (_read_record(path) for path in sorted(folder.glob("*.json")))
+    return [record for record in records if record is not None]
+
+
 def load_results(
     name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
 ) -> pd.DataFrame:
     """All run records of one experiment and profile (every shard) as a tidy table."""
-    folder = results_folder(name, out, profile) / "runs"
     rows = []
-    for path in sorted(folder.glob("*.json")):
-        record = _read_record(path)
-        if record is None:
-            continue
+    for record in load_records(name, out, profile):
         rows.append(
             {
                 "run_id": record["run_id"],
