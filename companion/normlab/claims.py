@@ -32,6 +32,7 @@ from . import results as saved_results
 from ._checks import one_of, positive_int
 from ._runtime import PROFILES
 from .experiments.part1 import CORRECTIONS, PART1_RIVALS, SCALE_INVARIANT
+from .normalisers import PART2
 from .stats import Interval, interval, paired_differences, slopes_log2
 
 __all__ = [
@@ -721,16 +722,6 @@ def _a14(results: pd.DataFrame) -> list[Effect]:
 
 
 # Part II: the ``data`` axis names the dataset; the paper's models are the named normalisers.
-PART2 = (
-    "frozen_ln",
-    "dyt",
-    "adanorm",
-    "film",
-    "autonorm",
-    "autonorm_random",
-    "autonorm_s",
-    "autonorm_s_low",
-)
 VISION = ("mnist", "fashion_mnist", "svhn", "cifar10", "cifar100", "cifar10_c")
 
 
