@@ -6,8 +6,9 @@ Examples::
     python -m normlab run fc_normalisers --profile quick --out results
     python -m normlab run fc_normalisers --profile standard --shard 3/8   # machine 3 of 8
     python -m normlab report fc_normalisers --profile standard --out runs
-    python -m normlab save fc_normalisers --profile cpu --threads 1      # a set that ships in results/
+    python -m normlab save fc_normalisers --profile cpu --threads 1      # a set that ships in normlab/saved/
     python -m normlab verify                                             # re-check every saved set
+    python -m normlab verify cnn_normalisers --sample 8                  # re-run 8 of its records
     python -m normlab scorecard --format markdown --out scorecard.md
 """
 
@@ -23,7 +24,14 @@ from ._runtime import PROFILES
 if TYPE_CHECKING:
     import pandas as pd
 
-DEFAULT_OUT = "runs"  # scratch runs; shipped sets are made with `save` into results/
+DEFAULT_OUT = (
+    "runs"  # scratch runs; shipped sets are made with `save` into normlab/saved/
+)
+
+
+_ROOT_HELP = (
+    "saved-results folder (default: $NORMLAB_RESULTS, else the package's saved/)"
+)
 
 
 def _duration(seconds: float) -> str:
@@ -86,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default=str(DEFAULT_OUT))
     save = commands.add_parser(
         "save",
-        help="run (or resume) a saved result set in results/ and write its manifest",
+        help="run (or resume) a saved result set in normlab/saved/ and pack it",
     )
     save.add_argument("name")
     save.add_argument(
@@ -95,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     save.add_argument(
         "--root",
         default=None,
-        help="saved-results folder (default: the repository's results/)",
+        help=_ROOT_HELP,
     )
     save.add_argument("--seeds", type=int, default=None)
     save.add_argument("--device", default="cpu")
@@ -110,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify = commands.add_parser(
         "verify",
-        help="check saved sets: digests, table, and a re-run of one configuration",
+        help="check saved sets: digests, schema, grid, table, and re-runs of a sample",
+        description="Exit status: 0 when every set holds, 1 on a mismatch, 2 on a usage error.",
     )
     verify.add_argument(
         "name",
@@ -118,7 +127,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="one experiment (default: every saved set)",
     )
-    verify.add_argument("--root", default=None)
+    verify.add_argument("--root", default=None, help=_ROOT_HELP)
+    verify.add_argument(
+        "--sample",
+        type=int,
+        default=3,
+        help="records re-run per set, spread across its arms (default: 3)",
+    )
     card = commands.add_parser(
         "scorecard", help="every claim, the paper's number, ours and the verdict"
     )
@@ -129,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     card.add_argument(
         "--root",
         default=None,
-        help="saved-results folder (default: the repository's results/)",
+        help=_ROOT_HELP,
     )
     return parser
 
@@ -178,23 +193,35 @@ def _run_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _verify(name: str | None, root: str | None) -> int:
-    from . import results
+def _verify(name: str | None, root: str | None, sample: int) -> int:
+    from pathlib import Path
 
-    sets = results.saved_sets(name, root)
-    if not sets:
-        print("no saved sets found")
-        return 0
-    failed = 0
-    for saved in sets:
-        problems = results.verify(saved)
-        kind = "format only (made on a GPU)" if saved.on_gpu else "format + re-run"
-        print(
-            f"{saved.experiment}/{saved.profile}: {kind}: {'ok' if not problems else 'FAILED'}"
+    from . import results, verification
+
+    if sample < 1:
+        raise ValueError(f"--sample must be a positive int, got {sample}")
+    where = Path(root) if root else results.default_root()
+    folders = [p.parent for p in sorted(where.glob(f"*/*/{results.MANIFEST}"))]
+    if not folders:
+        raise ValueError(f"no saved sets under {where}")
+    chosen = [f for f in folders if name is None or f.parent.name == name]
+    if not chosen:
+        known = ", ".join(sorted({f.parent.name for f in folders}))
+        raise ValueError(
+            f"no saved set named {name!r} under {where}; saved sets: {known}"
         )
-        for problem in problems:
+    failed = 0
+    for folder in chosen:
+        try:
+            outcome = verification.verify(results.load(folder), k=sample)
+        except ValueError as err:  # a manifest that does not meet the schema
+            print(f"{folder.parent.name}/{folder.name}: FAILED\n    {err}")
+            failed += 1
+            continue
+        print(outcome.summary(), flush=True)
+        for problem in outcome.problems:
             print(f"    {problem}")
-        failed += bool(problems)
+        failed += not outcome.ok
     return 1 if failed else 0
 
 
@@ -270,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             saved = results.save(args.name, root=args.root, **_run_settings(args))
             print(f"{saved.label()}\nin {saved.folder}")
         elif args.command == "verify":
-            return _verify(args.name, args.root)
+            return _verify(args.name, args.root, args.sample)
         elif args.command == "scorecard":
             _scorecard(args.format, args.out, args.root)
         else:

@@ -1,85 +1,78 @@
-"""Saved result sets: real runs, larger than the quick profile, that ship with the book.
+"""Saved result sets: real runs, larger than the quick profile, that ship with the package.
 
-A saved set is the runner's folder for one experiment and profile, kept under the tracked
-``results/`` folder of the repository, plus a ``manifest.json``::
+A saved set is one experiment and profile, packed into three plain-text files inside the
+package, so an installed wheel, Colab and a checkout all find the same evidence::
 
-    results/<experiment>/<profile>/runs/<run_id>.json   one record per run (the runner's)
-    results/<experiment>/<profile>/results.csv          the tidy table (the runner's)
-    results/<experiment>/<profile>/manifest.json        how, where and when it was made
+    normlab/saved/<experiment>/<profile>/runs.jsonl     one run record a line, sorted by run id
+    normlab/saved/<experiment>/<profile>/results.csv    the tidy table of those runs
+    normlab/saved/<experiment>/<profile>/manifest.json  how, where and when it was made, digests
 
-Make one (resumable; shards may run on different machines into the same folder)::
+``runs.jsonl`` is strict JSON (a non-finite number is ``null``; see :mod:`normlab._records`)
+and sorted, so git stores its revisions compactly and a diff reads as the runs that changed.
+Make or extend one (resumable; the runner's per-run files are its scratch form until packed)::
 
     python -m normlab save fc_normalisers --profile cpu --threads 1
     python -m normlab save autonorm_vision --profile standard --shard 3/8
 
-A chapter shows its live quick run beside the largest saved set with :func:`beside`.
-:func:`verify` re-runs one configuration of a set and compares the metrics, so a shipped
-number cannot drift from the code, and checks every record against the digest in the
-manifest, so a number edited by hand is caught.
+A chapter shows its live quick run beside the largest saved set with :func:`beside`;
+:func:`normlab.verification.verify` checks a set against its manifest, its grid and
+re-runs of a sample of its records (``python -m normlab verify``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
 from ._io import write_text_atomic
+from ._records import RUN_ID, dumps
 from ._runtime import PROFILES, check_profile
+from .experiments.runner import (
+    PACKED,
+    finished_records,
+    packed_records,
+    records_table,
+)
 
 __all__ = [
     "SavedSet",
-    "Mismatch",
     "default_root",
+    "fingerprint",
     "saved_sets",
     "largest",
     "load",
+    "pack",
     "save",
-    "verify",
     "beside",
-    "RERUN_ATOL",
-    "RERUN_RTOL",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_ENV = "NORMLAB_RESULTS"
 MANIFEST = "manifest.json"
-
-# Re-run tolerance on another torch version or CPU. A different BLAS sums in another order
-# (relative changes near 1e-7 per product); a few hundred SGD steps amplify that into small
-# weight changes that flip a handful of borderline test predictions. On the 361-image digits
-# test split one prediction is 0.0028, so 0.03 allows about ten flips: far above that noise,
-# far below the differences between normalisers the chapters discuss. Losses get 5 % relative.
-# Hand edits are caught exactly, on any machine, by the per-record digests of the manifest.
-RERUN_ATOL = 0.03
-RERUN_RTOL = 0.05
-_COMPARED = (
-    "val_metric",
-    "test_metric",
-    "train_loss",
-    "val_loss",
-    "test_loss",
-    "diverged",
-)
+TABLE = "results.csv"
+FORMAT = 2
 
 
 def default_root() -> Path:
-    """``$NORMLAB_RESULTS`` when set, else the repository's tracked ``results/`` folder."""
-    return Path(os.environ.get(RESULTS_ENV) or ROOT / "results")
+    """``$NORMLAB_RESULTS`` when set, else the sets shipped inside the package."""
+    env = os.environ.get(RESULTS_ENV)
+    return Path(env) if env else Path(str(resources.files("normlab").joinpath("saved")))
 
 
 # ------------------------------------------------------------------------ the machine
@@ -113,7 +106,7 @@ def _git_commit() -> str | None:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
-    return f"{head}{'+dirty' if dirty else ''}"
+    return f"{head}{'+dirty' if dirty else ''}" if head else None
 
 
 def hardware(device: str) -> dict[str, Any]:
@@ -133,19 +126,99 @@ def hardware(device: str) -> dict[str, Any]:
     }
 
 
+def fingerprint(device: str = "cpu", threads: int | None = None) -> dict[str, Any]:
+    """What decides the numerics of a CPU run, so that equal fingerprints promise equal
+    results: the device, torch's CPU kernel capability (``AVX2``, ``AVX512``, ...), the
+    versions of torch, numpy and Python, and the torch thread count."""
+    return {
+        "device": device.split(":")[0],
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "threads": int(threads if threads is not None else torch.get_num_threads()),
+    }
+
+
 # -------------------------------------------------------------------------- one set
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _sha(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+
+
+_HEX = set("0123456789abcdef")
+_MANIFEST_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "format": int,
+    "experiment": str,
+    "profile": str,
+    "runs": int,
+    "seeds": int,
+    "data": str,
+    "datasets": list,
+    "commands": list,
+    "command": str,
+    "hardware": dict,
+    "wall_seconds": (int, float),
+    "exact_on": (dict, type(None)),
+    "files": dict,
+    "records": dict,
+    "commits": dict,
+}
+
+
+def _check_manifest(manifest: Any, where: Path) -> dict[str, Any]:
+    """The manifest when it meets the schema, else a ValueError naming the file."""
+
+    def bad(problem: str) -> ValueError:
+        return ValueError(f"{where}: {problem}")
+
+    if not isinstance(manifest, dict):
+        raise bad("a manifest is a JSON object")
+    missing = [k for k in _MANIFEST_FIELDS if k not in manifest]
+    if missing:
+        raise bad(
+            f"not a manifest of format {FORMAT} (missing {', '.join(missing)}); "
+            "re-pack the set with `python -m normlab save`"
+        )
+    wrong = [k for k, t in _MANIFEST_FIELDS.items() if not isinstance(manifest[k], t)]
+    if wrong:
+        raise bad(f"wrong type for {', '.join(wrong)}")
+    if manifest["format"] != FORMAT:
+        raise bad(f"format {manifest['format']}, this normlab reads {FORMAT}")
+    if manifest["profile"] not in PROFILES:
+        raise bad(f"profile={manifest['profile']!r} is not one of {PROFILES}")
+    prefix = f"{manifest['experiment']}-"
+    for run_id, digest in manifest["records"].items():
+        if not (RUN_ID.fullmatch(run_id) and run_id.startswith(prefix)):
+            raise bad(
+                f"record name {run_id!r} is not a run id of {manifest['experiment']} "
+                "(<experiment>-<12 hex digits>, a plain name)"
+            )
+        if not (isinstance(digest, str) and len(digest) == 64 and set(digest) <= _HEX):
+            raise bad(f"record {run_id}: the digest is not a SHA-256")
+    if manifest["runs"] != len(manifest["records"]):
+        raise bad(
+            f"runs={manifest['runs']} but {len(manifest['records'])} records are listed"
+        )
+    if sorted(manifest["files"]) != sorted([PACKED, TABLE]):
+        raise bad(f"files must list {PACKED} and {TABLE}")
+    committed = [i for ids in manifest["commits"].values() for i in ids]
+    if sorted(committed) != sorted(manifest["records"]):
+        raise bad("commits must name each record exactly once")
+    if not isinstance(manifest["hardware"].get("device"), str):
+        raise bad("hardware.device must name the device")
+    return manifest
 
 
 @dataclass
 class SavedSet:
-    """One saved result set: its folder, its manifest and (loaded on demand) its results table."""
+    """One saved result set: its folder, its manifest, and (read on demand) its records
+    and results table."""
 
     folder: Path
     manifest: dict[str, Any]
+    _records: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def experiment(self) -> str:
@@ -161,12 +234,18 @@ class SavedSet:
 
     @property
     def runs(self) -> int:
-        return len(self.manifest["records"])
+        return self.manifest["runs"]
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every run record of the set (``runs.jsonl``), schema-checked, in run-id order."""
+        if self._records is None:
+            self._records = packed_records(self.folder)
+        return self._records
 
     @property
     def results(self) -> pd.DataFrame:
-        """The set's ``results.csv`` (the runner's tidy table)."""
-        return pd.read_csv(self.folder / "results.csv")
+        """The set's ``results.csv`` (one row per run)."""
+        return pd.read_csv(self.folder / TABLE)
 
     def label(self) -> str:
         """One line for a figure or a table: profile, data, seeds, runs and hardware."""
@@ -179,14 +258,19 @@ class SavedSet:
 
 
 def load(folder: str | Path) -> SavedSet:
-    """The saved set in ``folder`` (a ValueError if it has no manifest)."""
+    """The saved set in ``folder``; a ValueError if it has no manifest or the manifest does
+    not meet the schema."""
     folder = Path(folder)
     path = folder / MANIFEST
     if not path.is_file():
         raise ValueError(
             f"folder={str(folder)!r} holds no {MANIFEST}; make a set with `python -m normlab save`"
         )
-    return SavedSet(folder, json.loads(path.read_text()))
+    try:
+        manifest = json.loads(path.read_text())
+    except ValueError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    return SavedSet(folder, _check_manifest(manifest, path))
 
 
 def saved_sets(
@@ -221,52 +305,100 @@ def _data_kind(records: list[dict[str, Any]]) -> tuple[str, list[str]]:
     return kind, names
 
 
-def _records(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
-    return [
-        (p, json.loads(p.read_text())) for p in sorted((folder / "runs").glob("*.json"))
-    ]
+def _commits(
+    old: dict[str, list[str]], ids: list[str], made_here: Iterable[str]
+) -> dict[str, list[str]]:
+    """Which commit made which run: the old manifest's attribution for the runs kept, this
+    checkout's commit for the runs made now, ``unknown`` for any other."""
+    here = set(made_here)
+    owner = {i: c for c, runs in old.items() for i in runs}
+    commit = _git_commit() or "unknown"
+    out: dict[str, list[str]] = {}
+    for run_id in ids:
+        key = commit if run_id in here else owner.get(run_id, "unknown")
+        out.setdefault(key, []).append(run_id)
+    return out
 
 
-def write_manifest(
-    folder: Path, *, command: str, wall_seconds: float, device: str
-) -> dict[str, Any]:
-    """(Re)write ``folder/manifest.json`` from the records now in the folder.
+def pack(
+    folder: str | Path,
+    *,
+    command: str,
+    wall_seconds: float,
+    device: str,
+    made_here: Iterable[str] = (),
+    exact_on: dict[str, Any] | None = None,
+) -> SavedSet:
+    """Pack every record in ``folder`` (its ``runs.jsonl`` and the runner's scratch files)
+    into ``runs.jsonl``, ``results.csv`` and ``manifest.json``, then remove the scratch.
 
-    Wall time and commands accumulate over resumed or sharded invocations.
+    Wall time and commands accumulate over resumed or sharded invocations; ``made_here``
+    names the runs this invocation made (attributed to this checkout's commit).
+    ``exact_on`` is the fingerprint on which re-runs reproduce the records exactly
+    (default: this machine's when every record was made here, else the old manifest's).
     """
     from . import __version__
 
-    records = _records(folder)
+    folder = Path(folder)
+    records = list(finished_records(folder).values())
     if not records:
-        raise ValueError(f"no run records in {folder / 'runs'}")
-    old = (
-        json.loads((folder / MANIFEST).read_text())
-        if (folder / MANIFEST).is_file()
-        else {}
-    )
-    first = records[0][1]
-    kind, datasets = _data_kind([r for _, r in records])
+        raise ValueError(f"no run records in {folder}")
+    old = load(folder).manifest if (folder / MANIFEST).is_file() else {}
+    lines = [dumps(r) for r in records]
+    ids = [r["run_id"] for r in records]
+    here = set(made_here)
+    first = records[0]
+    if exact_on is None:
+        mine = None if device.startswith("cuda") else fingerprint(device)
+        if here >= set(ids):  # every record made here
+            exact_on = mine
+        else:  # kept runs promise exactness only where they were made like these
+            exact_on = (
+                old.get("exact_on") if not here or old.get("exact_on") == mine else None
+            )
+    kind, datasets = _data_kind(records)
+    write_text_atomic(folder / PACKED, "".join(line + "\n" for line in lines))
+    write_text_atomic(folder / TABLE, records_table(records).to_csv(index=False))
     manifest = {
+        "format": FORMAT,
         "experiment": first["experiment"],
         "profile": first["profile"],
-        "commands": [*old.get("commands", []), command],
-        "command": command,
+        "runs": len(records),
+        "seeds": len({r["config"]["seed"] for r in records}),
         "data": kind,
         "datasets": datasets,
-        "seeds": len({r["config"]["seed"] for _, r in records}),
+        "commands": [*old.get("commands", []), command],
+        "command": command,
         "hardware": hardware(device),
         "wall_seconds": float(old.get("wall_seconds", 0.0)) + wall_seconds,
+        "exact_on": exact_on,
         "normlab_version": __version__,
-        "git_commit": _git_commit(),
         "torch_version": torch.__version__,
         "python": platform.python_version(),
         "created": old.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "records": {p.name: _digest(p) for p, _ in records},
-        "results_csv": _digest(folder / "results.csv"),
+        "files": {
+            PACKED: _sha((folder / PACKED).read_bytes()),
+            TABLE: _sha((folder / TABLE).read_bytes()),
+        },
+        "records": {i: _sha(line) for i, line in zip(ids, lines)},
+        "commits": _commits(old.get("commits", {}), ids, here),
     }
     write_text_atomic(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
-    return manifest
+    shutil.rmtree(folder / "runs", ignore_errors=True)
+    return load(folder)
+
+
+def _command(root: Path | None) -> str:
+    """The command that made the set, as a reader can copy it: no ``--root`` when it is the
+    default (a path of the machine that made the set means nothing elsewhere)."""
+    args = list(sys.argv[1:])
+    if root is None or root.resolve() == default_root().resolve():
+        for i, arg in enumerate(args):
+            if arg == "--root" and i + 1 < len(args):
+                del args[i : i + 2]
+                break
+    return " ".join(shlex.quote(a) for a in ["python", "-m", "normlab", *args])
 
 
 def save(
@@ -279,7 +411,7 @@ def save(
     device: str = "cpu",
     command: str | None = None,
 ) -> SavedSet:
-    """Run (or resume) ``experiment`` into the saved-results folder, then write its manifest.
+    """Run (or resume) ``experiment`` into the saved-results folder, then :func:`pack` it.
 
     The quick profile is refused: a saved set exists to show more than the live run does.
     """
@@ -291,7 +423,8 @@ def save(
             "profile='quick' is what chapters run live; save a cpu, standard or paper set"
         )
     experiments.get(experiment).grid(profile)
-    root = Path(root) if root is not None else default_root()
+    root_given = Path(root) if root is not None else None
+    root = root_given or default_root()
     started = time.perf_counter()
     done = experiments.run(
         experiment,
@@ -302,131 +435,13 @@ def save(
         shard=shard,
         progress=False,
     )
-    command = command or " ".join(
-        shlex.quote(a) for a in ["python", "-m", "normlab", *sys.argv[1:]]
-    )
-    write_manifest(
+    return pack(
         done.folder,
-        command=command,
+        command=command or _command(root_given),
         wall_seconds=time.perf_counter() - started,
         device=device,
+        made_here=done.ran,
     )
-    return load(done.folder)
-
-
-# ---------------------------------------------------------------------------- verify
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    """One problem :func:`verify` found: where, and what differs."""
-
-    where: str
-    problem: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.problem}"
-
-
-def _close(a: Any, b: Any, exact: bool, key: str) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return bool(a) == bool(b)
-    a, b = float(a), float(b)
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    if exact:
-        return a == b
-    if key.endswith("metric"):
-        return abs(a - b) <= RERUN_ATOL
-    return abs(a - b) <= RERUN_RTOL * max(abs(a), abs(b))
-
-
-def check_format(saved: SavedSet) -> list[Mismatch]:
-    """Records match the manifest's digests, the table matches the records, nothing is missing."""
-    from .experiments import load_results
-
-    problems = []
-    found = {p.name: p for p in (saved.folder / "runs").glob("*.json")}
-    for name, digest in saved.manifest["records"].items():
-        if name not in found:
-            problems.append(Mismatch(name, "listed in the manifest but missing"))
-        elif _digest(found[name]) != digest:
-            problems.append(
-                Mismatch(
-                    name,
-                    "edited since the set was made (digest differs from the manifest)",
-                )
-            )
-    for name in sorted(set(found) - set(saved.manifest["records"])):
-        problems.append(Mismatch(name, "not listed in the manifest"))
-    if _digest(saved.folder / "results.csv") != saved.manifest["results_csv"]:
-        problems.append(
-            Mismatch(
-                "results.csv",
-                "edited since the set was made (digest differs from the manifest)",
-            )
-        )
-    table = load_results(saved.experiment, saved.folder.parent.parent, saved.profile)
-    csv = saved.results.set_index("run_id")
-    for key in _COMPARED:
-        for run_id, value in zip(table["run_id"], table[key]):
-            if run_id not in csv.index or not _close(
-                value, csv.at[run_id, key], True, key
-            ):
-                problems.append(
-                    Mismatch(
-                        f"results.csv {run_id}", f"{key} differs from its JSON record"
-                    )
-                )
-    return problems
-
-
-def verify(saved: SavedSet, run_id: str | None = None) -> list[Mismatch]:
-    """Check a saved set; returns the problems found (an empty list when it is sound).
-
-    Always: :func:`check_format`. For a set made on a CPU, also re-run one configuration
-    (``run_id``, default the first) on the CPU and compare its metrics with the record:
-    exactly when this machine's torch version and CPU model equal the manifest's (the engine
-    is deterministic on the CPU), else within :data:`RERUN_ATOL` (metrics) and
-    :data:`RERUN_RTOL` (losses). Sets made on a GPU are checked for format only.
-    """
-    from .experiments import RunContext, get
-
-    problems = check_format(saved)
-    if saved.on_gpu:
-        return problems
-    run_id = run_id or sorted(saved.manifest["records"])[0].removesuffix(".json")
-    record = json.loads((saved.folder / "runs" / f"{run_id}.json").read_text())
-    hw = saved.manifest["hardware"]
-    exact = (
-        saved.manifest["torch_version"] == torch.__version__
-        and hw["cpu_model"] == _cpu_model()
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(int(hw.get("torch_threads") or 1))
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            outcome = get(saved.experiment).run_one(
-                dict(record["config"]),
-                RunContext(
-                    device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"
-                ),
-            )
-    finally:
-        torch.set_num_threads(threads)
-    for key in _COMPARED:
-        new, old = outcome["metrics"][key], record["metrics"][key]
-        if not _close(new, old, exact, key):
-            how = (
-                "exactly" if exact else f"within atol {RERUN_ATOL} / rtol {RERUN_RTOL}"
-            )
-            problems.append(
-                Mismatch(
-                    f"re-run of {run_id}",
-                    f"{key} = {new!r}, saved {old!r} (compared {how})",
-                )
-            )
-    return problems
 
 
 # ---------------------------------------------------------------------------- beside

@@ -69,12 +69,15 @@ class Shown:
 
 
 class GateRuns:
-    """The widget's runs, looked up by (data, tau, selector_lr, hard, freeze_at)."""
+    """The widget's runs, looked up by (data, tau, selector_lr, hard, freeze_at): the
+    first seed's run of each point (the saved set has five seeds a point)."""
 
     def __init__(self, records: Iterable[dict[str, Any]]) -> None:
         self.records: dict[tuple[Any, ...], dict[str, Any]] = {}
         for record in records:
             c = record["config"]
+            if c.get("seed", 0) != 0:
+                continue
             self.records[
                 (
                     c["data"],

@@ -7,17 +7,22 @@ Folder layout under ``out`` (``runs/`` by default)::
     <out>/<experiment>/<profile>/results.csv            the tidy table, one row per run
     <out>/<experiment>/<profile>/summary.csv            written by report()
     <out>/<experiment>/<profile>/figures/*.png          written by report()
+    <out>/<experiment>/<profile>/runs.jsonl             a packed saved set (normlab.results)
 
-A run whose JSON exists is skipped (nothing is rewritten); an interrupted run resumes from
-its checkpoint. Every file is written to a temporary name and renamed.
+A run whose record exists (as a file in ``runs/`` or a line of ``runs.jsonl``) is skipped; a
+damaged record (truncated, empty, not a record) is named in a warning and its run redone;
+an interrupted run resumes from its checkpoint. ``results.csv`` is rebuilt whenever it
+disagrees with the records. Every file is written to a temporary name and renamed.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import shutil
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +34,7 @@ from torch import nn
 
 from .. import training
 from .._io import write_atomic, write_text_atomic
+from .._records import RecordError, dumps, parse
 from .._runtime import check_profile
 from .._runtime import device as default_device
 from ..data.types import DataSplit
@@ -37,8 +43,10 @@ from .grid import Run
 from .grid import shard as select_shard
 from .registry import Experiment, RunContext, get
 
-# Local runs go to an ignored folder; the tracked results/ holds the shipped sets (normlab.results).
+# Local runs go to an ignored folder; the shipped sets live in the package (normlab.results).
 DEFAULT_OUT = Path("runs")
+# A packed set (normlab.results): every record of the folder, one strict-JSON line each.
+PACKED = "runs.jsonl"
 
 
 # ------------------------------------------------------------------ one run's record
@@ -189,11 +197,46 @@ def results_folder(
     return Path(out) / name / check_profile(profile)
 
 
-def _read_record(path: Path) -> dict[str, Any] | None:
+def _scratch_record(path: Path) -> dict[str, Any]:
+    """One scratch record, schema-checked (a RecordError names the file)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+        text = path.read_text()
+    except OSError as err:
+        raise RecordError(f"{path}: cannot be read ({err.strerror})") from None
+    return parse(text, str(path), strict=False)
+
+
+def packed_records(folder: Path) -> list[dict[str, Any]]:
+    """The records of a packed set's ``runs.jsonl`` in ``folder`` (empty when it has none),
+    strict JSON, schema-checked; a RecordError names the file and line."""
+    path = folder / PACKED
+    if not path.is_file():
+        return []
+    return [
+        parse(line, f"{path} line {n}")
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+    ]
+
+
+def finished_records(
+    folder: Path, *, damaged: list[Path] | None = None
+) -> dict[str, dict]:
+    """Every finished record in ``folder`` by run id: the packed set's, then the scratch
+    records (which win: they are newer). A damaged scratch record raises, or, when
+    ``damaged`` is a list, is appended to it and left out (the runner then redoes it)."""
+    records = {r["run_id"]: r for r in packed_records(folder)}
+    for path in sorted((folder / "runs").glob("*.json")):
+        try:
+            record = _scratch_record(path)
+        except RecordError:
+            if damaged is None:
+                raise
+            damaged.append(path)
+            continue
+        if record["run_id"] != path.stem:
+            raise RecordError(f"{path}: holds run_id={record['run_id']!r}")
+        records[record["run_id"]] = record
+    return dict(sorted(records.items()))
 
 
 def _table_value(value: Any) -> Any:
@@ -207,19 +250,17 @@ def _table_value(value: Any) -> Any:
 def load_records(
     name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
 ) -> list[dict[str, Any]]:
-    """Every finished run record of one experiment and profile (every shard), in run-id
-    order: the full JSON, with its history and any gates or corruption rows."""
-    folder = results_folder(name, out, profile) / "runs"
-    records = (_read_record(path) for path in sorted(folder.glob("*.json")))
-    return [record for record in records if record is not None]
+    """Every finished run record of one experiment and profile (every shard, and a packed
+    set's ``runs.jsonl``), in run-id order: the full record, with its history and any
+    gates or corruption rows. A truncated, empty or malformed record raises a ValueError
+    that names its file."""
+    return list(finished_records(results_folder(name, out, profile)).values())
 
 
-def load_results(
-    name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
-) -> pd.DataFrame:
-    """All run records of one experiment and profile (every shard) as a tidy table."""
+def records_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Run records as a tidy table: one row per run, config and metrics as columns."""
     rows = []
-    for record in load_records(name, out, profile):
+    for record in records:
         rows.append(
             {
                 "run_id": record["run_id"],
@@ -233,6 +274,13 @@ def load_results(
             }
         )
     return pd.DataFrame(rows)
+
+
+def load_results(
+    name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
+) -> pd.DataFrame:
+    """All run records of one experiment and profile (every shard) as a tidy table."""
+    return records_table(load_records(name, out, profile))
 
 
 def _write_table(table: pd.DataFrame, path: Path) -> None:
@@ -270,9 +318,10 @@ def run(
 
     ``seeds`` overrides the grid's number of seeds; ``shard="K/N"`` runs only shard K of N
     (see :func:`normlab.experiments.grid.shard`). Finished runs are skipped without
-    touching their files; ``results.csv`` is rewritten only when a run finished here (or
-    is missing). A finished run's checkpoint folder is deleted unless
-    ``keep_checkpoints``.
+    touching their files; a damaged record is named in a warning and its run redone.
+    ``results.csv`` is rewritten whenever it does not hold exactly the folder's records
+    (a run finished here, or the table is missing, truncated or stale). A finished run's
+    checkpoint folder is deleted unless ``keep_checkpoints``.
     """
     experiment = get(name)
     profile = check_profile(profile)
@@ -281,17 +330,24 @@ def run(
     device = torch.device(device) if device is not None else default_device()
     show = training.progress_default(device) if progress is None else progress
     report = RunReport(folder=folder)
+    damaged: list[Path] = []
+    finished = finished_records(folder, damaged=damaged)
+    for path in damaged:
+        warnings.warn(
+            f"{path} is not a complete run record (truncated or damaged); redoing that run",
+            stacklevel=2,
+        )
     bar = None
     if show:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(runs), desc=f"{name} ({profile})", unit="run")
     for item in runs:
-        record_path = folder / "runs" / f"{item.run_id}.json"
-        if record_path.exists() and _read_record(record_path) is not None:
+        if item.run_id in finished:
             report.skipped.append(item.run_id)
         else:
-            _execute(
+            record_path = folder / "runs" / f"{item.run_id}.json"
+            finished[item.run_id] = _execute(
                 experiment, item, profile, folder, device, record_path, keep_checkpoints
             )
             report.ran.append(item.run_id)
@@ -305,9 +361,23 @@ def run(
         and not any((folder / "checkpoints").iterdir())
     ):
         (folder / "checkpoints").rmdir()
-    if report.ran or not report.results_csv.exists():
-        _write_table(load_results(name, out, profile), report.results_csv)
+    table = records_table(dict(sorted(finished.items())).values())
+    if not _table_matches(report.results_csv, table):
+        _write_table(table, report.results_csv)
     return report
+
+
+def _table_matches(path: Path, table: pd.DataFrame) -> bool:
+    """Whether the table at ``path`` holds exactly ``table``'s runs with its values (an
+    interrupted or stale table does not)."""
+    try:
+        old = pd.read_csv(path)
+    except (OSError, ValueError):
+        return False
+    new = pd.read_csv(io.StringIO(table.to_csv(index=False)))
+    return old.shape == new.shape and bool(
+        (old.columns == new.columns).all() and old.equals(new)
+    )
 
 
 def _execute(
@@ -318,7 +388,7 @@ def _execute(
     device: torch.device,
     record_path: Path,
     keep_checkpoints: bool,
-) -> None:
+) -> dict[str, Any]:
     checkpoint_dir = folder / "checkpoints" / item.run_id
     started = time.perf_counter()
     outcome = experiment.run_one(
@@ -336,9 +406,10 @@ def _execute(
         "device": str(device),
         "normlab_version": __version__,
     }
-    write_text_atomic(record_path, json.dumps(record, indent=1))
+    write_text_atomic(record_path, dumps(record, indent=1))
     if not keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    return parse(dumps(record), str(record_path))
 
 
 # -------------------------------------------------------------------------- report
@@ -356,10 +427,17 @@ class Report:
 
 
 def summary_table(
-    experiment: Experiment, results: pd.DataFrame, profile: str | None = None
+    experiment: Experiment,
+    results: pd.DataFrame,
+    profile: str | None = None,
+    *,
+    settings: bool = False,
 ) -> pd.DataFrame:
-    """The experiment's summary: best-of over ``select`` when it has one, else mean/CI per configuration."""
-    by = [a for a in experiment.group_by(profile) if a in results.columns]
+    """The experiment's summary: best-of over ``select`` when it has one, else mean/CI per
+    configuration. ``settings`` keeps the grid's fixed settings as columns too (a profile
+    may fix what another sweeps, e.g. the depth, and the figures read both alike)."""
+    fixed = list(experiment.grid(profile).fixed) if settings else []
+    by = [a for a in [*experiment.group_by(profile), *fixed] if a in results.columns]
     if experiment.select is None:
         return summarise(results, by)
     higher = bool(results["higher_is_better"].iloc[0])
@@ -380,10 +458,10 @@ def report(
     results = load_results(name, out, profile)
     if results.empty:
         raise ValueError(
-            f"no run records in {folder / 'runs'}; run `python -m normlab run {name} "
+            f"no run records in {folder}; run `python -m normlab run {name} "
             f"--profile {profile} --out {out}` first"
         )
-    summary = summary_table(experiment, results, profile)
+    summary = summary_table(experiment, results, profile, settings=True)
     _write_table(results, folder / "results.csv")
     _write_table(summary, folder / "summary.csv")
     paths = {"results": folder / "results.csv", "summary": folder / "summary.csv"}
