@@ -401,6 +401,7 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
     layers = list(dict.fromkeys(tables["gates"]["l"]))
     epochs = int(tables["gates"]["e"].max())
     h_fields = [c for c in tables["runs"].columns if c.startswith("h")]
+    wide = 500  # the entropy panel's width in pixels; the two below it share it
 
     def control(
         name: str, value: Any, options: list[Any], label: str, labels: Any = None
@@ -499,7 +500,7 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
             )
         )
 
-    entropy_lines = per_layer("H", "gate entropy (nats)", 0.72, 220, 500)
+    entropy_lines = per_layer("H", "gate entropy (nats)", 0.72, 220, wide)
     ln2 = (
         alt.Chart(pd.DataFrame({"y": [round(math.log(2), _DIGITS)]}))
         .mark_rule(color="grey", strokeDash=[2, 3])
@@ -513,7 +514,7 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
         )
         .encode(y="y:Q")
     )
-    decision = shown("runs", 220, 500)
+    decision = shown("runs", 220, wide)
     freeze_mark = (
         decision.transform_calculate(x="T")
         .mark_rule(opacity=alt.expr("freezing ? 0.6 : 0"))
@@ -537,17 +538,17 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
             text="freezing ? 'H = ' + format(datum['h' + T], '.3f') + ' at T_freeze = ' "
             "+ T + ': ' + datum.verdict : 'no freezing (AutoNorm)'"
         )
-        .mark_text(align="left", baseline="top", fontSize=12)
-        .encode(x=alt.value(6), y=alt.value(4), text="text:N")
+        .mark_text(align="right", baseline="top", fontSize=12)
+        .encode(x=alt.value(wide - 6), y=alt.value(4), text="text:N")
     )
     entropy = alt.layer(entropy_lines, ln2, eps_line, freeze_mark, caption).properties(
         title="gate entropy per layer (dotted: ln 2; dashed: ε_H)"
     )
-    weight = per_layer("w", "weight on LayerNorm", 1.0, 170, 230).properties(
+    weight = per_layer("w", "weight on LayerNorm", 1.0, 170, wide // 2 - 20).properties(
         title="mean gate weight on LayerNorm"
     )
     accuracy = (
-        shown("accuracy", 170, 230)
+        shown("accuracy", 170, wide // 2 - 20)
         .mark_line(
             color=normalisers.colour("autonorm"),
             point={"color": normalisers.colour("autonorm")},
