@@ -211,6 +211,11 @@ MOVE_JS = r"""([id, index]) => {
 }"""
 
 SVG_JS = "(id) => { const s = document.querySelector('#' + id + ' svg'); return s ? s.outerHTML : null; }"
+# How many data marks (lines, points, bars, bands) the chart draws: a move that selects data
+# the chart does not have would change the SVG too, by emptying it.
+MARKS_JS = """(id) => [...document.querySelectorAll('#' + id + ' svg .mark-line path, #' + id +
+  ' svg .mark-symbol path, #' + id + ' svg .mark-rect path, #' + id + ' svg .mark-area path')]
+  .filter(p => (p.getAttribute('d') || '').length > 2).length"""
 
 
 def drive_charts(tab: Any, page: Page) -> int:
@@ -241,6 +246,10 @@ def drive_charts(tab: Any, page: Page) -> int:
                     timeout=5_000,
                 )
                 moved += 1
+                if tab.evaluate(MARKS_JS, chart_id) == 0:
+                    page.problems.append(
+                        f"control {name!r} of {chart_id} left the chart without data"
+                    )
             except Exception:
                 page.problems.append(
                     f"control {name!r} of {chart_id} did not change the chart"
