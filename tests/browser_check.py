@@ -16,7 +16,7 @@ Per page it asserts:
 - a page with interactive figures (:mod:`normlab.interactive`) loads the shared Vega bundle
   once and inlines at most ``MAX_DATA_BYTES`` of data; every control of every chart, moved in
   turn, changes the chart's SVG; and the pages of ``INTERACTIVE`` have at least that many such
-  controls (the structure build executes chapter 10 so that its page has its chart).
+  controls (the structure build executes chapters 10 and 11 so that their pages have them).
 
 It writes one screenshot per part of the table of contents (its first page) to
 ``screenshots/`` beside the build (``_build/screenshots/``), and one of a chapter at phone width. The link and Colab checks read
@@ -49,7 +49,7 @@ COLAB = "https://colab.research.google.com/github"
 KNOWN_SCRIPT_ERROR = "Identifier 'THEBE_JS_URL' has already been declared"
 PHONE = {"width": 390, "height": 844}
 #: Pages that must carry interactive figures, with the fewest controls that change them.
-INTERACTIVE = {"book/10_gate": 4}
+INTERACTIVE = {"book/10_gate": 4, "book/11_bottleneck": 2}
 SPEC = re.compile(
     rf'<script type="application/json" id="({MARKER}-[0-9a-f]+)-spec">(.*?)</script>',
     re.S,

@@ -142,3 +142,15 @@ def test_the_extension_writes_the_bundle_after_an_html_build(
     assert not written.exists()
     iv._write_bundle(FakeApp(tmp_path / "html"), None)
     assert written.read_text() == "(function () {\n})();\n"
+
+
+def test_a_choice_is_a_control_only_where_there_is_one() -> None:
+    fixed = iv.choice("t", 3, [3], "T ").param.to_dict()
+    assert fixed == {"name": "t", "value": 3}
+    radio = iv.choice("tau", 0.5, [0.5, 2.0], "tau ").param.to_dict()
+    assert radio["bind"] == {
+        "input": "radio",
+        "options": [0.5, 2.0],
+        "labels": ["0.5", "2"],
+        "name": "tau ",
+    }

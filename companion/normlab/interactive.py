@@ -34,6 +34,7 @@ __all__ = [
     "MAX_DATA_BYTES",
     "Interactive",
     "LiveAndStatic",
+    "choice",
     "bundle",
     "vegalite_version",
     "setup",
@@ -70,6 +71,25 @@ def bundle() -> str:
     return (
         f"(function () {{\n{vl_convert.javascript_bundle(vl_version=version)}\n}})();\n"
     )
+
+
+def choice(
+    name: str,
+    value: Any,
+    options: list[Any],
+    label: str,
+    labels: list[str] | None = None,
+) -> Any:
+    """An Altair parameter bound to radio buttons over ``options`` (shown as ``labels``, by
+    default the options themselves, numbers as ``%g``); with one option, a fixed parameter
+    and no control."""
+    import altair
+
+    if len(options) < 2:
+        return altair.param(name=name, value=value)
+    shown = labels or [f"{o:g}" if isinstance(o, float) else str(o) for o in options]
+    bind = altair.binding_radio(options=options, labels=shown, name=label)
+    return altair.param(name=name, value=value, bind=bind)
 
 
 def _spec(chart: Any) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 
 from . import normalisers, plots
 from .experiments.gate_study import TASKS, load_records
-from .interactive import Interactive
+from .interactive import Interactive, choice
 
 WIDGET_EXPERIMENT = "gate_widget"
 
@@ -403,30 +403,17 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
     h_fields = [c for c in tables["runs"].columns if c.startswith("h")]
     wide = 500  # the entropy panel's width in pixels; the two below it share it
 
-    def control(
-        name: str, value: Any, options: list[Any], label: str, labels: Any = None
-    ) -> Any:
-        """A radio control over the grid's values; a fixed value where there is one."""
-        if len(options) < 2:
-            return alt.param(name=name, value=value)
-        bind = alt.binding_radio(
-            options=options,
-            labels=labels or [f"{o:g}" if isinstance(o, float) else o for o in options],
-            name=label,
-        )
-        return alt.param(name=name, value=value, bind=bind)
-
     params = [
-        control(
+        choice(
             "task",
             start.data,
             runs.values("data"),
             "task ",
             [TASKS.get(d, d) for d in runs.values("data")],
         ),
-        control("tau", start.tau, runs.values("tau"), "τ "),
-        control("lr", start.selector_lr, runs.values("selector_lr"), "selector lr × "),
-        control(
+        choice("tau", start.tau, runs.values("tau"), "τ "),
+        choice("lr", start.selector_lr, runs.values("selector_lr"), "selector lr × "),
+        choice(
             "gate",
             "hard" if start.hard else "soft",
             [("hard" if h else "soft") for h in runs.values("hard")],
@@ -437,7 +424,7 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
             value=start.freezing,
             bind=alt.binding_checkbox(name="AutoNorm-S freezing "),
         ),
-        control(
+        choice(
             "T", start.t_freeze, [t for t in runs.values("freeze_at") if t], "T_freeze "
         ),
         alt.param(
