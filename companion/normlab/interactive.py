@@ -6,10 +6,13 @@ inputs) in its spec, and the browser redraws it as a control moves.
 
 - :class:`Interactive`: one chart as a cell output: a ``<div>`` and a ``vegaEmbed`` call with
   the spec and its data inlined (``text/html``), plus a PNG of the chart at its starting
-  values (``image/png``) and a line of text for other front ends.
+  values (``image/png``) and a line of text for other front ends. Front ends that rank HTML
+  first but lack the bundle (JupyterLab) show a note in its place, so a chapter shows a
+  twin through :class:`LiveAndStatic`.
 - :class:`LiveAndStatic`: one output holding a live ipywidget and its static twin. Jupyter,
   JupyterLab and Colab render the widget; the HTML book renders the twin (``_config.yml``
   ranks ``text/html`` above the widget view for the ``html`` builder).
+- :func:`choice`: a chart parameter bound to radio buttons, or fixed where there is one value.
 - :func:`bundle`: the shared script (Vega, Vega-Lite and vega-embed, from
   ``vl-convert-python``), wrapped in a function so that its top-level names cannot clash
   with the page's own (Sphinx's ``_``).
