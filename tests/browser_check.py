@@ -12,7 +12,11 @@ Per page it asserts:
 - every image has loaded;
 - every equation is typeset by MathJax, with no raw ``$$``, ``\\(`` or ``\\[`` left in the text;
 - a notebook page carries the Colab launch link to its notebook on the repository's branch,
-  both read from ``_config.yml``.
+  both read from ``_config.yml``;
+- a page with interactive figures (:mod:`normlab.interactive`) loads the shared Vega bundle
+  once and inlines at most ``MAX_DATA_BYTES`` of data; every control of every chart, moved in
+  turn, changes the chart's SVG; and the pages of ``INTERACTIVE`` have at least that many such
+  controls (the structure build executes chapters 10 and 11 so that their pages have them).
 
 It writes one screenshot per part of the table of contents (its first page) to
 ``screenshots/`` beside the build (``_build/screenshots/``), and one of a chapter at phone width. The link and Colab checks read
@@ -23,6 +27,7 @@ Where Chromium is absent the script says so loudly and exits 0, unless ``CI`` is
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
@@ -34,6 +39,7 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urlparse
 
 import yaml
+from normlab.interactive import BUNDLE, MARKER, MAX_DATA_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
@@ -42,6 +48,12 @@ COLAB = "https://colab.research.google.com/github"
 # launch buttons work regardless.
 KNOWN_SCRIPT_ERROR = "Identifier 'THEBE_JS_URL' has already been declared"
 PHONE = {"width": 390, "height": 844}
+#: Pages that must carry interactive figures, with the fewest controls that change them.
+INTERACTIVE = {"book/10_gate": 4, "book/11_bottleneck": 2}
+SPEC = re.compile(
+    rf'<script type="application/json" id="({MARKER}-[0-9a-f]+)-spec">(.*?)</script>',
+    re.S,
+)
 
 
 @dataclass
@@ -51,6 +63,7 @@ class Page:
     html: Path
     source: Path | None
     problems: list[str] = field(default_factory=list)
+    charts: list[str] = field(default_factory=list)
 
 
 def repository(config: dict) -> tuple[str, str]:
@@ -137,6 +150,10 @@ def check_html(
             and unquote(fragment) not in ids_in(path, cache)
         ):
             page.problems.append(f"link to a missing anchor: {target}")
+    check_charts_html(page, text)
+    entry = page.html.relative_to(build).with_suffix("").as_posix()
+    if entry in INTERACTIVE and not page.charts:
+        page.problems.append("no interactive figure (was its notebook executed?)")
     if page.source is not None and page.source.suffix == ".ipynb":
         expected = colab_url(config, page.source.relative_to(ROOT).as_posix())
         links = set(re.findall(rf'href="({re.escape(COLAB)}[^"]*)"', text))
@@ -144,6 +161,100 @@ def check_html(
             page.problems.append(
                 f"no Colab link to {expected} (found {sorted(links) or 'none'})"
             )
+
+
+def check_charts_html(page: Page, text: str) -> None:
+    """The bundle is loaded once on a page with charts (never on one without), and the
+    page's inlined data are at most ``MAX_DATA_BYTES``."""
+    specs = [json.loads(spec) for _, spec in SPEC.findall(text)]
+    page.charts = [chart_id for chart_id, _ in SPEC.findall(text)]
+    loads = len(re.findall(rf'<script[^>]*\bsrc="[^"]*{re.escape(BUNDLE)}[^"]*"', text))
+    if specs and loads != 1:
+        page.problems.append(f"{BUNDLE} loaded {loads} times, expected once")
+    if not specs and loads:
+        page.problems.append(f"{BUNDLE} loaded on a page without interactive figures")
+    data = sum(
+        len(
+            json.dumps(
+                [s.get("datasets", {}), s.get("data", {})], separators=(",", ":")
+            )
+        )
+        for s in specs
+    )
+    if data > MAX_DATA_BYTES:
+        page.problems.append(
+            f"interactive figures inline {data} bytes of data, expected at most {MAX_DATA_BYTES}"
+        )
+
+
+# Run in the page: move one control of a chart (its index-th .vega-bind) to another value;
+# returns the control's name. A radio group picks its first unchecked option, a checkbox
+# toggles, a range goes to its far end, a select to its next option.
+MOVE_JS = r"""([id, index]) => {
+  const bind = document.getElementById(id).querySelectorAll(".vega-bind")[index];
+  const name = (bind.querySelector(".vega-bind-name") || bind).textContent.trim();
+  const fire = (el) => ["input", "change"].forEach(t => el.dispatchEvent(new Event(t, {bubbles: true})));
+  const radio = bind.querySelector("input[type=radio]:not(:checked)");
+  const box = bind.querySelector("input[type=checkbox]");
+  const range = bind.querySelector("input[type=range]");
+  const select = bind.querySelector("select");
+  if (radio) radio.click();
+  else if (box) box.click();
+  else if (range) {
+    range.value = Number(range.value) >= Number(range.max) ? range.min : range.max;
+    fire(range);
+  } else if (select) {
+    select.selectedIndex = (select.selectedIndex + 1) % select.options.length;
+    fire(select);
+  } else return null;
+  return name;
+}"""
+
+SVG_JS = "(id) => { const s = document.querySelector('#' + id + ' svg'); return s ? s.outerHTML : null; }"
+# How many data marks (lines, points, bars, bands) the chart draws: a move that selects data
+# the chart does not have would change the SVG too, by emptying it.
+MARKS_JS = """(id) => [...document.querySelectorAll('#' + id + ' svg .mark-line path, #' + id +
+  ' svg .mark-symbol path, #' + id + ' svg .mark-rect path, #' + id + ' svg .mark-area path')]
+  .filter(p => (p.getAttribute('d') || '').length > 2).length"""
+
+
+def drive_charts(tab: Any, page: Page) -> int:
+    """Move every control of every chart on the page, in turn; each must change its chart's
+    SVG. Returns how many did."""
+    moved = 0
+    for chart_id in page.charts:
+        try:
+            tab.wait_for_function(
+                "(id) => document.querySelector('#' + id + ' svg')",
+                arg=chart_id,
+                timeout=30_000,
+            )
+        except Exception as error:  # the chart never drew: say so, check the rest
+            page.problems.append(f"interactive figure {chart_id} did not draw: {error}")
+            continue
+        controls = tab.evaluate(
+            "(id) => document.getElementById(id).querySelectorAll('.vega-bind').length",
+            chart_id,
+        )
+        for index in range(controls):
+            before = tab.evaluate(SVG_JS, chart_id)
+            name = tab.evaluate(MOVE_JS, [chart_id, index])
+            try:
+                tab.wait_for_function(
+                    f"([id, before]) => ({SVG_JS})(id) !== before",
+                    arg=[chart_id, before],
+                    timeout=5_000,
+                )
+                moved += 1
+                if tab.evaluate(MARKS_JS, chart_id) == 0:
+                    page.problems.append(
+                        f"control {name!r} of {chart_id} left the chart without data"
+                    )
+            except Exception:
+                page.problems.append(
+                    f"control {name!r} of {chart_id} did not change the chart"
+                )
+    return moved
 
 
 # Run in the page: raw TeX left in the text outside code, scripts and typeset maths.
@@ -205,6 +316,13 @@ def check_in_browser(
             tab = context.new_page()
             # Offline: a request that leaves the machine is refused and reported.
             tab.route(re.compile(r"^(?!file:).*"), refuse_and_report(page))
+            bundles: list[str] = []
+            tab.on(
+                "request",
+                lambda r, bundles=bundles: (
+                    bundles.append(r.url) if r.url.endswith(BUNDLE) else None
+                ),
+            )
             failed: list[str] = []
             tab.on(
                 "requestfailed",
@@ -244,8 +362,24 @@ def check_in_browser(
             page.problems += [
                 f"image did not load: {src}" for src in tab.evaluate(IMAGES_JS)
             ]
-            page.problems += [f"failed local request: {url}" for url in failed]
             entry = page.html.relative_to(build).with_suffix("").as_posix()
+            if page.charts:
+                moved = drive_charts(tab, page)
+                if len(bundles) != 1:
+                    page.problems.append(
+                        f"{BUNDLE} requested {len(bundles)} times, expected once"
+                    )
+                for i, chart_id in enumerate(page.charts, 1):
+                    name = f"interactive-{Path(entry).name}-{i}.png"
+                    tab.locator(f"#{chart_id}").screenshot(path=str(shots / name))
+                print(f"{entry}: {moved} controls moved, each changed its chart")
+            else:
+                moved = 0
+            if moved < INTERACTIVE.get(entry, 0):
+                page.problems.append(
+                    f"{moved} controls changed an interactive figure, expected at least {INTERACTIVE[entry]}"
+                )
+            page.problems += [f"failed local request: {url}" for url in failed]
             if entry in first_of_part:
                 name = re.sub(r"[^a-z0-9]+", "-", first_of_part[entry].lower()).strip(
                     "-"

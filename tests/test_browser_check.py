@@ -89,3 +89,48 @@ def test_a_notebook_page_needs_its_colab_link(tmp_path: Path) -> None:
     )
     browser_check.check_html(wrong, wrong.html.parents[1], CONFIG, {})
     assert len(wrong.problems) == 1 and "no Colab link" in wrong.problems[0]
+
+
+def _chart_html(rows: int) -> str:
+    import altair as alt
+    import pandas as pd
+    from normlab.interactive import Interactive
+
+    data = pd.DataFrame({"x": range(rows), "y": range(rows)})
+    chart = alt.Chart(data).mark_point().encode(x="x:Q", y="y:Q")
+    return Interactive(chart, "points", png=False).html()
+
+
+BUNDLE_TAG = f'<script src="../_static/{browser_check.BUNDLE}"></script>'
+
+
+def test_a_page_with_a_chart_loads_the_bundle_once(tmp_path: Path) -> None:
+    good = _page(tmp_path, BUNDLE_TAG + _chart_html(5))
+    browser_check.check_charts_html(good, good.html.read_text())
+    assert good.problems == [] and len(good.charts) == 1
+    for body, problem in [
+        (_chart_html(5), "loaded 0 times"),
+        (BUNDLE_TAG * 2 + _chart_html(5), "loaded 2 times"),
+        (BUNDLE_TAG, "without interactive figures"),
+    ]:
+        page = _page(tmp_path, body)
+        browser_check.check_charts_html(page, page.html.read_text())
+        assert len(page.problems) == 1 and problem in page.problems[0]
+
+
+def test_a_page_may_inline_at_most_its_share_of_data(tmp_path: Path) -> None:
+    # each chart is under the limit; the page's two together are not
+    rows = 9_000
+    page = _page(tmp_path, BUNDLE_TAG + _chart_html(rows) + _chart_html(rows + 1))
+    browser_check.check_charts_html(page, page.html.read_text())
+    assert len(page.problems) == 1 and "expected at most 300000" in page.problems[0]
+
+
+def test_chapter_10_must_have_its_interactive_figure(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    (build / "book").mkdir(parents=True)
+    html = build / "book" / "10_gate.html"
+    html.write_text("<html><body>no outputs</body></html>")
+    page = browser_check.Page(html, None)
+    browser_check.check_html(page, build, CONFIG, {})
+    assert page.problems == ["no interactive figure (was its notebook executed?)"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -356,3 +357,66 @@ def test_at_lr_of_keeps_every_arm_at_one_arms_rate() -> None:
     assert set(at["lr"]) == {0.001} and set(at["arm"]) == {"a", "b"} and len(at) == 8
     with pytest.raises(ValueError, match="arm='c'"):
         gs.at_lr_of(runs, "c")
+
+
+def synthetic_gates() -> pd.DataFrame:
+    """A gate table: one task, two temperatures, two seeds, two layers, three epochs; the
+    entropy falls faster at the higher temperature and differs between seeds."""
+    rows = []
+    for tau, seed, position, epoch in itertools.product(
+        (0.5, 2.0), (0, 1), (0, 1), (1, 2, 3)
+    ):
+        entropy = math.log(2) * math.exp(-tau * epoch * (1 + position) / (3 + seed))
+        rows.append(
+            {
+                "data": "mnist",
+                "tau": tau,
+                "seed": seed,
+                "layer": f"encoder.blocks.{position}.norm1",
+                "position": position,
+                "epoch": epoch,
+                "entropy": entropy,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def test_entropy_twin_has_a_control_where_there_is_a_choice() -> None:
+    twin = gs.entropy_twin(synthetic_gates(), "tau", "synthetic")
+    params = {p["name"]: p for p in twin.spec["params"]}
+    assert "bind" not in params["task"] and params["task"]["value"] == "mnist"
+    assert params["v"]["bind"]["options"] == [0.5, 2.0]
+    assert params["seed"]["bind"]["options"] == ["mean", 0, 1]
+    (values,) = [v for v in twin.spec["datasets"].values() if "H" in v[0]]
+    assert len(values) == len(synthetic_gates())
+    assert all(round(r["H"], 3) == r["H"] for r in values)
+
+
+@pytest.mark.parametrize("param, other", [("v", 0.5), ("seed", 1)])
+def test_entropy_twin_draws_what_its_controls_choose(param: str, other: object) -> None:
+    """vl-convert renders the chart at two values of one control: the lines differ."""
+    import vl_convert
+    from normlab.interactive import vegalite_version
+
+    spec = gs.entropy_twin(synthetic_gates(), "tau", "synthetic").spec
+    svgs = []
+    for value in (
+        next(p["value"] for p in spec["params"] if p["name"] == param),
+        other,
+    ):
+        for p in spec["params"]:
+            if p["name"] == param:
+                p["value"] = value
+        svgs.append(vl_convert.vegalite_to_svg(spec, vl_version=vegalite_version()))
+    assert svgs[0] != svgs[1]
+
+
+def test_entropy_explorer_redraws_the_live_figure() -> None:
+    explorer = gs.entropy_explorer(synthetic_gates(), "tau", "synthetic")
+    live = explorer.live
+    assert "tau 2" in live.result._suptitle.get_text()
+    live.kwargs_widgets[1].value = 0.5
+    live.kwargs_widgets[2].value = 1
+    assert live.result._suptitle.get_text() == "synthetic: tau 0.5, seed 1"
+    bundle = explorer._repr_mimebundle_()
+    assert bundle["text/html"] == explorer.twin.html()

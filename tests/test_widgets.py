@@ -52,6 +52,10 @@ def fake_record(
             "freeze_at": freeze_at,
         },
         "metrics": {"val_metric": 0.5 + rate / 10, "test_metric": 0.5},
+        "history": [
+            {"epoch": e, "val_accuracy": 0.5 + rate * e / 100}
+            for e in range(1, EPOCHS + 1)
+        ],
         "gates": gates,
     }
     if freeze_at:
@@ -141,10 +145,43 @@ def test_final_weights_sum_to_one(runs: w.GateRuns) -> None:
     np.testing.assert_allclose(widths.sum(axis=0), 1.0)
 
 
-def test_small_multiples_draw_every_setting(runs: w.GateRuns) -> None:
-    settings = w.showcase_settings(runs)
-    figure = w.small_multiples(runs, settings)
-    assert sum(ax.get_visible() for ax in figure.axes) == len(settings)
+def test_twin_tables_hold_every_run_rounded(runs: w.GateRuns) -> None:
+    tables = w.twin_tables(runs)
+    assert len(tables["runs"]) == len(runs.records)
+    assert len(tables["gates"]) == len(runs.records) * EPOCHS * len(LAYERS)
+    assert len(tables["accuracy"]) == len(runs.records) * EPOCHS
+    for column in ("H", "w"):
+        values = tables["gates"][column].to_numpy()
+        np.testing.assert_array_equal(values, values.round(3))
+    row = tables["runs"].query("d == 'mnist' and t == 0.5 and s == 1.0 and g == 'soft'")
+    decision = runs.select(w.GateSetting(freezing=True, t_freeze=3)).decision_entropy
+    assert set(row["h3"]) == {round(decision, 3)} and set(row["f"]) == {0, 3}
+
+
+def test_twin_has_a_control_per_axis_with_several_values(runs: w.GateRuns) -> None:
+    spec = w.static_twin(runs, w.GateSetting(t_freeze=3)).spec
+    bound = {p["name"] for p in spec["params"] if "bind" in p}
+    # freeze_at holds one T_freeze besides 0, so T gets no control
+    assert bound == {"task", "tau", "lr", "gate", "freezing", "eps", "rule"}
+    assert {p["name"]: p["value"] for p in spec["params"]}["T"] == 3
+
+
+@pytest.mark.parametrize(
+    "eps_h, rule", [(0.0, "high"), (math.log(2), "high"), (math.log(2), "low")]
+)
+def test_twin_applies_the_freezing_rule_as_select_does(
+    runs: w.GateRuns, eps_h: float, rule: str
+) -> None:
+    """Render the twin at a setting (vl-convert runs its expressions) and read its caption."""
+    import vl_convert
+    from normlab.interactive import vegalite_version
+
+    setting = w.GateSetting(freezing=True, t_freeze=3, eps_h=eps_h, rule=rule)
+    spec = w.static_twin(runs, setting).spec
+    svg = vl_convert.vegalite_to_svg(spec, vl_version=vegalite_version())
+    shown = runs.select(setting)
+    verdict = "froze every gate" if shown.fired else "did not fire"
+    assert f"H = {shown.decision_entropy:.3f} at T_freeze = 3: {verdict}" in svg
 
 
 def test_errors_name_what_is_missing(runs: w.GateRuns) -> None:

@@ -12,26 +12,28 @@ the ``freeze_at = T_freeze`` run (the rule fired) or the unfrozen one (it did no
   a freezing rule.
 - :func:`draw_gates`: one setting as a figure (entropy per layer over training, the freeze
   marked; the final gate weight per layer).
-- :func:`small_multiples`: several settings side by side, the static figure for readers
-  without a kernel.
 - :class:`GateWidget`: ipywidgets controls wired to :func:`draw_gates`.
+- :func:`static_twin`: the same controls and views as a Vega-Lite chart that needs no
+  kernel, for readers of the HTML book (:func:`twin_tables`: the runs it inlines).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from . import normalisers, plots
 from .experiments.gate_study import TASKS, load_records
+from .interactive import Interactive, choice
 
 WIDGET_EXPERIMENT = "gate_widget"
 
@@ -227,38 +229,6 @@ def draw_gates(runs: GateRuns, setting: GateSetting) -> Figure:
     return figure
 
 
-def small_multiples(
-    runs: GateRuns, settings: Sequence[GateSetting], ncols: int = 3
-) -> Figure:
-    """Entropy per layer for several settings, one panel each: the widget without a kernel."""
-    nrows = math.ceil(len(settings) / ncols)
-    with plots.style():
-        figure = Figure(figsize=(4.2 * ncols, 3.0 * nrows), layout="constrained")
-        axes = np.atleast_2d(figure.subplots(nrows, ncols, sharey=True, squeeze=False))
-        for ax, setting in zip(axes.flat, settings):
-            shown = runs.select(setting)
-            _entropy_panel(ax, shown, setting, legend=False)
-            p_ln = _gates(shown.record)[3]
-            freeze = (
-                f", freeze T={setting.t_freeze} eps={setting.eps_h:g}"
-                if setting.freezing
-                else ""
-            )
-            ax.set_title(
-                f"{TASKS.get(setting.data, setting.data)}: tau {setting.tau:g}, "
-                f"{'hard' if setting.hard else 'soft'}, lr x{setting.selector_lr:g}{freeze}\n"
-                f"final mean w_LN {p_ln.mean():.2f}",
-                fontsize=8,
-            )
-        for ax in axes.flat[len(settings) :]:
-            ax.set_visible(False)
-        handles, texts = axes.flat[0].get_legend_handles_labels()
-        figure.legend(
-            handles, texts, loc="outside right upper", fontsize=7, title="layer"
-        )
-    return figure
-
-
 class GateWidget:
     """Sliders and toggles over :class:`GateRuns`; every change redraws :func:`draw_gates`.
 
@@ -368,17 +338,226 @@ class GateWidget:
         return widgets.VBox([*rows, self.output])
 
 
-def showcase_settings(runs: GateRuns) -> list[GateSetting]:
-    """Settings for the static figure, one row per task: every temperature of the grid with
-    soft samples, then the paper's temperature with hard samples, then with AutoNorm-S at the
-    paper's eps_H (the first T_freeze of the grid)."""
-    taus, t_freeze = runs.values("tau"), min(t for t in runs.values("freeze_at") if t)
-    paper_tau = 0.5 if 0.5 in taus else taus[len(taus) // 2]
-    out = []
-    for data in runs.values("data"):
-        base = GateSetting(data=data, tau=paper_tau, t_freeze=t_freeze)
-        out += [replace(base, tau=tau) for tau in taus]
-        if True in runs.values("hard"):
-            out.append(replace(base, hard=True))
-        out.append(replace(base, freezing=True, eps_h=0.1))
-    return out
+# ------------------------------------------------------------------ the static twin
+
+_DIGITS = 3  # the twin's numbers are rounded to this many decimals
+
+
+def twin_tables(runs: GateRuns) -> dict[str, pd.DataFrame]:
+    """The runs reduced to what :func:`static_twin` draws, numbers rounded to 3 decimals.
+
+    ``runs``: one row per run, ``k`` its index, its settings (``d`` task, ``t`` tau, ``s``
+    selector lr, ``g`` soft or hard, ``f`` freeze_at) and ``h<T>``, the mean entropy at the
+    decision of its setting's run frozen at ``T`` (the number :meth:`GateRuns.select`
+    compares with eps_H), for each T of the grid. ``gates``: run, epoch ``e``, layer ``l``,
+    entropy ``H`` and weight on LayerNorm ``w``. ``accuracy``: run, epoch, val accuracy ``a``.
+    """
+    t_values = [t for t in runs.values("freeze_at") if t]
+    rows, gates, accuracy = [], [], []
+    for k, ((data, tau, lr, hard, freeze_at), record) in enumerate(
+        sorted(runs.records.items())
+    ):
+        row = {"k": k, "d": data, "t": tau, "s": lr, "g": "hard" if hard else "soft"}
+        row["f"] = freeze_at
+        for t in t_values:
+            frozen = runs.records.get((data, tau, lr, hard, t))
+            row[f"h{t}"] = (
+                round(frozen["entropy_records"][-1]["mean"], _DIGITS)
+                if frozen is not None
+                else None
+            )
+        rows.append(row)
+        gates += [
+            {
+                "k": k,
+                "e": g["epoch"],
+                "l": _short(g["layer"]),
+                "H": round(g["entropy"], _DIGITS),
+                "w": round(g["p_ln"], _DIGITS),
+            }
+            for g in record["gates"]
+        ]
+        accuracy += [
+            {"k": k, "e": h["epoch"], "a": round(h["val_accuracy"], _DIGITS)}
+            for h in record["history"]
+        ]
+    return {
+        "runs": pd.DataFrame(rows),
+        "gates": pd.DataFrame(gates),
+        "accuracy": pd.DataFrame(accuracy, columns=["k", "e", "a"]),
+    }
+
+
+def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interactive:
+    """The widget without a kernel: a Vega-Lite chart whose controls (task, tau, selector lr,
+    soft or hard, AutoNorm-S freezing, T_freeze when the grid has several, eps_H and the
+    rule) pick a run of the grid, as :meth:`GateRuns.select` does; it draws the entropy per
+    layer over training (the freeze marked), the weight on LayerNorm per layer and the
+    validation accuracy. A setting with one value in the grid gets no control."""
+    import altair as alt
+
+    tables = twin_tables(runs)
+    start = setting or GateSetting(
+        data=runs.values("data")[0],
+        t_freeze=min(t for t in runs.values("freeze_at") if t),
+    )
+    layers = list(dict.fromkeys(tables["gates"]["l"]))
+    epochs = int(tables["gates"]["e"].max())
+    h_fields = [c for c in tables["runs"].columns if c.startswith("h")]
+    wide = 500  # the entropy panel's width in pixels; the two below it share it
+
+    params = [
+        choice(
+            "task",
+            start.data,
+            runs.values("data"),
+            "task ",
+            [TASKS.get(d, d) for d in runs.values("data")],
+        ),
+        choice("tau", start.tau, runs.values("tau"), "τ "),
+        choice("lr", start.selector_lr, runs.values("selector_lr"), "selector lr × "),
+        choice(
+            "gate",
+            "hard" if start.hard else "soft",
+            [("hard" if h else "soft") for h in runs.values("hard")],
+            "gate ",
+        ),
+        alt.param(
+            name="freezing",
+            value=start.freezing,
+            bind=alt.binding_checkbox(name="AutoNorm-S freezing "),
+        ),
+        choice(
+            "T", start.t_freeze, [t for t in runs.values("freeze_at") if t], "T_freeze "
+        ),
+        alt.param(
+            name="eps",
+            value=start.eps_h,
+            bind=alt.binding_range(
+                min=0, max=round(math.log(2), 2), step=0.01, name="ε_H "
+            ),
+        ),
+        alt.param(
+            name="rule",
+            value=start.rule,
+            bind=alt.binding_radio(
+                options=["high", "low"],
+                labels=["H ≥ ε_H (paper)", "H < ε_H"],
+                name="freeze if ",
+            ),
+        ),
+    ]
+    fired = "(rule == 'high' ? datum['h' + T] >= eps : datum['h' + T] < eps)"
+    pick = {  # one calculate each, in order: the rule's verdict, then the run it shows
+        "verdict": f"freezing && {fired} ? 'froze every gate' : 'did not fire'",
+        "shown": "datum.d == task && datum.t == tau && datum.s == lr && datum.g == gate "
+        "&& datum.f == (datum.verdict == 'froze every gate' ? T : 0)",
+    }
+
+    def shown(table: str, height: int, width: int) -> Any:
+        chart = alt.Chart(tables[table], height=height, width=width)
+        if table != "runs":
+            chart = chart.transform_lookup(
+                lookup="k",
+                from_=alt.LookupData(
+                    tables["runs"], key="k", fields=["d", "t", "s", "g", "f", *h_fields]
+                ),
+            )
+        return chart.transform_calculate(**pick).transform_filter("datum.shown")
+
+    epoch = alt.X(
+        "e:Q",
+        title="epoch",
+        scale=alt.Scale(domain=[1, epochs]),
+        axis=alt.Axis(tickMinStep=1),
+    )
+    colour = alt.Color(
+        "l:N",
+        title="layer",
+        sort=layers,
+        scale=alt.Scale(scheme="tableau10", domain=layers),
+    )
+
+    def per_layer(field: str, title: str, top: float, height: int, width: int) -> Any:
+        return (
+            shown("gates", height, width)
+            .mark_line(point=True)
+            .encode(
+                x=epoch,
+                y=alt.Y(f"{field}:Q", title=title, scale=alt.Scale(domain=[0, top])),
+                color=colour,
+                tooltip=["l:N", "e:Q", "H:Q", "w:Q"],
+            )
+        )
+
+    entropy_lines = per_layer("H", "gate entropy (nats)", 0.72, 220, wide)
+    ln2 = (
+        alt.Chart(pd.DataFrame({"y": [round(math.log(2), _DIGITS)]}))
+        .mark_rule(color="grey", strokeDash=[2, 3])
+        .encode(y="y:Q")
+    )
+    eps_line = (
+        alt.Chart(pd.DataFrame({"y": [0.0]}))
+        .transform_calculate(y="eps")
+        .mark_rule(
+            color="black", strokeDash=[6, 3], opacity=alt.expr("freezing ? 1 : 0")
+        )
+        .encode(y="y:Q")
+    )
+    decision = shown("runs", 220, wide)
+    freeze_mark = (
+        decision.transform_calculate(x="T")
+        .mark_rule(opacity=alt.expr("freezing ? 0.6 : 0"))
+        .encode(
+            x="x:Q",
+            stroke=alt.Stroke(
+                "verdict:N",
+                scale=alt.Scale(
+                    domain=["froze every gate", "did not fire"],
+                    range=["#d62728", "grey"],
+                ),
+                legend=None,
+            ),
+            size=alt.condition(
+                "datum.verdict == 'froze every gate'", alt.value(6), alt.value(1.5)
+            ),
+        )
+    )
+    caption = (
+        decision.transform_calculate(
+            text="freezing ? 'H = ' + format(datum['h' + T], '.3f') + ' at T_freeze = ' "
+            "+ T + ': ' + datum.verdict : 'no freezing (AutoNorm)'"
+        )
+        .mark_text(align="right", baseline="top", fontSize=12)
+        .encode(x=alt.value(wide - 6), y=alt.value(4), text="text:N")
+    )
+    entropy = alt.layer(entropy_lines, ln2, eps_line, freeze_mark, caption).properties(
+        title="gate entropy per layer (dotted: ln 2; dashed: ε_H)"
+    )
+    weight = per_layer("w", "weight on LayerNorm", 1.0, 170, wide // 2 - 20).properties(
+        title="mean gate weight on LayerNorm"
+    )
+    accuracy = (
+        shown("accuracy", 170, wide // 2 - 20)
+        .mark_line(
+            color=normalisers.colour("autonorm"),
+            point={"color": normalisers.colour("autonorm")},
+        )
+        .encode(
+            x=epoch,
+            y=alt.Y("a:Q", title="validation accuracy", scale=alt.Scale(domain=[0, 1])),
+            tooltip=["e:Q", "a:Q"],
+        )
+        .properties(title="validation accuracy")
+    )
+    chart = (
+        alt.vconcat(entropy, alt.hconcat(weight, accuracy))
+        .add_params(*params)
+        .resolve_scale(color="shared")
+        .configure_view(stroke=None)
+    )
+    return Interactive(
+        chart,
+        f"gate collapse over {len(runs.records)} precomputed runs of {WIDGET_EXPERIMENT}: "
+        "entropy per layer, weight on LayerNorm, validation accuracy",
+    )

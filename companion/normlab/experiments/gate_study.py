@@ -47,6 +47,7 @@ from .. import data
 from .._runtime import seed_everything
 from ..callbacks import Callback, TrainState
 from ..gates import AutoNormS, GateTelemetry, autonorm_layers, selector_parameters
+from ..interactive import Interactive, LiveAndStatic, choice
 from ..models import ViTLite
 from ..models.vit import vit_config
 from ..normalisers import colour, norm_layer
@@ -794,6 +795,107 @@ def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = 0.1) -> Any:
         axes[-1].legend(fontsize=7, title="layer")
         figure.suptitle(title)
     return figure
+
+
+def entropy_twin(
+    gates: pd.DataFrame, by: str, title: str, eps_h: float = 0.1
+) -> Interactive:
+    """:func:`entropy_figure` for the HTML book, with controls: the task, the value of the
+    column ``by`` (e.g. ``tau``), and one seed or the mean over seeds with a band of one
+    standard deviation (``gates``: a :func:`gate_table`; numbers rounded to 3 decimals)."""
+    import altair as alt
+
+    data = pd.DataFrame(
+        {
+            "d": gates["data"],
+            "v": gates[by],
+            "s": gates["seed"],
+            "l": gates["layer"],
+            "e": gates["epoch"],
+            "H": gates["entropy"].round(3),
+        }
+    )
+    tasks, values = list(dict.fromkeys(data["d"])), sorted(data["v"].unique())
+    seeds = sorted(data["s"].unique())
+    layers = list(dict.fromkeys(data["l"]))
+    params = [
+        choice("task", tasks[0], tasks, "task ", [TASKS.get(t, t) for t in tasks]),
+        choice("v", values[len(values) // 2], values, f"{by} "),
+        choice(  # one seed: nothing to choose
+            "seed",
+            "mean",
+            ["mean", *map(int, seeds)] if len(seeds) > 1 else ["mean"],
+            "seed ",
+            ["mean ± sd", *(f"seed {s}" for s in seeds)],
+        ),
+    ]
+    chosen = alt.Chart(data, width=480, height=240).transform_filter(
+        "datum.d == task && datum.v == v && (seed == 'mean' || datum.s == seed)"
+    )
+    x = alt.X("e:Q", title="epoch", axis=alt.Axis(tickMinStep=1))
+    colour = alt.Color(
+        "l:N", title="layer", sort=layers, scale=alt.Scale(scheme="tableau10")
+    )
+    axis = "gate entropy (nats)"
+    y = alt.Y("mean(H):Q", title=axis, scale=alt.Scale(domain=[0, 0.72]))
+    lines = chosen.mark_line(point=True).encode(x=x, y=y, color=colour)
+    band = chosen.mark_errorband(extent="stdev", opacity=0.15).encode(
+        x=x, y=alt.Y("H:Q", title=axis), color=colour
+    )
+    levels = pd.DataFrame(
+        {"y": [round(math.log(2), 3), eps_h], "what": ["ln 2", "eps_H"]}
+    )
+    rules = (
+        alt.Chart(levels)
+        .mark_rule(color="grey")
+        .encode(
+            y="y:Q",
+            strokeDash=alt.StrokeDash(
+                "what:N",
+                scale=alt.Scale(domain=["ln 2", "eps_H"], range=[[2, 3], [6, 3]]),
+                legend=None,
+            ),
+        )
+    )
+    chart = (
+        alt.layer(band, lines, rules)
+        .add_params(*params)
+        .properties(title=f"{title} (dotted: ln 2; dashed: eps_H = {eps_h:g})")
+    )
+    return Interactive(
+        chart, f"{title}: gate entropy per layer, by task, {by} and seed"
+    )
+
+
+def entropy_explorer(
+    gates: pd.DataFrame, by: str, title: str, eps_h: float = 0.1
+) -> LiveAndStatic:
+    """:func:`entropy_figure` of one task, one value of ``by`` and one seed or the mean over
+    seeds, with controls: live ipywidgets in Jupyter and Colab, :func:`entropy_twin` in the
+    HTML book (``gates``: a :func:`gate_table`)."""
+    import ipywidgets as widgets
+
+    def draw(task: str, value: float, seed: Any) -> Any:
+        rows = (gates["data"] == task) & (gates[by] == value)
+        if seed != "mean":
+            rows &= gates["seed"] == seed
+        label = "mean ± sd over seeds" if seed == "mean" else f"seed {seed}"
+        return entropy_figure(gates[rows], f"{title}: {by} {value:g}, {label}", eps_h)
+
+    values = sorted(gates[by].unique())
+    live = widgets.interactive(
+        draw,
+        task=widgets.ToggleButtons(
+            options=[(TASKS.get(t, t), t) for t in dict.fromkeys(gates["data"])]
+        ),
+        value=widgets.SelectionSlider(
+            options=values, value=values[len(values) // 2], description=by
+        ),
+        seed=widgets.Dropdown(
+            options=["mean", *map(int, sorted(gates["seed"].unique()))]
+        ),
+    )
+    return LiveAndStatic(live, entropy_twin(gates, by, title, eps_h))
 
 
 EPS_GRID: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
