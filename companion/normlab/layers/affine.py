@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import one_of, positive_ints, positive_number
+from ._common import sample_scale, stable_norm
 
 __all__ = [
     "AffineLikeLinear",
@@ -35,14 +36,15 @@ __all__ = [
 PATCHNORM_MODES: tuple[str, ...] = ("affine_like", "norm_like")
 
 
-def _inverse_norm(sq_norm: Tensor, eps: float) -> Tensor:
-    """``1 / max(sqrt(sq_norm), eps)``, safe at zero in every floating dtype.
+def _inverse(norm: Tensor, eps: float) -> Tensor:
+    """``1 / max(norm, eps)``, with ``eps`` raised to the dtype's smallest normal number when it
+    would underflow (float16), so that the result and its gradient stay finite at zero."""
+    return torch.reciprocal(norm.clamp_min(max(eps, torch.finfo(norm.dtype).tiny)))
 
-    The floor is ``eps**2`` on the squared norm, raised to the dtype's smallest normal number
-    when ``eps**2`` would underflow (float16), so the result and its gradient stay finite.
-    """
-    floor = max(eps * eps, torch.finfo(sq_norm.dtype).tiny)
-    return torch.rsqrt(sq_norm.clamp_min(floor))
+
+def _inverse_hypot(norm: Tensor) -> Tensor:
+    """``1 / sqrt(norm^2 + 1)`` without squaring ``norm`` (``torch.hypot``)."""
+    return torch.reciprocal(torch.hypot(norm, torch.ones_like(norm)))
 
 
 def _check_features(x: Tensor, in_features: int) -> None:
@@ -91,8 +93,7 @@ class AffineLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        sq_norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square()
-        return F.linear(x, self.weight, self.bias) * torch.rsqrt(sq_norm + 1)
+        return F.linear(x, self.weight, self.bias) * _inverse_hypot(stable_norm(x, -1))
 
 
 class NormLikeLinear(_CheckedLinear):
@@ -132,7 +133,7 @@ class NormLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        inv_norm = _inverse_norm(x.square().sum(-1, keepdim=True), self.eps)
+        inv_norm = _inverse(stable_norm(x, -1), self.eps)
         z = F.linear(x, self.weight)
         if self.bias is None:
             return z * inv_norm
@@ -181,7 +182,7 @@ class L2Norm(nn.Module):
             raise ValueError(
                 f"input of shape {tuple(x.shape)} has no dimension(s) dim={self.dim}"
             )
-        return x * _inverse_norm(x.square().sum(self.dim, keepdim=True), self.eps)
+        return x * _inverse(stable_norm(x, self.dim), self.eps)
 
     def extra_repr(self) -> str:
         dim = self.dim[0] if len(self.dim) == 1 else self.dim
@@ -305,6 +306,19 @@ class PatchNormConv2d(nn.Conv2d):
         channel_sq = x.square().sum(1, keepdim=True)
         return self._conv_forward(channel_sq, self.patch_kernel.to(x.dtype), None)
 
+    def patch_norm(self, x: Tensor) -> Tensor:
+        """:math:`\\lVert P_p \\rVert`, finite for any finite input: :meth:`patch_sq_norm` of
+        each image divided by its largest magnitude, times that magnitude.
+
+        A patch far smaller than its image's largest value may round to zero, where the
+        floor ``eps`` applies.
+        """
+        scale = sample_scale(x, (1, 2, 3))
+        sq_norm = self.patch_sq_norm(
+            x / scale
+        )  # the floor keeps sqrt's gradient finite
+        return sq_norm.clamp_min(torch.finfo(x.dtype).tiny).sqrt() * scale
+
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor):
             raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
@@ -316,15 +330,11 @@ class PatchNormConv2d(nn.Conv2d):
         unbatched = x.dim() == 3
         if unbatched:
             x = x.unsqueeze(0)
-        sq_norm = self.patch_sq_norm(x)
+        norm = self.patch_norm(x)
         if self.mode == "affine_like":
-            out = self._conv_forward(x, self.weight, self.bias) * torch.rsqrt(
-                sq_norm + 1
-            )
+            out = self._conv_forward(x, self.weight, self.bias) * _inverse_hypot(norm)
         else:
-            out = self._conv_forward(x, self.weight, None) * _inverse_norm(
-                sq_norm, self.eps
-            )
+            out = self._conv_forward(x, self.weight, None) * _inverse(norm, self.eps)
             if self.bias is not None:
                 out = out + self.bias.view(1, -1, 1, 1)
         return out.squeeze(0) if unbatched else out

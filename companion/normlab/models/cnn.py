@@ -14,6 +14,7 @@ convolutions (where PatchNorm acts).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -22,6 +23,7 @@ from torch import Tensor, nn
 
 from .._checks import one_of, positive_int, positive_ints, positive_number
 from ..layers import PatchNormConv2d
+from ..layers._common import stable_norm
 from ..normalisers import NormFactory
 from .mlp import ACTIVATIONS, config_or_fields, hidden_blocks
 
@@ -64,7 +66,11 @@ class RMSNorm2d(nn.Module):
             raise ValueError(
                 f"input must have shape (N, C={self.num_channels}, H, W), got {tuple(x.shape)}"
             )
-        inv_rms = torch.rsqrt(x.square().mean(dim=(1, 2, 3), keepdim=True) + self.eps)
+        rms = stable_norm(x, (1, 2, 3)) / math.sqrt(math.prod(x.shape[1:]))
+        # 1 / sqrt(rms^2 + eps) without squaring rms, which overflows for large inputs
+        inv_rms = torch.reciprocal(
+            torch.hypot(rms, torch.full_like(rms, self.eps**0.5))
+        )
         return x * inv_rms * self.weight.view(1, -1, 1, 1)
 
     def extra_repr(self) -> str:
