@@ -57,6 +57,9 @@ def train_and_test(
     direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
     ``test_metric``, whether the loss diverged, the history, and ``stand_in``: whether the
     training data is an offline stand-in (so no table mistakes it for the real dataset).
+    A grid's learning-rate sweep expects some runs to diverge: such a run stops after the
+    epoch of its first non-finite loss (``on_divergence="stop"``) and is recorded with
+    ``diverged`` True and NaN losses and metrics.
     """
     history = training.fit(
         model,
@@ -65,7 +68,7 @@ def train_and_test(
         device=ctx.device,
         checkpoint_dir=ctx.checkpoint_dir,
         progress=ctx.progress,
-        **fit_kwargs,
+        **{"on_divergence": "stop", **fit_kwargs},
     )
     test_scores = training.evaluate(model, splits["test"], device=ctx.device)
     last = history[-1]
@@ -78,7 +81,9 @@ def train_and_test(
             "val_metric": last[f"val_{history.metric}"],
             "test_loss": test_scores["loss"],
             "test_metric": test_scores[history.metric],
-            "diverged": not math.isfinite(last["train_loss"]),
+            "diverged": not (
+                math.isfinite(last["train_loss"]) and math.isfinite(last["val_loss"])
+            ),
             "epochs_run": last["epoch"],
             "steps": last["step"],
         },

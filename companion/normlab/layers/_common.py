@@ -8,6 +8,7 @@ pool over the token dimensions (:func:`token_pool`), optionally over real tokens
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -64,12 +65,12 @@ def token_pool(
     ``token_mask`` (bool, ``(N, *tokens)``, True = real token) restricts the mean to real
     tokens; a sample with no real token pools to zeros.
     """
-    n = x.shape[0]
+    n, features = x.shape[0], math.prod(x.shape[x.dim() - ndim_normalized :])
     token_dims = tuple(range(1, x.dim() - ndim_normalized))
     if not token_dims:
-        return x.reshape(n, -1)
+        return x.reshape(n, features)
     if token_mask is None:
-        return x.mean(dim=token_dims).reshape(n, -1)
+        return x.mean(dim=token_dims).reshape(n, features)
     if token_mask.shape != x.shape[: 1 + len(token_dims)]:
         raise ValueError(
             f"token_mask of shape {tuple(token_mask.shape)} does not match the batch and token "
@@ -78,7 +79,7 @@ def token_pool(
     weight = token_mask.to(x.dtype).reshape(*token_mask.shape, *([1] * ndim_normalized))
     total = (x * weight).sum(dim=token_dims)
     count = weight.sum(dim=token_dims).clamp_min(1.0)
-    return (total / count).reshape(n, -1)
+    return (total / count).reshape(n, features)
 
 
 def pooled_mlp(
