@@ -278,10 +278,12 @@ def save(
     seeds: int | None = None,
     device: str = "cpu",
     command: str | None = None,
+    progress: bool | None = None,
 ) -> SavedSet:
     """Run (or resume) ``experiment`` into the saved-results folder, then write its manifest.
 
     The quick profile is refused: a saved set exists to show more than the live run does.
+    ``progress`` (None: on a terminal) shows the runs' and the training's progress bars.
     """
     from . import experiments
 
@@ -300,7 +302,7 @@ def save(
         seeds=seeds,
         device=device,
         shard=shard,
-        progress=False,
+        progress=progress,
     )
     command = command or " ".join(
         shlex.quote(a) for a in ["python", "-m", "normlab", *sys.argv[1:]]

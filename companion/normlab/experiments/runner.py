@@ -9,7 +9,9 @@ Folder layout under ``out`` (``runs/`` by default)::
     <out>/<experiment>/<profile>/figures/*.png          written by report()
 
 A run whose JSON exists is skipped (nothing is rewritten); an interrupted run resumes from
-its checkpoint. Every file is written to a temporary name and renamed.
+its checkpoint. Every file is written to a temporary name and renamed. Each run is done
+under a lock (``checkpoints/<run_id>.lock``), so that processes sharing ``out`` share the
+work: one skips the runs another holds and, at the end, waits for them, saying so.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +32,7 @@ from torch import nn
 
 from .. import training
 from .._io import write_atomic, write_text_atomic
+from .._lock import FileLock
 from .._runtime import check_profile
 from .._runtime import device as default_device
 from ..data.types import DataSplit
@@ -291,28 +295,79 @@ def run(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(runs), desc=f"{name} ({profile})", unit="run")
-    for item in runs:
-        record_path = folder / "runs" / f"{item.run_id}.json"
-        if record_path.exists() and _read_record(record_path) is not None:
+    # Runs another process holds (the same ``out``) wait until the free ones are done.
+    waiting: list[Run] = []
+    settings = (experiment, profile, folder, device, keep_checkpoints, report)
+    try:
+        for item in runs:
+            if _execute_locked(item, *settings, wait=False):
+                if bar is not None:
+                    bar.update()
+            else:
+                waiting.append(item)
+        for item in waiting:
+            _execute_locked(item, *settings, wait=True)
+            if bar is not None:
+                bar.update()
+    except KeyboardInterrupt:  # finished runs are on disk; their table is written too
+        if report.ran:
+            _write_table(load_results(name, out, profile), report.results_csv)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    if not keep_checkpoints and (folder / "checkpoints").is_dir():
+        try:
+            (folder / "checkpoints").rmdir()
+        except OSError:  # not empty, or another process is using it
+            pass
+    if report.ran or not report.results_csv.exists():
+        _write_table(load_results(name, out, profile), report.results_csv)
+    return report
+
+
+def _execute_locked(
+    item: Run,
+    experiment: Experiment,
+    profile: str,
+    folder: Path,
+    device: torch.device,
+    keep_checkpoints: bool,
+    report: RunReport,
+    *,
+    wait: bool,
+) -> bool:
+    """Run ``item`` under its lock unless it is finished; False when another process holds
+    its lock and ``wait`` is False (with ``wait``, say so and wait for it)."""
+    record_path = folder / "runs" / f"{item.run_id}.json"
+
+    def finished() -> bool:
+        return record_path.exists() and _read_record(record_path) is not None
+
+    if finished():
+        report.skipped.append(item.run_id)
+        return True
+    lock = FileLock(folder / "checkpoints" / f"{item.run_id}.lock")
+    if not lock.acquire(blocking=False):
+        if not wait:
+            return False
+        print(
+            f"{item.run_id}: waiting for process {lock.holder()}, which is running it "
+            f"in {folder}",
+            file=sys.stderr,
+        )
+        lock.acquire()
+    try:
+        if finished():  # by the process we waited for
             report.skipped.append(item.run_id)
         else:
             _execute(
                 experiment, item, profile, folder, device, record_path, keep_checkpoints
             )
             report.ran.append(item.run_id)
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    if (
-        not keep_checkpoints
-        and (folder / "checkpoints").is_dir()
-        and not any((folder / "checkpoints").iterdir())
-    ):
-        (folder / "checkpoints").rmdir()
-    if report.ran or not report.results_csv.exists():
-        _write_table(load_results(name, out, profile), report.results_csv)
-    return report
+    finally:
+        lock.release(remove=finished())
+    return True
 
 
 def _execute(
