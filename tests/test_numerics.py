@@ -137,3 +137,38 @@ def test_half_precision_at_input_std_10(
     if dtype == torch.float16 and shape[-1] == FEATURES:
         # what made the fix necessary: the squared norm itself overflows float16
         assert math.isinf(float(_sq_norm(x.float()).max().to(dtype)))
+
+
+def _plain_float32(name: str, layer: nn.Module, x: Tensor) -> Tensor:
+    """The unscaled formula in the input's dtype: what the layers computed before scaling."""
+    if name == "affine_like":
+        sq = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square()
+        return F.linear(x, layer.weight, layer.bias) * torch.rsqrt(sq + 1)
+    if name == "norm_like":
+        inv = torch.rsqrt(_sq_norm(x).clamp_min(layer.eps**2))
+        return torch.addcmul(layer.bias, F.linear(x, layer.weight), inv)
+    if name == "l2":
+        return x * torch.rsqrt(_sq_norm(x).clamp_min(layer.eps**2))
+    if name == "rmsnorm2d":
+        inv = torch.rsqrt(x.square().mean(dim=(1, 2, 3), keepdim=True) + layer.eps)
+        return x * inv * layer.weight.view(1, -1, 1, 1)
+    sq = layer.patch_sq_norm(x)
+    if layer.mode == "affine_like":
+        return layer._conv_forward(x, layer.weight, layer.bias) * torch.rsqrt(sq + 1)
+    inv = torch.rsqrt(sq.clamp_min(layer.eps**2))
+    return layer._conv_forward(x, layer.weight, None) * inv + layer.bias.view(
+        1, -1, 1, 1
+    )
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.3, 1.0, 7.0, 1e3])
+@pytest.mark.parametrize(("name", "make", "shape", "reference"), CASES, ids=IDS)
+def test_ordinary_scales_are_bit_identical_to_the_plain_formula(
+    name: str, make: Callable, shape: tuple, reference: Callable, scale: float
+) -> None:
+    """The scale is a power of two, which changes no rounding: results (and so the shipped
+    result sets) are exactly those of the unscaled formula wherever it is finite."""
+    torch.manual_seed(7)
+    layer = make()
+    x = torch.randn(shape) * scale
+    assert torch.equal(layer(x), _plain_float32(name, layer, x))

@@ -758,9 +758,11 @@ def fit(
             callback.on_epoch_start(state)
         started = time.perf_counter()
         order = torch.randperm(len(train), generator=generator).to(device)
-        # each step's loss stays on the device (no host sync); read once at the epoch's end
+        loss_sum = torch.zeros((), device=device)
+        seen = 0
+        # each step's loss also stays on the device (no host sync), to name a diverging step
         step_losses = torch.zeros(steps_per_epoch, device=device)
-        sizes: list[int] = []
+        first_step = state.step
         for batch in range(steps_per_epoch):
             if state.step >= total_steps:
                 break
@@ -785,18 +787,16 @@ def fit(
             opt.step()
             scheduler.step()
             state.step += 1
+            loss_sum += loss.detach() * len(index)
+            seen += len(index)
             step_losses[batch] = loss.detach()
-            sizes.append(len(index))
             if callbacks:
                 state.loss = loss.item()
                 for callback in callbacks:
                     callback.on_step_end(state)
             if bar is not None:
                 bar.update()
-        seen = sum(sizes)
-        step_losses = step_losses[: len(sizes)]
-        weights = torch.tensor(sizes, dtype=step_losses.dtype).to(device)
-        train_loss = ((step_losses * weights).sum() / max(seen, 1)).item()
+        train_loss = (loss_sum / max(seen, 1)).item()
         train_time = time.perf_counter() - started
         model.eval()
         scores = _evaluate_on_device(step_model, val, cfg.eval_batch_size, autocast)
@@ -804,7 +804,8 @@ def fit(
         if diverged and cfg.on_divergence == "raise":
             if bar is not None:
                 bar.close()
-            raise _divergence(epoch, state.step, step_losses, val.title)
+            ran = step_losses[: state.step - first_step]
+            raise _divergence(epoch, state.step, ran, val.title)
         state.loss = train_loss
         history.append(
             {

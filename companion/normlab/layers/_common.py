@@ -1,5 +1,6 @@
 """Shape checks, token pooling and the pooled MLP shared by the Part II layers, and the
-overflow-safe norm (:func:`stable_norm`) of the Part I layers.
+power-of-two scale (:func:`power_of_two_scale`) that keeps the norms of the Part I layers
+finite.
 
 Inputs have shape ``(N, *tokens, *normalized_shape)``: a batch dimension first, any number
 of token dimensions, then the normalised dimensions. Layers that look at a whole sample
@@ -102,25 +103,23 @@ def pooled_mlp(
     )
 
 
-def sample_scale(x: torch.Tensor, dim: int | tuple[int, ...]) -> torch.Tensor:
-    """The largest magnitude of each sample over ``dim`` (at least the dtype's smallest normal
-    number), detached: dividing by it before squaring keeps a norm finite for any finite input.
+def power_of_two_scale(
+    x: torch.Tensor, dim: int | tuple[int, ...], floor: float
+) -> torch.Tensor:
+    """A power of two above each sample's largest magnitude over ``dim`` (and above
+    ``floor``), kept dims, detached.
 
-    A norm is the same whatever the scale it is computed at, so the scale carries no gradient.
+    Dividing by it before squaring keeps a norm's square finite for any finite input (float32
+    near 1e30, float16 at std 10 over 784 features), the way LAPACK's ``nrm2`` scales. A
+    power of two changes no rounding, so a result computed on ``x / scale`` and rescaled
+    equals the unscaled one bit for bit wherever that one neither overflows nor underflows;
+    and a norm does not depend on the scale it is taken at, so the scale needs no gradient.
     """
-    tiny = torch.finfo(x.dtype).tiny
-    return x.detach().abs().amax(dim, keepdim=True).clamp_min(tiny)
-
-
-def stable_norm(x: torch.Tensor, dim: int | tuple[int, ...]) -> torch.Tensor:
-    """``|x|`` over ``dim`` (kept), finite from the dtype's smallest to its largest values.
-
-    The sample is scaled by its largest magnitude before squaring, as LAPACK's ``nrm2`` does,
-    so ``|x|^2`` neither overflows (float32 inputs near 1e20, float16 at std 10 over 784
-    features) nor underflows (float32 inputs near 1e-30).
-    """
-    scale = sample_scale(x, dim)
-    return torch.linalg.vector_norm(x / scale, dim=dim, keepdim=True) * scale
+    largest = x.detach().abs().amax(dim, keepdim=True).clamp_min(floor)
+    mantissa, _ = torch.frexp(
+        largest
+    )  # largest = mantissa * 2**e, mantissa in [0.5, 1)
+    return largest / mantissa
 
 
 def at_least_float32(t: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import one_of, positive_ints, positive_number
-from ._common import sample_scale, stable_norm
+from ._common import power_of_two_scale
 
 __all__ = [
     "AffineLikeLinear",
@@ -36,15 +36,23 @@ __all__ = [
 PATCHNORM_MODES: tuple[str, ...] = ("affine_like", "norm_like")
 
 
-def _inverse(norm: Tensor, eps: float) -> Tensor:
-    """``1 / max(norm, eps)``, with ``eps`` raised to the dtype's smallest normal number when it
-    would underflow (float16), so that the result and its gradient stay finite at zero."""
-    return torch.reciprocal(norm.clamp_min(max(eps, torch.finfo(norm.dtype).tiny)))
+def _norm_floor(eps: float, dtype: torch.dtype) -> float:
+    """``eps``, raised to the dtype's smallest normal number where it would underflow."""
+    return max(eps, torch.finfo(dtype).tiny)
 
 
-def _inverse_hypot(norm: Tensor) -> Tensor:
-    """``1 / sqrt(norm^2 + 1)`` without squaring ``norm`` (``torch.hypot``)."""
-    return torch.reciprocal(torch.hypot(norm, torch.ones_like(norm)))
+def _inverse_norm(x: Tensor, dim: int | tuple[int, ...], eps: float) -> Tensor:
+    """``1 / max(|x|, eps)`` over ``dim`` (kept), finite with a finite gradient for any finite
+    ``x``, zero included: ``|x|^2`` is taken at a power-of-two scale."""
+    floor = _norm_floor(eps, x.dtype)
+    scale = power_of_two_scale(x, dim, floor)
+    sq_norm = (x / scale).square().sum(dim, keepdim=True)
+    return torch.rsqrt(sq_norm.clamp_min((floor / scale).square())) / scale
+
+
+def _inverse_homogeneous(sq_norm: Tensor, scale: Tensor) -> Tensor:
+    """``1 / sqrt(|x|^2 + 1)`` from ``sq_norm`` = ``|x / scale|^2`` (``scale >= 1``)."""
+    return torch.rsqrt(sq_norm + scale.reciprocal().square()) / scale
 
 
 def _check_features(x: Tensor, in_features: int) -> None:
@@ -93,7 +101,11 @@ class AffineLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        return F.linear(x, self.weight, self.bias) * _inverse_hypot(stable_norm(x, -1))
+        scale = power_of_two_scale(x, -1, 1.0)
+        sq_norm = torch.linalg.vector_norm(x / scale, dim=-1, keepdim=True).square()
+        return F.linear(x, self.weight, self.bias) * _inverse_homogeneous(
+            sq_norm, scale
+        )
 
 
 class NormLikeLinear(_CheckedLinear):
@@ -133,7 +145,7 @@ class NormLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        inv_norm = _inverse(stable_norm(x, -1), self.eps)
+        inv_norm = _inverse_norm(x, -1, self.eps)
         z = F.linear(x, self.weight)
         if self.bias is None:
             return z * inv_norm
@@ -182,7 +194,7 @@ class L2Norm(nn.Module):
             raise ValueError(
                 f"input of shape {tuple(x.shape)} has no dimension(s) dim={self.dim}"
             )
-        return x * _inverse(stable_norm(x, self.dim), self.eps)
+        return x * _inverse_norm(x, self.dim, self.eps)
 
     def extra_repr(self) -> str:
         dim = self.dim[0] if len(self.dim) == 1 else self.dim
@@ -306,18 +318,22 @@ class PatchNormConv2d(nn.Conv2d):
         channel_sq = x.square().sum(1, keepdim=True)
         return self._conv_forward(channel_sq, self.patch_kernel.to(x.dtype), None)
 
-    def patch_norm(self, x: Tensor) -> Tensor:
-        """:math:`\\lVert P_p \\rVert`, finite for any finite input: :meth:`patch_sq_norm` of
-        each image divided by its largest magnitude, times that magnitude.
+    def inverse_patch_norm(self, x: Tensor) -> Tensor:
+        """The scaling of every output position, ``(N, 1, H_out, W_out)``:
+        :math:`1/\\sqrt{\\lVert P_p \\rVert^2 + 1}` (affine_like) or
+        :math:`1/\\max(\\lVert P_p \\rVert, \\epsilon)` (norm_like).
 
-        A patch far smaller than its image's largest value may round to zero, where the
-        floor ``eps`` applies.
+        :meth:`patch_sq_norm` is taken of each image divided by a power of two above its
+        largest value, so it is finite for any finite input; a patch far smaller than its
+        image's largest value may round to zero, where the floor ``eps`` applies.
         """
-        scale = sample_scale(x, (1, 2, 3))
-        sq_norm = self.patch_sq_norm(
-            x / scale
-        )  # the floor keeps sqrt's gradient finite
-        return sq_norm.clamp_min(torch.finfo(x.dtype).tiny).sqrt() * scale
+        if self.mode == "affine_like":
+            scale = power_of_two_scale(x, (1, 2, 3), 1.0)
+            return _inverse_homogeneous(self.patch_sq_norm(x / scale), scale)
+        floor = _norm_floor(self.eps, x.dtype)
+        scale = power_of_two_scale(x, (1, 2, 3), floor)
+        sq_norm = self.patch_sq_norm(x / scale).clamp_min((floor / scale).square())
+        return torch.rsqrt(sq_norm) / scale
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor):
@@ -330,11 +346,11 @@ class PatchNormConv2d(nn.Conv2d):
         unbatched = x.dim() == 3
         if unbatched:
             x = x.unsqueeze(0)
-        norm = self.patch_norm(x)
+        inv_norm = self.inverse_patch_norm(x)
         if self.mode == "affine_like":
-            out = self._conv_forward(x, self.weight, self.bias) * _inverse_hypot(norm)
+            out = self._conv_forward(x, self.weight, self.bias) * inv_norm
         else:
-            out = self._conv_forward(x, self.weight, None) * _inverse(norm, self.eps)
+            out = self._conv_forward(x, self.weight, None) * inv_norm
             if self.bias is not None:
                 out = out + self.bias.view(1, -1, 1, 1)
         return out.squeeze(0) if unbatched else out
