@@ -176,3 +176,26 @@ def test_an_empty_batch_works_as_layernorm_does(make, shape: tuple) -> None:
     assert out.shape == expected
     out.sum().backward()
     assert x.grad.shape == x.shape
+
+
+# ------------------------------------------------------------------------ make lab as root
+
+
+def test_make_lab_allows_root_exactly_when_run_as_root(tmp_path: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        ["make", "-n", "lab", f"VENV={tmp_path / 'venv'}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    command = next(line for line in done.stdout.splitlines() if "jupyter-lab" in line)
+    assert ("--allow-root" in command) == (os.geteuid() == 0)
