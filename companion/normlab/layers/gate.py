@@ -31,7 +31,6 @@ __all__ = [
     "CANDIDATES",
     "SELECTOR_MODES",
     "TAU_MIN",
-    "check_tau",
     "sample_gumbel",
     "gumbel_softmax",
     "NormSelector",
