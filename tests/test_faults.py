@@ -199,3 +199,34 @@ def test_make_lab_allows_root_exactly_when_run_as_root(tmp_path: Path) -> None:
     )
     command = next(line for line in done.stdout.splitlines() if "jupyter-lab" in line)
     assert ("--allow-root" in command) == (os.geteuid() == 0)
+
+
+@pytest.mark.parametrize("normaliser", ["affine_like", "norm_like", "l2"])
+def test_fit_on_inputs_near_1e20_learns_as_on_the_plain_inputs(normaliser: str) -> None:
+    """Before the layers scaled their norms, |x|^2 overflowed and this trained at chance."""
+    from normlab.models import mlp_for
+
+    train, val = load("digits", "train"), load("digits", "val")
+    big = [
+        DataSplit(s.x * 1e20, s.y, s.task, s.name, s.split, s.meta)
+        for s in (train, val)
+    ]
+    scores = []
+    for splits in ((train, val), big):
+        normlab.seed_everything(0)
+        model = mlp_for(normaliser, in_features=64, num_classes=10, width=32, depth=1)
+        history = fit(
+            model,
+            *splits,
+            epochs=3,
+            batch_size=32,
+            lr=0.05,
+            device="cpu",
+            progress=False,
+        )
+        scores.append(history[-1]["val_accuracy"])
+    assert scores[1] > 0.6  # chance is 0.1
+    if (
+        normaliser != "affine_like"
+    ):  # a scale-invariant first layer: the same run, to rounding
+        assert abs(scores[1] - scores[0]) < 0.03
