@@ -115,7 +115,8 @@ def power_of_two_scale(
     equals the unscaled one bit for bit wherever that one neither overflows nor underflows;
     and a norm does not depend on the scale it is taken at, so the scale needs no gradient.
     """
-    largest = x.detach().abs().amax(dim, keepdim=True).clamp_min(floor)
+    largest = torch.linalg.vector_norm(x.detach(), math.inf, dim, keepdim=True)
+    largest = largest.clamp_min(floor)
     mantissa, _ = torch.frexp(
         largest
     )  # largest = mantissa * 2**e, mantissa in [0.5, 1)
