@@ -317,12 +317,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "list":
             _list()
         elif args.command == "run":
+            settings = _run_settings(args)
             _check_writable(args.out, "--out")
             done = experiments.run(
                 args.name,
                 out=args.out,
                 progress=False if args.no_progress else None,
-                **_run_settings(args),
+                **settings,
             )
             print(
                 f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "

@@ -760,9 +760,8 @@ def fit(
         order = torch.randperm(len(train), generator=generator).to(device)
         loss_sum = torch.zeros((), device=device)
         seen = 0
-        # each step's loss also stays on the device (no host sync), to name a diverging step
-        step_losses = torch.zeros(steps_per_epoch, device=device)
-        first_step = state.step
+        # each step's loss is kept on the device (no host sync), to name a diverging step
+        step_losses: list[torch.Tensor] = []
         for batch in range(steps_per_epoch):
             if state.step >= total_steps:
                 break
@@ -789,7 +788,7 @@ def fit(
             state.step += 1
             loss_sum += loss.detach() * len(index)
             seen += len(index)
-            step_losses[batch] = loss.detach()
+            step_losses.append(loss.detach())
             if callbacks:
                 state.loss = loss.item()
                 for callback in callbacks:
@@ -804,8 +803,8 @@ def fit(
         if diverged and cfg.on_divergence == "raise":
             if bar is not None:
                 bar.close()
-            ran = step_losses[: state.step - first_step]
-            raise _divergence(epoch, state.step, ran, val.title)
+            losses = torch.stack(step_losses) if step_losses else torch.zeros(0)
+            raise _divergence(epoch, state.step, losses, val.title)
         state.loss = train_loss
         history.append(
             {
