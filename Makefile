@@ -71,10 +71,12 @@ test-structure:
 	rm -f conf.py
 
 # JupyterLab on the book's notebooks, with the widget extension; e.g. `make lab PROFILE=standard`.
+# As root (containers, Colab-like machines) JupyterLab refuses to start without --allow-root.
+LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 lab: $(VENV)/.lab-installed
 	$(if $(PROFILE),NORMLAB_PROFILE=$(PROFILE) $(BIN)/python -c "import normlab; normlab.profile()")
 	cd book && env -u MPLBACKEND $(if $(PROFILE),NORMLAB_PROFILE=$(PROFILE)) \
-		$(abspath $(BIN))/jupyter-lab $(LAB_ARGS)
+		$(abspath $(BIN))/jupyter-lab $(LAB_ROOT) $(LAB_ARGS)
 
 # The notebook kernels' environment, for tests/test_book_figures.py.
 book-env:

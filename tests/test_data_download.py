@@ -94,10 +94,14 @@ class BrokenStream:
 
 
 @pytest.mark.parametrize(
-    "error", [ConnectionResetError("peer reset"), KeyboardInterrupt()]
+    ("error", "raised"),
+    [
+        (ConnectionResetError("peer reset"), data.OfflineError),
+        (KeyboardInterrupt(), KeyboardInterrupt),
+    ],
 )
-def test_interrupted_download_leaves_no_file(
-    tmp_path: Path, error: BaseException
+def test_interrupted_download_leaves_only_a_hidden_partial_file(
+    tmp_path: Path, error: BaseException, raised: type
 ) -> None:
     folder = tmp_path / "cache"
     resource = Resource(
@@ -105,14 +109,140 @@ def test_interrupted_download_leaves_no_file(
         filename="blob.bin",
         md5=hashlib.md5(PAYLOAD).hexdigest(),
     )
-    with pytest.raises(type(error)):
+    with pytest.raises(raised) as caught:
         download(
             resource,
             folder,
             standin="digits",
             opener=lambda url, timeout: BrokenStream(error),
+            progress=False,
         )
-    assert leftovers(folder) == []
+    if raised is data.OfflineError:  # retried, then the kept bytes are named
+        assert "failed 4 times" in str(caught.value)
+        assert "resumes" in str(caught.value)
+    assert leftovers(folder) == [".blob.bin.part"]  # never under the file's own name
+
+
+class RangeServer:
+    """A loopback HTTP server for PAYLOAD that honours ``Range`` and misbehaves on request:
+    ``drop``: requests that send half their bytes then close; ``stall``: requests that
+    send half, wait ``stall_s`` and finish; ``ranges=False`` ignores Range headers."""
+
+    def __init__(self, *, drop: int = 0, stall: int = 0, stall_s: float = 0.0) -> None:
+        self.drop, self.stall, self.stall_s, self.ranges = drop, stall, stall_s, True
+        self.requests: list[str | None] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return None
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                wanted = self.headers.get("Range")
+                outer.requests.append(wanted)
+                start = 0
+                if wanted and outer.ranges:
+                    start = int(wanted.removeprefix("bytes=").rstrip("-"))
+                    self.send_response(206)
+                    end = len(PAYLOAD) - 1
+                    self.send_header(
+                        "Content-Range", f"bytes {start}-{end}/{len(PAYLOAD)}"
+                    )
+                else:
+                    self.send_response(200)
+                body = PAYLOAD[start:]
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                half = len(body) // 2
+                if outer.drop > 0:
+                    outer.drop -= 1
+                    self.wfile.write(body[:half])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if outer.stall > 0:
+                    outer.stall -= 1
+                    self.wfile.write(body[:half])
+                    self.wfile.flush()
+                    time.sleep(outer.stall_s)
+                    self.wfile.write(body[half:])
+                    return
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/blob.bin"
+
+    def __enter__(self) -> RangeServer:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _blob(url: str) -> Resource:
+    return Resource(
+        url=url, filename="blob.bin", sha256=hashlib.sha256(PAYLOAD).hexdigest()
+    )
+
+
+def test_a_dropped_connection_is_resumed_with_a_range_request(tmp_path: Path) -> None:
+    with RangeServer(drop=1) as server:
+        path = download(_blob(server.url), tmp_path, standin="digits", progress=False)
+    assert path.read_bytes() == PAYLOAD and leftovers(tmp_path) == ["blob.bin"]
+    assert server.requests == [None, f"bytes={len(PAYLOAD) // 2}-"]
+
+
+def test_the_next_call_resumes_a_partial_file(tmp_path: Path) -> None:
+    with RangeServer(drop=1) as server:
+        with pytest.raises(data.OfflineError, match="bytes are kept in .*resumes"):
+            download(
+                _blob(server.url), tmp_path, standin="digits", retries=0, progress=False
+            )
+        assert leftovers(tmp_path) == [".blob.bin.part"]
+        path = download(_blob(server.url), tmp_path, standin="digits", progress=False)
+    assert path.read_bytes() == PAYLOAD and leftovers(tmp_path) == ["blob.bin"]
+    assert server.requests[-1] == f"bytes={len(PAYLOAD) // 2}-"
+
+
+def test_a_server_without_ranges_starts_over_and_stays_correct(tmp_path: Path) -> None:
+    with RangeServer(drop=1) as server:
+        server.ranges = False
+        path = download(_blob(server.url), tmp_path, standin="digits", progress=False)
+    assert path.read_bytes() == PAYLOAD
+    assert len(server.requests) == 2
+
+
+def test_a_stalled_read_times_out_and_resumes(tmp_path: Path) -> None:
+    """The read timeout, not the 3 s connect timeout, governs a download under way."""
+    with RangeServer(stall=1, stall_s=2.0) as server:
+        path = download(
+            _blob(server.url),
+            tmp_path,
+            standin="digits",
+            read_timeout=0.3,
+            progress=False,
+        )
+    assert path.read_bytes() == PAYLOAD
+    assert server.requests == [None, f"bytes={len(PAYLOAD) // 2}-"]
+
+
+def test_a_corrupt_resumed_file_is_deleted(tmp_path: Path) -> None:
+    (tmp_path / ".blob.bin.part").write_bytes(
+        b"x" * 1000
+    )  # not the payload's first bytes
+    with RangeServer() as server:
+        with pytest.raises(data.ChecksumError, match="deleted"):
+            download(_blob(server.url), tmp_path, standin="digits", progress=False)
+    assert leftovers(tmp_path) == []
+
+
+def test_a_download_shows_progress_in_bytes(tmp_path: Path, capsys) -> None:
+    with RangeServer() as server:
+        download(_blob(server.url), tmp_path, standin="digits", progress=True)
+    err = capsys.readouterr().err
+    assert "blob.bin" in err and "1.00M" in err
 
 
 def test_download_over_local_http_then_extract(tmp_path: Path) -> None:

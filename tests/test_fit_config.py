@@ -63,7 +63,7 @@ def test_a_config_and_keywords_are_the_same_call(digits) -> None:
         ({"max_steps": 0}, ValueError, "max_steps"),
         ({"eval_batch_size": 0}, ValueError, "eval_batch_size"),
         ({"drop_last": "yes"}, TypeError, "drop_last"),
-        ({"stop_on_divergence": None}, TypeError, "stop_on_divergence"),
+        ({"on_divergence": None}, ValueError, "on_divergence"),
         ({"amp": 1}, TypeError, "amp"),
         ({"optimizer_kwargs": [("momentum", 0.9)]}, TypeError, "optimizer_kwargs"),
         ({"augment": "crop"}, TypeError, "augment"),
@@ -100,7 +100,7 @@ def test_the_run_record_is_every_field_but_the_runtime_ones() -> None:
     runtime = {"device", "compile", "checkpoint_dir", "progress", "eval_batch_size"}
     assert set(record) == {f.name for f in dataclasses.fields(FitConfig)} - runtime
     assert (
-        record["stop_on_divergence"] is True
+        record["on_divergence"] == "raise"
         and record["optimizer_kwargs"] == "[('momentum', 0.9)]"
     )
     others = dict(
@@ -117,7 +117,7 @@ def test_the_run_record_is_every_field_but_the_runtime_ones() -> None:
         augment=Augment(hflip=True),
         max_steps=7,
         drop_last=False,
-        stop_on_divergence=False,
+        on_divergence="stop",
         amp=True,
     )
     assert set(others) == set(record)
@@ -130,21 +130,19 @@ def test_the_run_record_is_every_field_but_the_runtime_ones() -> None:
     )
 
 
-def test_resume_with_another_stop_on_divergence_is_refused(
-    digits, tmp_path: Path
-) -> None:
+def test_resume_with_another_on_divergence_is_refused(digits, tmp_path: Path) -> None:
     fit(small_model(), *digits, **{**BASE, "epochs": 1}, checkpoint_dir=tmp_path)
     assert (tmp_path / CHECKPOINT_NAME).exists()
     with pytest.raises(
         CheckpointError,
-        match=r"other settings \(stop_on_divergence: checkpoint True vs now False\)",
+        match=r"other settings \(on_divergence: checkpoint .raise. vs now .stop.\)",
     ):
         fit(
             small_model(),
             *digits,
             **{**BASE, "epochs": 1},
             checkpoint_dir=tmp_path,
-            stop_on_divergence=False,
+            on_divergence="stop",
         )
     # runtime choices may change between an interrupted run and its resume
     fit(

@@ -353,7 +353,10 @@ def test_corrupted_checkpoint_gives_a_clear_error(
             "empty": b"",
         }[damage]
     )
-    with pytest.raises(CheckpointError, match=r"last\.pt is unreadable.*delete it"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"last\.pt is not a checkpoint of this package.*delete it",
+    ):
         fit(small_model(), train, val, **kwargs)
 
 

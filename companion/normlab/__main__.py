@@ -19,14 +19,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import __version__
 from ._runtime import PROFILES
 
 if TYPE_CHECKING:
     import pandas as pd
 
-DEFAULT_OUT = (
-    "runs"  # scratch runs; shipped sets are made with `save` into normlab/saved/
-)
+# Scratch runs; shipped sets are made with `save` into normlab/saved/.
+DEFAULT_OUT = "runs"
 
 
 _ROOT_HELP = (
@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m normlab", description="Run the book's experiments."
     )
+    parser.add_argument("--version", action="version", version=f"normlab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
         "list", help="the experiments, with run counts and expected times per profile"
@@ -179,6 +180,7 @@ def _run_settings(args: argparse.Namespace) -> dict[str, Any]:
 
     experiments.get(args.name)
     experiments.parse_shard(args.shard)
+    _check_device(args.device)
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be a positive int, got {args.threads}")
@@ -191,6 +193,57 @@ def _run_settings(args: argparse.Namespace) -> dict[str, Any]:
         "device": args.device,
         "shard": args.shard,
     }
+
+
+def _check_device(value: str | None) -> None:
+    """A ValueError naming ``--device`` unless it is a torch device this machine has."""
+    if value is None:
+        return
+    import torch
+
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(
+            f"--device {value!r} is not a torch device; expected cpu, cuda, cuda:1, mps, ..."
+        ) from err
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(
+                f"--device {value!r}: this machine has no CUDA GPU available to torch "
+                f"{torch.__version__}; use --device cpu"
+            )
+        if device.index is not None and device.index >= count:
+            raise ValueError(
+                f"--device {value!r}: this machine has {count} CUDA GPU(s), cuda:0 to "
+                f"cuda:{count - 1}"
+            )
+    mps = getattr(torch.backends, "mps", None)
+    if device.type == "mps" and not (mps is not None and mps.is_available()):
+        raise ValueError(f"--device {value!r}: MPS is not available on this machine")
+
+
+def _check_writable(folder: str, option: str) -> None:
+    """A ValueError naming ``option`` unless ``folder`` is (or can be made) a writable folder."""
+    import tempfile
+    from pathlib import Path
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"{option} {folder!r} is not a writable folder ({_os_message(err)})"
+        ) from err
+
+
+def _os_message(err: OSError) -> str:
+    """``strerror: filename`` for an OSError that has them, else its own message."""
+    if err.strerror and err.filename:
+        return f"{err.strerror}: {err.filename}"
+    return str(err)
 
 
 def _verify(name: str | None, root: str | None, sample: int) -> int:
@@ -266,7 +319,13 @@ def _scorecard(fmt: str, out: str | None, root: str | None) -> None:
     else:
         text = _scorecard_text(claims.scorecard(root=root))
     if out:
-        write_text_atomic(out, text)
+        try:
+            write_text_atomic(out, text)
+        except OSError as err:
+            raise ValueError(
+                f"--out {out!r} cannot be written ({_os_message(err)}); give a file path in "
+                "a writable folder"
+            ) from err
         print(f"scorecard ({len(table)} claims) written to {out}")
     else:
         print(text, end="")
@@ -276,16 +335,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m normlab`` and the ``normlab`` script; returns the exit status."""
     args = _parser().parse_args(argv)
     from . import experiments
+    from .checkpoint import CheckpointError
+    from .data import ChecksumError, OfflineError
+    from .training import DivergenceError
 
     try:
         if args.command == "list":
             _list()
         elif args.command == "run":
+            settings = _run_settings(args)
+            _check_writable(args.out, "--out")
             done = experiments.run(
                 args.name,
                 out=args.out,
                 progress=False if args.no_progress else None,
-                **_run_settings(args),
+                **settings,
             )
             print(
                 f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "
@@ -294,7 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "save":
             from . import results
 
-            saved = results.save(args.name, root=args.root, **_run_settings(args))
+            settings = _run_settings(args)
+            if args.root is not None:
+                _check_writable(args.root, "--root")
+            saved = results.save(args.name, root=args.root, **settings)
             print(f"{saved.label()}\nin {saved.folder}")
         elif args.command == "verify":
             return _verify(args.name, args.root, args.sample)
@@ -310,8 +377,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(rep.summary.to_string(index=False))
             for stem, path in rep.paths.items():
                 print(f"{stem}: {path}")
-    except ValueError as err:
+    except KeyboardInterrupt:
+        print(
+            "error: interrupted; every finished run is saved, and the same command resumes",
+            file=sys.stderr,
+        )
+        return 130
+    except (
+        ValueError,
+        CheckpointError,
+        DivergenceError,
+        OfflineError,
+        ChecksumError,
+    ) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: {_os_message(err)}", file=sys.stderr)
         return 2
     return 0
 

@@ -25,6 +25,20 @@ def non_negative_int(name: str, value: Any) -> int:
     return value
 
 
+MAX_SEED = 2**64 - 1  # torch's generators take seeds in [0, 2**64 - 1]
+
+
+def seed(name: str, value: Any) -> int:
+    """``value`` if it is an int in ``[0, MAX_SEED]`` (bools rejected)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 0 <= value <= MAX_SEED
+    ):
+        raise ValueError(f"{name} must be an int in [0, 2**64 - 1], got {value!r}")
+    return value
+
+
 def positive_number(name: str, value: Any) -> float:
     """``value`` as a float if it is a finite real number > 0."""
     if (

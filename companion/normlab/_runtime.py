@@ -8,6 +8,8 @@ import random
 import numpy as np
 import torch
 
+from ._checks import seed as check_seed
+
 PROFILES: tuple[str, ...] = ("quick", "cpu", "standard", "paper")
 # Every experiment declares these; ``cpu`` is optional (the saved result sets that ship).
 REQUIRED_PROFILES: tuple[str, ...] = ("quick", "standard", "paper")
@@ -65,8 +67,7 @@ def seed_everything(seed: int) -> torch.Generator:
     The returned generator is for code that wants its own stream of random numbers
     without touching the global one.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    check_seed("seed", seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

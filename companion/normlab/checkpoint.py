@@ -158,9 +158,12 @@ def _load(path: Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for a damaged file
+        # torch's own message may suggest weights_only=False: never right for a file that
+        # is damaged or foreign, and unsafe, so only the error's type is shown.
         raise CheckpointError(
-            f"checkpoint {path} is unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
-            f"delete it (or its folder) to start the run afresh"
+            f"{path} is not a checkpoint of this package (damaged, truncated or written by "
+            f"another program; torch.load with weights_only=True raised {type(err).__name__}); "
+            f"delete it, or its folder {path.parent}, to start the run afresh"
         ) from err
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(

@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._checks import one_of, positive_int, positive_number
+from ._checks import one_of, positive_int
 from .callbacks import Callback, TrainState
-from .layers.gate import CANDIDATES, AutoNorm, gumbel_softmax, sample_gumbel
+from .layers.gate import CANDIDATES, AutoNorm, check_tau, gumbel_softmax, sample_gumbel
 
 __all__ = [
     "AutoNormS",
@@ -337,7 +337,7 @@ class AutoNormS(Callback):
         one_of("rule", rule, FREEZE_RULES)
         self.t_freeze = t_freeze
         self.eps_h = float(eps_h)
-        self.tau = None if tau is None else positive_number("tau", tau)
+        self.tau = None if tau is None else check_tau(tau)
         self.per_layer = bool(per_layer)
         self.rule = rule
         self.entropy_records: list[dict[str, Any]] = []
@@ -360,6 +360,12 @@ class AutoNormS(Callback):
         if not layers:
             raise ValueError(
                 "AutoNormS needs a model with at least one learned AutoNorm layer"
+            )
+        if self.t_freeze > state.epochs:
+            raise ValueError(
+                f"AutoNormS(t_freeze={self.t_freeze}) with epochs={state.epochs} would never "
+                f"decide (it freezes at the end of epoch t_freeze); use t_freeze <= "
+                f"{state.epochs} or train for more epochs"
             )
         for name, layer in layers:
             if self.eps_h > math.log(layer.selector.k):

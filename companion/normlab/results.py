@@ -410,10 +410,12 @@ def save(
     seeds: int | None = None,
     device: str = "cpu",
     command: str | None = None,
+    progress: bool | None = None,
 ) -> SavedSet:
     """Run (or resume) ``experiment`` into the saved-results folder, then :func:`pack` it.
 
     The quick profile is refused: a saved set exists to show more than the live run does.
+    ``progress`` (None: on a terminal) shows the runs' and the training's progress bars.
     """
     from . import experiments
 
@@ -433,7 +435,7 @@ def save(
         seeds=seeds,
         device=device,
         shard=shard,
-        progress=False,
+        progress=progress,
     )
     return pack(
         done.folder,

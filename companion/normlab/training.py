@@ -32,6 +32,11 @@ Design, in short:
   is saved atomically at each epoch end; calling ``fit`` again with the same settings
   resumes from there, and an interrupted run ends with exactly the numbers of an
   uninterrupted one (on the CPU).
+- **Divergence.** A non-finite training loss (or non-finite outputs on val) ends the run:
+  by default with a :class:`DivergenceError` naming the epoch and the step, or, with
+  ``on_divergence="stop"`` (the experiment grids, whose learning-rate sweeps expect some runs
+  to diverge), by stopping after that epoch with the run's losses and metrics NaN. No metric
+  is ever computed from non-finite outputs: :func:`evaluate` then reports NaN.
 - **Speed.** bf16 autocast on CUDA by default, optional ``torch.compile``, and no host sync
   in the inner loop unless callbacks need ``state.loss``.
 """
@@ -54,7 +59,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import checkpoint
-from ._checks import fraction, non_negative_int, one_of, positive_int, positive_number
+from ._checks import fraction, one_of, positive_int, positive_number
+from ._checks import seed as check_seed
 from ._runtime import device as default_device
 from ._runtime import seed_everything
 from .augment import Augment
@@ -65,6 +71,8 @@ from .data.types import IGNORE_INDEX, DataSplit
 __all__ = [
     "CHECKPOINT_NAME",
     "CheckpointError",
+    "DIVERGENCE_ACTIONS",
+    "DivergenceError",
     "FitConfig",
     "History",
     "METRICS",
@@ -91,11 +99,22 @@ METRICS: dict[str, tuple[str, bool]] = {
     "regression": ("rmse", False),
 }
 TIMING_KEYS: tuple[str, ...] = ("epoch_time_s", "samples_per_s")
+DIVERGENCE_ACTIONS: tuple[str, ...] = ("raise", "stop")
 PROGRESS_ENV = "NORMLAB_PROGRESS"
 DRY_RUN_SAMPLES = 2
 
 
 # ------------------------------------------------------------------------- config
+
+
+class DivergenceError(FloatingPointError):
+    """Training produced a non-finite loss or non-finite outputs; ``epoch`` and ``step`` say
+    where (``step`` counts optimiser steps from the start of the run, from 1)."""
+
+    def __init__(self, message: str, *, epoch: int, step: int) -> None:
+        super().__init__(message)
+        self.epoch = epoch
+        self.step = step
 
 
 def _how(default: Any = None, **kwargs: Any) -> Any:
@@ -128,7 +147,10 @@ class FitConfig:
         augment: an :class:`normlab.augment.Augment` for image batches (training only).
         drop_last: drop the last incomplete batch of each epoch (every sample is still
             seen across epochs; keeps BatchNorm away from one-sample batches).
-        stop_on_divergence: stop after an epoch whose training loss is not finite.
+        on_divergence: what a non-finite training loss (or non-finite outputs on val) does:
+            ``"raise"`` (default) raises :class:`DivergenceError` naming the epoch and step,
+            before that epoch's checkpoint; ``"stop"`` ends training after that epoch and
+            records it, its losses and metrics NaN (for grids that expect divergence).
         amp: bf16 autocast; ``None`` means on for CUDA with bf16 support, off otherwise.
         device: defaults to :func:`normlab.device`. The model and both splits move there.
         compile: wrap the model in ``torch.compile`` for the forward passes.
@@ -155,7 +177,7 @@ class FitConfig:
     augment: Augment | None = None
     max_steps: int | None = None
     drop_last: bool = True
-    stop_on_divergence: bool = True
+    on_divergence: str = "raise"
     amp: bool | None = None
     device: torch.device | str | None = _how()
     compile: bool = _how(False)
@@ -173,7 +195,7 @@ class FitConfig:
             positive_int(name, getattr(self, name))
         if self.max_steps is not None:
             positive_int("max_steps", self.max_steps)
-        non_negative_int("seed", self.seed)
+        check_seed("seed", self.seed)
         normalise("lr", positive_number("lr", self.lr))
         wd = self.weight_decay
         if (
@@ -188,6 +210,7 @@ class FitConfig:
         normalise("label_smoothing", fraction("label_smoothing", self.label_smoothing))
         one_of("optimizer", self.optimizer, OPTIMIZERS)
         one_of("schedule", self.schedule, SCHEDULES)
+        one_of("on_divergence", self.on_divergence, DIVERGENCE_ACTIONS)
         if self.optimizer_kwargs is not None and not isinstance(
             self.optimizer_kwargs, Mapping
         ):
@@ -199,7 +222,7 @@ class FitConfig:
             raise TypeError(
                 f"augment must be a normlab.augment.Augment or None, got {type(self.augment).__name__}"
             )
-        for name in ("drop_last", "stop_on_divergence", "compile"):
+        for name in ("drop_last", "compile"):
             _flag(name, getattr(self, name))
         for name in ("amp", "progress"):
             _flag(name, getattr(self, name), optional=True)
@@ -445,6 +468,10 @@ def _evaluate_on_device(
         sums += _eval_sums(split.task, out, y, scale)
     loss_sum, metric_sum, count = sums.tolist()
     count = max(count, 1.0)
+    if not math.isfinite(
+        loss_sum
+    ):  # non-finite outputs: no metric (argmax over NaN is 0)
+        return {"loss": math.nan, metric: math.nan}
     value = (
         math.sqrt(metric_sum / count)
         if split.task == "regression"
@@ -587,6 +614,31 @@ def evaluate(
 # ------------------------------------------------------------------------------ fit
 
 
+def _divergence(
+    epoch: int, step: int, step_losses: torch.Tensor, val_title: str
+) -> DivergenceError:
+    """The error for an epoch that ended after ``step`` with a non-finite loss or val output."""
+    bad = (~torch.isfinite(step_losses)).nonzero()
+    if len(bad):
+        first = int(bad[0])
+        at = step - len(step_losses) + first + 1
+        what = (
+            f"the training loss is {float(step_losses[first])} at epoch {epoch}, step {at} "
+            f"(batch {first + 1} of the epoch)"
+        )
+    else:
+        at = step
+        what = (
+            f"the outputs on {val_title} are not finite after epoch {epoch}, step {at}"
+        )
+    return DivergenceError(
+        f"training diverged: {what}; the parameters are no longer finite. Lower lr, or pass "
+        "on_divergence='stop' to record the run as diverged",
+        epoch=epoch,
+        step=at,
+    )
+
+
 def fit(
     model: nn.Module,
     train: DataSplit,
@@ -618,6 +670,8 @@ def fit(
         ValueError: for a bad setting or bad data (TypeError for a wrong kind of object).
         CheckpointError: for an unreadable checkpoint or one written by another model or
             with other settings.
+        DivergenceError: for a non-finite training loss or val output, unless
+            ``on_divergence="stop"``.
     """
     cfg = _resolve_config(config, settings)
     _check_split(train, "train")
@@ -706,6 +760,8 @@ def fit(
         order = torch.randperm(len(train), generator=generator).to(device)
         loss_sum = torch.zeros((), device=device)
         seen = 0
+        # each step's loss is kept on the device (no host sync), to name a diverging step
+        step_losses: list[torch.Tensor] = []
         for batch in range(steps_per_epoch):
             if state.step >= total_steps:
                 break
@@ -732,6 +788,7 @@ def fit(
             state.step += 1
             loss_sum += loss.detach() * len(index)
             seen += len(index)
+            step_losses.append(loss.detach())
             if callbacks:
                 state.loss = loss.item()
                 for callback in callbacks:
@@ -742,6 +799,12 @@ def fit(
         train_time = time.perf_counter() - started
         model.eval()
         scores = _evaluate_on_device(step_model, val, cfg.eval_batch_size, autocast)
+        diverged = not (math.isfinite(train_loss) and math.isfinite(scores["loss"]))
+        if diverged and cfg.on_divergence == "raise":
+            if bar is not None:
+                bar.close()
+            losses = torch.stack(step_losses) if step_losses else torch.zeros(0)
+            raise _divergence(epoch, state.step, losses, val.title)
         state.loss = train_loss
         history.append(
             {
@@ -761,7 +824,7 @@ def fit(
                 train_loss=f"{train_loss:.3g}",
                 **{f"val_{metric}": f"{scores[metric]:.4g}"},
             )
-        if cfg.stop_on_divergence and not math.isfinite(train_loss):
+        if diverged:
             state.stop_training = True
         for callback in callbacks:
             callback.on_epoch_end(state)

@@ -1,16 +1,21 @@
 """Integrity-checked downloads into the normlab cache, and the cache folder itself.
 
-Every file is streamed into a temporary file beside its destination, checked against a
-published checksum, and only then renamed into place: an interrupted or corrupted
-download never leaves a file that looks valid. Without a network a download fails within
-seconds (``TIMEOUT`` seconds per socket operation) with an :class:`OfflineError` that says
-which file to place by hand, where, and which quick-profile stand-in to use instead.
+Every file is streamed into a hidden partial file beside its destination
+(``.<name>.part``), checked against a published checksum, and only then renamed into place:
+an interrupted or corrupted download never leaves a file that looks valid. A large file
+shows a progress bar on a terminal, survives a stalled connection (``READ_TIMEOUT``) and is
+resumed with an HTTP ``Range`` request, within a call or by the next one. Without a
+network a download fails within seconds (``TIMEOUT`` to connect) with an
+:class:`OfflineError` that says which file to place by hand, where, and which
+quick-profile stand-in to use instead.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
+import http.client
 import os
 import shutil
 import tarfile
@@ -21,12 +26,11 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
-
-from .._io import write_atomic
 
 DATA_ENV = "NORMLAB_DATA"
-TIMEOUT = 3.0
+TIMEOUT = 3.0  # to connect: an offline machine fails within seconds
+READ_TIMEOUT = 60.0  # between two reads of a download under way (files of several GB)
+RETRIES = 3  # resumptions of a dropped or stalled connection within one call
 CHUNK = 1 << 20
 
 
@@ -111,6 +115,70 @@ def offline_message(
     )
 
 
+def _part_path(folder: Path, resource: Resource) -> Path:
+    """Where the bytes received so far wait: a hidden name, never taken for the finished file."""
+    return folder / f".{resource.filename}.part"
+
+
+def _set_read_timeout(response: object, seconds: float) -> None:
+    """Give an open HTTP response's socket the read timeout ``seconds`` (best effort: the
+    connection was opened with the short ``TIMEOUT``, so that an offline machine fails fast)."""
+    sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
+
+
+def _resumed_from(response: object, offset: int) -> bool:
+    """Whether ``response`` answers a ``Range: bytes=offset-`` request with exactly that range."""
+    if offset == 0 or getattr(response, "status", None) != 206:
+        return False
+    content_range = getattr(response, "headers", {}).get("Content-Range", "")
+    return content_range.startswith(f"bytes {offset}-")
+
+
+def _expected_size(response: object, offset: int) -> int | None:
+    length = getattr(response, "headers", {}).get("Content-Length")
+    return offset + int(length) if length and length.isdigit() else None
+
+
+def _bar(show: bool, resource: Resource, response: object, offset: int) -> object:
+    """A tqdm bar in bytes for the download, or None when ``show`` is False."""
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=_expected_size(response, offset),
+        initial=offset,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=resource.filename,
+        leave=False,
+    )
+
+
+def _stream(
+    response: object, part: Path, offset: int, read_timeout: float, bar: object
+) -> None:
+    """Append the body of ``response`` to ``part`` (from its start unless resuming at ``offset``)."""
+    if not _resumed_from(response, offset):
+        offset = 0  # a fresh file, or a server that ignores ranges: start over
+    _set_read_timeout(response, read_timeout)
+    # read1 returns what has arrived (up to CHUNK), so a timeout loses no received byte
+    read = functools.partial(getattr(response, "read1", response.read), CHUNK)  # type: ignore[attr-defined]
+    expected = _expected_size(response, 0)  # this response's body
+    received = 0
+    with response, open(part, "ab" if offset else "wb") as sink:  # type: ignore[attr-defined]
+        for chunk in iter(read, b""):
+            sink.write(chunk)
+            received += len(chunk)
+            if bar is not None:
+                bar.update(len(chunk))  # type: ignore[attr-defined]
+    if expected is not None and received < expected:  # the server closed early
+        raise http.client.IncompleteRead(b"", expected - received)
+
+
 def download(
     resource: Resource,
     folder: str | Path,
@@ -118,39 +186,86 @@ def download(
     standin: str,
     opener: Callable[..., object] = urllib.request.urlopen,
     timeout: float = TIMEOUT,
+    read_timeout: float = READ_TIMEOUT,
+    retries: int = RETRIES,
+    progress: bool | None = None,
 ) -> Path:
     """Download ``resource`` into ``folder`` and return its path, checksum verified.
 
-    The bytes go to a temporary file in ``folder`` that is renamed only after the checksum
-    matched; on any failure the temporary file is removed. Raises :class:`OfflineError`
-    when the URL cannot be reached (within about ``timeout`` seconds) and
-    :class:`ChecksumError` on a mismatch.
+    The bytes go to ``.<filename>.part`` in ``folder``, which is renamed to ``filename``
+    only after the checksum matched. A dropped or stalled connection (no byte for
+    ``read_timeout`` seconds) is resumed with an HTTP ``Range`` request up to ``retries``
+    times; an interrupted call (Ctrl-C, a lost network) keeps the partial file, and the next
+    call resumes from it (starting over when the server ignores ranges). ``progress`` (a
+    tqdm bar; None: on a terminal, see :func:`normlab.training.progress_default`).
+
+    Raises :class:`OfflineError` when the URL cannot be reached (within about ``timeout``
+    seconds) and :class:`ChecksumError` on a mismatch (the partial file is then deleted).
     """
+    from ..training import progress_default
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    try:
-        response = opener(resource.url, timeout=timeout)
-    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
-        raise OfflineError(offline_message(resource, folder, standin, error)) from error
-
+    part = _part_path(folder, resource)
     pin = _pin(resource)
-    digest = hashlib.new(pin[0]) if pin else None
-
-    def stream(sink: IO[bytes]) -> None:
-        with response:  # type: ignore[union-attr]
-            for chunk in iter(lambda: response.read(CHUNK), b""):  # type: ignore[union-attr]
-                sink.write(chunk)
-                if digest is not None:
-                    digest.update(chunk)
-        if pin is not None and digest.hexdigest() != pin[1]:
-            raise ChecksumError(
-                f"The file downloaded from {resource.url} is corrupted: its {pin[0]} is {digest.hexdigest()}, "
-                f"expected {pin[1]}. It has been deleted. Call load again to retry; if it fails "
-                f"again, download {resource.filename!r} by hand into {folder} and check its {pin[0]}."
-            )
-
+    show = progress_default() if progress is None else progress
+    bar = None
+    try:
+        for attempt in range(retries + 1):
+            offset = part.stat().st_size if part.exists() else 0
+            headers = {"Range": f"bytes={offset}-"} if offset else {}
+            try:
+                response = opener(
+                    urllib.request.Request(resource.url, headers=headers),
+                    timeout=timeout,
+                )
+            except urllib.error.HTTPError as error:
+                if error.code == 416 and offset:  # nothing left to send: check the file
+                    break
+                failure: BaseException = error
+            except (
+                urllib.error.URLError,
+                TimeoutError,
+                ConnectionError,
+                OSError,
+            ) as error:
+                failure = error
+            else:
+                bar = bar or _bar(show, resource, response, offset)
+                try:
+                    _stream(response, part, offset, read_timeout, bar)
+                    break
+                except (
+                    TimeoutError,
+                    ConnectionError,
+                    http.client.IncompleteRead,
+                ) as error:
+                    failure = error
+                    continue
+            if attempt == 0:  # never reached: offline
+                raise OfflineError(
+                    offline_message(resource, folder, standin, failure)
+                ) from failure
+        else:
+            kept = part.stat().st_size if part.exists() else 0
+            raise OfflineError(
+                f"the download of {resource.url} failed {retries + 1} times ({failure}); "
+                f"{kept} bytes are kept in {part}, and calling load again resumes from there"
+            ) from failure
+    finally:
+        if bar is not None:
+            bar.close()  # type: ignore[attr-defined]
+    if pin is not None and (actual := file_hash(part, pin[0])) != pin[1]:
+        part.unlink()
+        raise ChecksumError(
+            f"The file downloaded from {resource.url} is corrupted: its {pin[0]} is {actual}, "
+            f"expected {pin[1]}. It has been deleted. Call load again to retry; if it fails "
+            f"again, download {resource.filename!r} by hand into {folder} and check its {pin[0]}."
+        )
     # The checksum is checked before the rename: a bad download never appears under its name.
-    return write_atomic(folder / resource.filename, stream)
+    target = folder / resource.filename
+    os.replace(part, target)
+    return target
 
 
 def ensure_file(

@@ -12,7 +12,9 @@ Folder layout under ``out`` (``runs/`` by default)::
 A run whose record exists (as a file in ``runs/`` or a line of ``runs.jsonl``) is skipped; a
 damaged record (truncated, empty, not a record) is named in a warning and its run redone;
 an interrupted run resumes from its checkpoint. ``results.csv`` is rebuilt whenever it
-disagrees with the records. Every file is written to a temporary name and renamed.
+disagrees with the records. Every file is written to a temporary name and renamed. Each run
+is done under a lock (``checkpoints/<run_id>.lock``), so that processes sharing ``out``
+share the work: one skips the runs another holds and, at the end, waits for them, saying so.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import io
 import json
 import math
 import shutil
+import sys
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,6 +37,7 @@ from torch import nn
 
 from .. import training
 from .._io import write_atomic, write_text_atomic
+from .._lock import FileLock
 from .._records import RecordError, dumps, parse
 from .._runtime import check_profile
 from .._runtime import device as default_device
@@ -65,6 +69,9 @@ def train_and_test(
     direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
     ``test_metric``, whether the loss diverged, the history, and ``stand_in``: whether the
     training data is an offline stand-in (so no table mistakes it for the real dataset).
+    A grid's learning-rate sweep expects some runs to diverge: such a run stops after the
+    epoch of its first non-finite loss (``on_divergence="stop"``) and is recorded with
+    ``diverged`` True and NaN losses and metrics.
     """
     history = training.fit(
         model,
@@ -73,7 +80,7 @@ def train_and_test(
         device=ctx.device,
         checkpoint_dir=ctx.checkpoint_dir,
         progress=ctx.progress,
-        **fit_kwargs,
+        **{"on_divergence": "stop", **fit_kwargs},
     )
     test_scores = training.evaluate(model, splits["test"], device=ctx.device)
     last = history[-1]
@@ -86,7 +93,9 @@ def train_and_test(
             "val_metric": last[f"val_{history.metric}"],
             "test_loss": test_scores["loss"],
             "test_metric": test_scores[history.metric],
-            "diverged": not math.isfinite(last["train_loss"]),
+            "diverged": not (
+                math.isfinite(last["train_loss"]) and math.isfinite(last["val_loss"])
+            ),
             "epochs_run": last["epoch"],
             "steps": last["step"],
         },
@@ -342,29 +351,90 @@ def run(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(runs), desc=f"{name} ({profile})", unit="run")
-    for item in runs:
-        if item.run_id in finished:
-            report.skipped.append(item.run_id)
-        else:
-            record_path = folder / "runs" / f"{item.run_id}.json"
-            finished[item.run_id] = _execute(
-                experiment, item, profile, folder, device, record_path, keep_checkpoints
+    # Runs another process holds (the same ``out``) wait until the free ones are done.
+    waiting: list[Run] = []
+    settings = (experiment, profile, folder, device, keep_checkpoints, report, finished)
+    try:
+        for item in runs:
+            if _execute_locked(item, *settings, wait=False):
+                if bar is not None:
+                    bar.update()
+            else:
+                waiting.append(item)
+        for item in waiting:
+            _execute_locked(item, *settings, wait=True)
+            if bar is not None:
+                bar.update()
+    except KeyboardInterrupt:  # finished runs are on disk; their table is written too
+        if report.ran:
+            _write_table(
+                records_table(dict(sorted(finished.items())).values()),
+                report.results_csv,
             )
-            report.ran.append(item.run_id)
+        raise
+    finally:
         if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    if (
-        not keep_checkpoints
-        and (folder / "checkpoints").is_dir()
-        and not any((folder / "checkpoints").iterdir())
-    ):
-        (folder / "checkpoints").rmdir()
+            bar.close()
+    if not keep_checkpoints and (folder / "checkpoints").is_dir():
+        try:
+            (folder / "checkpoints").rmdir()
+        except OSError:  # not empty, or another process is using it
+            pass
     table = records_table(dict(sorted(finished.items())).values())
     if not _table_matches(report.results_csv, table):
         _write_table(table, report.results_csv)
     return report
+
+
+def _execute_locked(
+    item: Run,
+    experiment: Experiment,
+    profile: str,
+    folder: Path,
+    device: torch.device,
+    keep_checkpoints: bool,
+    report: RunReport,
+    finished: dict[str, dict[str, Any]],
+    *,
+    wait: bool,
+) -> bool:
+    """Run ``item`` under its lock unless it is finished (in ``finished``, or its record
+    written since by another process); False when another process holds its lock and
+    ``wait`` is False (with ``wait``, say so and wait for it)."""
+    record_path = folder / "runs" / f"{item.run_id}.json"
+
+    def done() -> bool:
+        if item.run_id not in finished:
+            try:
+                finished[item.run_id] = _scratch_record(record_path)
+            except RecordError:
+                return False
+        return True
+
+    if done():
+        report.skipped.append(item.run_id)
+        return True
+    lock = FileLock(folder / "checkpoints" / f"{item.run_id}.lock")
+    if not lock.acquire(blocking=False):
+        if not wait:
+            return False
+        print(
+            f"{item.run_id}: waiting for process {lock.holder()}, which is running it "
+            f"in {folder}",
+            file=sys.stderr,
+        )
+        lock.acquire()
+    try:
+        if done():  # by the process we waited for
+            report.skipped.append(item.run_id)
+        else:
+            finished[item.run_id] = _execute(
+                experiment, item, profile, folder, device, record_path, keep_checkpoints
+            )
+            report.ran.append(item.run_id)
+    finally:
+        lock.release(remove=done())
+    return True
 
 
 def _table_matches(path: Path, table: pd.DataFrame) -> bool:

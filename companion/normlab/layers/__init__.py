@@ -27,6 +27,7 @@ from .candidates import AdaNorm, DyT, FiLMNorm
 from .gate import (
     CANDIDATES,
     SELECTOR_MODES,
+    TAU_MIN,
     AutoNorm,
     NormSelector,
     gumbel_softmax,
@@ -47,6 +48,7 @@ __all__ = [
     "AutoNorm",
     "CANDIDATES",
     "SELECTOR_MODES",
+    "TAU_MIN",
     "ShapeLike",
     "gumbel_softmax",
     "sample_gumbel",

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._checks import one_of, positive_ints, positive_number
+from ._common import power_of_two_scale
 
 __all__ = [
     "AffineLikeLinear",
@@ -35,14 +36,23 @@ __all__ = [
 PATCHNORM_MODES: tuple[str, ...] = ("affine_like", "norm_like")
 
 
-def _inverse_norm(sq_norm: Tensor, eps: float) -> Tensor:
-    """``1 / max(sqrt(sq_norm), eps)``, safe at zero in every floating dtype.
+def _norm_floor(eps: float, dtype: torch.dtype) -> float:
+    """``eps``, raised to the dtype's smallest normal number where it would underflow."""
+    return max(eps, torch.finfo(dtype).tiny)
 
-    The floor is ``eps**2`` on the squared norm, raised to the dtype's smallest normal number
-    when ``eps**2`` would underflow (float16), so the result and its gradient stay finite.
-    """
-    floor = max(eps * eps, torch.finfo(sq_norm.dtype).tiny)
-    return torch.rsqrt(sq_norm.clamp_min(floor))
+
+def _inverse_norm(x: Tensor, dim: int | tuple[int, ...], eps: float) -> Tensor:
+    """``1 / max(|x|, eps)`` over ``dim`` (kept), finite with a finite gradient for any finite
+    ``x``, zero included: ``|x|^2`` is taken at a power-of-two scale."""
+    floor = _norm_floor(eps, x.dtype)
+    scale = power_of_two_scale(x, dim, floor)
+    sq_norm = (x / scale).square().sum(dim, keepdim=True)
+    return torch.rsqrt(sq_norm.clamp_min((floor / scale).square())) / scale
+
+
+def _inverse_homogeneous(sq_norm: Tensor, scale: Tensor) -> Tensor:
+    """``1 / sqrt(|x|^2 + 1)`` from ``sq_norm`` = ``|x / scale|^2`` (``scale >= 1``)."""
+    return torch.rsqrt(sq_norm + scale.reciprocal().square()) / scale
 
 
 def _check_features(x: Tensor, in_features: int) -> None:
@@ -91,8 +101,11 @@ class AffineLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        sq_norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square()
-        return F.linear(x, self.weight, self.bias) * torch.rsqrt(sq_norm + 1)
+        scale = power_of_two_scale(x, -1, 1.0)
+        sq_norm = torch.linalg.vector_norm(x / scale, dim=-1, keepdim=True).square()
+        return F.linear(x, self.weight, self.bias) * _inverse_homogeneous(
+            sq_norm, scale
+        )
 
 
 class NormLikeLinear(_CheckedLinear):
@@ -132,7 +145,7 @@ class NormLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        inv_norm = _inverse_norm(x.square().sum(-1, keepdim=True), self.eps)
+        inv_norm = _inverse_norm(x, -1, self.eps)
         z = F.linear(x, self.weight)
         if self.bias is None:
             return z * inv_norm
@@ -181,7 +194,7 @@ class L2Norm(nn.Module):
             raise ValueError(
                 f"input of shape {tuple(x.shape)} has no dimension(s) dim={self.dim}"
             )
-        return x * _inverse_norm(x.square().sum(self.dim, keepdim=True), self.eps)
+        return x * _inverse_norm(x, self.dim, self.eps)
 
     def extra_repr(self) -> str:
         dim = self.dim[0] if len(self.dim) == 1 else self.dim
@@ -305,6 +318,23 @@ class PatchNormConv2d(nn.Conv2d):
         channel_sq = x.square().sum(1, keepdim=True)
         return self._conv_forward(channel_sq, self.patch_kernel.to(x.dtype), None)
 
+    def inverse_patch_norm(self, x: Tensor) -> Tensor:
+        """The scaling of every output position, ``(N, 1, H_out, W_out)``:
+        :math:`1/\\sqrt{\\lVert P_p \\rVert^2 + 1}` (affine_like) or
+        :math:`1/\\max(\\lVert P_p \\rVert, \\epsilon)` (norm_like).
+
+        :meth:`patch_sq_norm` is taken of each image divided by a power of two above its
+        largest value, so it is finite for any finite input; a patch far smaller than its
+        image's largest value may round to zero, where the floor ``eps`` applies.
+        """
+        if self.mode == "affine_like":
+            scale = power_of_two_scale(x, (1, 2, 3), 1.0)
+            return _inverse_homogeneous(self.patch_sq_norm(x / scale), scale)
+        floor = _norm_floor(self.eps, x.dtype)
+        scale = power_of_two_scale(x, (1, 2, 3), floor)
+        sq_norm = self.patch_sq_norm(x / scale).clamp_min((floor / scale).square())
+        return torch.rsqrt(sq_norm) / scale
+
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor):
             raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
@@ -316,15 +346,11 @@ class PatchNormConv2d(nn.Conv2d):
         unbatched = x.dim() == 3
         if unbatched:
             x = x.unsqueeze(0)
-        sq_norm = self.patch_sq_norm(x)
+        inv_norm = self.inverse_patch_norm(x)
         if self.mode == "affine_like":
-            out = self._conv_forward(x, self.weight, self.bias) * torch.rsqrt(
-                sq_norm + 1
-            )
+            out = self._conv_forward(x, self.weight, self.bias) * inv_norm
         else:
-            out = self._conv_forward(x, self.weight, None) * _inverse_norm(
-                sq_norm, self.eps
-            )
+            out = self._conv_forward(x, self.weight, None) * inv_norm
             if self.bias is not None:
                 out = out + self.bias.view(1, -1, 1, 1)
         return out.squeeze(0) if unbatched else out

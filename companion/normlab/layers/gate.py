@@ -30,6 +30,7 @@ from .candidates import DyT
 __all__ = [
     "CANDIDATES",
     "SELECTOR_MODES",
+    "TAU_MIN",
     "sample_gumbel",
     "gumbel_softmax",
     "NormSelector",
@@ -38,6 +39,25 @@ __all__ = [
 
 CANDIDATES: tuple[str, ...] = ("dyt", "ln")
 SELECTOR_MODES: tuple[str, ...] = ("learned", "random")
+TAU_MIN = 1e-3
+"""The smallest Gumbel-Softmax temperature accepted. Below it, float32's softmax of
+``(logits + G) / tau`` is one-hot to rounding for any gap above about 0.1 between the
+candidates, so the selector's gradients are exactly zero for almost every sample."""
+
+
+def check_tau(value: float) -> float:
+    """``value`` as a float if it is a finite temperature ``>= TAU_MIN``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < TAU_MIN
+    ):
+        raise ValueError(
+            f"tau must be a finite number >= {TAU_MIN} (TAU_MIN: below it the selector's "
+            f"gradients vanish in float32), got {value!r}"
+        )
+    return float(value)
 
 
 def sample_gumbel(
@@ -75,7 +95,7 @@ def gumbel_softmax(
     dtype of ``logits`` is lower (bf16 or fp16 overflow at small ``tau``); returns float32
     (float64 for float64 logits).
     """
-    tau = positive_number("tau", tau)
+    tau = check_tau(tau)
     noise = sample_gumbel(logits.shape, device=logits.device, generator=generator)
     soft = torch.softmax((at_least_float32(logits) + noise) / tau, dim=-1)
     if not hard:
@@ -137,12 +157,12 @@ class NormSelector(nn.Module):
 
     @property
     def tau(self) -> float:
-        """The Gumbel-Softmax temperature, a float > 0."""
+        """The Gumbel-Softmax temperature, a float ``>= TAU_MIN``."""
         return self._tau
 
     @tau.setter
     def tau(self, value: float) -> None:
-        self._tau = positive_number("tau", value)
+        self._tau = check_tau(value)
 
     def reset_parameters(self) -> None:
         self.mlp[0].reset_parameters()
@@ -209,6 +229,7 @@ class AutoNorm(nn.Module):
     ) -> None:
         super().__init__()
         one_of("selector", selector, SELECTOR_MODES)
+        positive_number("eps", eps)
         factory = {"device": device, "dtype": dtype}
         self.normalized_shape = as_shape(normalized_shape)
         self.selector_mode = selector
@@ -227,8 +248,8 @@ class AutoNorm(nn.Module):
             else None
         )
         if selector == "random":
-            positive_number(
-                "tau", tau
+            check_tau(
+                tau
             )  # unused by the random selector, but the same arguments are checked
         self.pin = None
         self.last_logits: torch.Tensor | None = None

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from .._checks import one_of, positive_int, positive_ints, positive_number
 from ..layers import PatchNormConv2d
+from ..layers._common import power_of_two_scale
 from ..normalisers import NormFactory
 from .mlp import ACTIVATIONS, config_or_fields, hidden_blocks
 
@@ -64,7 +65,10 @@ class RMSNorm2d(nn.Module):
             raise ValueError(
                 f"input must have shape (N, C={self.num_channels}, H, W), got {tuple(x.shape)}"
             )
-        inv_rms = torch.rsqrt(x.square().mean(dim=(1, 2, 3), keepdim=True) + self.eps)
+        # the mean square at a power-of-two scale: finite for any finite input
+        scale = power_of_two_scale(x, (1, 2, 3), 1.0)
+        mean_sq = (x / scale).square().mean(dim=(1, 2, 3), keepdim=True)
+        inv_rms = torch.rsqrt(mean_sq + self.eps / scale.square()) / scale
         return x * inv_rms * self.weight.view(1, -1, 1, 1)
 
     def extra_repr(self) -> str:

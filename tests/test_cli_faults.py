@@ -1,0 +1,253 @@
+"""The command line's fault paths (issue 27): one ``error:`` line and exit 2, Ctrl-C exits 130,
+``--version``; and two processes sharing one ``--out`` share the work through per-run locks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import normlab
+import pytest
+import torch
+from normlab import experiments
+from normlab.__main__ import main
+from normlab._lock import FileLock
+from normlab.experiments import runner
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARD = "0/20"  # three quick fc_normalisers runs with one seed
+
+
+def shard_runs(shard: str = SHARD) -> list:
+    return experiments.shard(
+        experiments.get("fc_normalisers").runs("quick", seeds=1), shard
+    )
+
+
+def run_args(out: Path, *extra: str) -> list[str]:
+    return [
+        "run",
+        "fc_normalisers",
+        "--profile",
+        "quick",
+        "--out",
+        str(out),
+        "--seeds",
+        "1",
+        "--shard",
+        SHARD,
+        "--no-progress",
+        *extra,
+    ]
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"normlab {normlab.__version__}"
+
+
+def test_an_unwritable_out_is_refused_before_anything_runs(
+    tmp_path: Path, capsys
+) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    assert main(run_args(blocker / "runs", "--device", "cpu")) == 2
+    line = one_error_line(capsys)
+    assert "--out" in line and "not a writable folder" in line and "a_file" in line
+
+
+def test_scorecard_out_into_a_files_path(tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    assert main(["scorecard", "--out", str(blocker / "card.md")]) == 2
+    line = one_error_line(capsys)
+    assert "--out" in line and "cannot be written" in line
+    assert blocker.read_text() == "x"
+
+
+def test_a_bogus_device(tmp_path: Path, capsys) -> None:
+    assert main(run_args(tmp_path, "--device", "bogus")) == 2
+    assert "--device 'bogus' is not a torch device" in one_error_line(capsys)
+    assert not (tmp_path / "fc_normalisers").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_a_gpu(tmp_path: Path, capsys) -> None:
+    assert main(run_args(tmp_path, "--device", "cuda")) == 2
+    line = one_error_line(capsys)
+    assert (
+        "--device 'cuda'" in line and "no CUDA GPU" in line and "--device cpu" in line
+    )
+
+
+def test_a_corrupt_checkpoint_is_named_without_torchs_unsafe_hint(
+    tmp_path: Path, capsys
+) -> None:
+    first = shard_runs()[0].run_id
+    folder = tmp_path / "fc_normalisers" / "quick" / "checkpoints" / first
+    folder.mkdir(parents=True)
+    (folder / "last.pt").write_bytes(b"not a checkpoint" * 10)
+    assert main(run_args(tmp_path, "--device", "cpu")) == 2
+    line = one_error_line(capsys)
+    assert "last.pt is not a checkpoint of this package" in line and str(folder) in line
+    assert "weights_only=False" not in line
+
+
+def test_save_shows_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``save`` leaves the choice to the runner (a bar on a terminal) instead of forcing it off."""
+    from normlab import results
+
+    seen = {}
+
+    def fake_run(name: str, **kwargs) -> None:
+        seen.update(kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiments, "run", fake_run)
+    with pytest.raises(KeyboardInterrupt):
+        results.save("fc_normalisers", profile="cpu", root="unused")
+    assert seen["progress"] is None
+
+
+def test_ctrl_c_during_run_exits_130_with_the_finished_runs_saved(
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "companion"),
+        "NORMLAB_PROFILE": "quick",
+        "OMP_NUM_THREADS": "1",
+    }
+    args = run_args(tmp_path, "--device", "cpu", "--threads", "1")
+    args[args.index(SHARD)] = "0/7"  # six runs: time to interrupt after the first
+    process = subprocess.Popen(
+        [sys.executable, "-m", "normlab", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    records = tmp_path / "fc_normalisers" / "quick" / "runs"
+    deadline = time.monotonic() + 240
+    while not list(records.glob("*.json")) and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted")
+    finished = sorted(records.glob("*.json"))
+    assert 1 <= len(finished) < 6
+    assert all(json.loads(p.read_text())["metrics"] for p in finished)  # whole files
+    table = (tmp_path / "fc_normalisers" / "quick" / "results.csv").read_text()
+    assert len(table.strip().splitlines()) == 1 + len(finished)
+    assert not list(records.glob(".*"))  # no temporary file left behind
+
+
+# ---------------------------------------------------------------------- per-run locks
+
+
+def _hold_then(lock: FileLock, seconds: float, then=None) -> threading.Thread:
+    """Release ``lock`` (as another process would, after ``then``) in ``seconds``."""
+
+    def release() -> None:
+        time.sleep(seconds)
+        if then is not None:
+            then()
+        lock.release()
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    return thread
+
+
+def test_a_run_another_process_holds_is_done_last_after_saying_why_it_waits(
+    tmp_path: Path, capsys
+) -> None:
+    runs = shard_runs()
+    folder = runner.results_folder("fc_normalisers", tmp_path, "quick")
+    held = runs[0].run_id
+    lock = FileLock(folder / "checkpoints" / f"{held}.lock")
+    assert lock.acquire(blocking=False)
+    thread = _hold_then(lock, 3.0)  # the holder dies without finishing the run
+    report = runner.run(
+        "fc_normalisers",
+        profile="quick",
+        out=tmp_path,
+        seeds=1,
+        shard=SHARD,
+        device="cpu",
+        progress=False,
+    )
+    thread.join()
+    assert report.ran[-1] == held and len(report.ran) == len(runs)
+    err = capsys.readouterr().err
+    assert f"{held}: waiting for process {os.getpid()}, which is running it" in err
+    assert not (folder / "checkpoints").exists()  # locks and checkpoints cleaned up
+
+
+def test_a_run_finished_by_the_other_process_is_skipped(tmp_path: Path) -> None:
+    runs = shard_runs()
+    folder = runner.results_folder("fc_normalisers", tmp_path, "quick")
+    held = runs[-1].run_id
+    lock = FileLock(folder / "checkpoints" / f"{held}.lock")
+    assert lock.acquire(blocking=False)
+
+    def finish() -> None:  # the other process writes its record before it lets go
+        first = folder / "runs" / f"{runs[0].run_id}.json"
+        deadline = time.monotonic() + 120
+        while not first.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        record = {**json.loads(first.read_text()), "run_id": held}
+        record["config"] = dict(runs[-1].config)
+        (folder / "runs" / f"{held}.json").write_text(json.dumps(record))
+
+    thread = _hold_then(lock, 1.0, finish)
+    report = runner.run(
+        "fc_normalisers",
+        profile="quick",
+        out=tmp_path,
+        seeds=1,
+        shard=SHARD,
+        device="cpu",
+        progress=False,
+    )
+    thread.join()
+    assert report.skipped == [held] and held not in report.ran
+
+
+def test_two_processes_on_one_out_share_the_work(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "companion"),
+        "NORMLAB_PROFILE": "quick",
+        "OMP_NUM_THREADS": "1",
+    }
+    command = [sys.executable, "-m", "normlab", *run_args(tmp_path, "--device", "cpu")]
+    both = [
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300) for p in both]
+    assert [p.returncode for p in both] == [0, 0], outputs
+    ran = [int(out.split("ran ")[1].split(",")[0]) for out, _ in outputs]
+    assert sum(ran) == len(shard_runs())  # every run done once, by one of the two
+    records = sorted((tmp_path / "fc_normalisers" / "quick" / "runs").glob("*.json"))
+    assert len(records) == len(shard_runs())
