@@ -138,3 +138,15 @@ def test_first_standard_and_paper_point_trains(
         table = experiments.load_results(name, tmp_path, profile)
         assert list(table["run_id"]) == [runs[0].run_id]
         assert torch.device(record["device"]).type == "cpu"
+
+
+def test_larger_profiles_names_costs_and_commands() -> None:
+    text = experiments.larger_profiles("11")
+    for name in ("autonorm_vision", "gate_bottleneck", "gate_tau"):
+        exp = experiments.get(name)
+        minutes = round(exp.expected_seconds("standard") / 60)
+        assert f"{exp.grid('standard').size()} runs, ~{minutes} GPU-min" in text
+        assert f"python -m normlab run {name} --profile standard" in text
+    assert "--executor slurm" in text and "--profile paper" in text
+    with pytest.raises(ValueError, match="chapter='2' has no experiments"):
+        experiments.larger_profiles("2")

@@ -100,14 +100,15 @@ def plan(
     """How :func:`submit` cuts ``name``'s grid: ``ceil(size / runs_per_task)`` shards, at
     most ``max_array_size``, and which of them hold a run without a record."""
     profile = check_profile(profile)
-    runs = get(name).runs(profile, seeds)
+    runs = shard(get(name).runs(profile, seeds), None)  # in run-id order
     n = max(1, min(max_array_size, math.ceil(len(runs) / runs_per_task)))
     done = {
         p.stem for p in (results_folder(name, out, profile) / "runs").glob("*.json")
     }
     pending, count = [], 0
     for k in range(n):
-        missing = [r for r in shard(runs, (k, n)) if r.run_id not in done]
+        # shard K/N keeps run i (in run-id order) when i % N == K (grid.shard)
+        missing = [r for r in runs[k::n] if r.run_id not in done]
         if missing:
             pending.append(k)
             count += len(missing)
@@ -177,7 +178,13 @@ def _executor(kind: str, logs: Path, resources: Resources, **local: Any) -> Any:
             **local,
         )
         return executor
-    executor = submitit.AutoExecutor(folder=logs, cluster="slurm")
+    try:
+        executor = submitit.AutoExecutor(folder=logs, cluster="slurm")
+    except RuntimeError as error:  # submitit found no srun
+        raise ValueError(
+            f"--executor slurm needs Slurm on this machine (a login node with srun and "
+            f"sbatch): {error}; --executor local runs the same tasks here"
+        ) from error
     executor.update_parameters(
         timeout_min=resources.time_min,
         gpus_per_node=resources.gpus_per_task,
