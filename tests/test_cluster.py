@@ -11,8 +11,6 @@ from normlab import experiments
 from normlab.__main__ import main
 from normlab.experiments import cluster
 
-pytest.importorskip("submitit")
-
 NAME, SEEDS = "cnn_normalisers", 1  # 18 quick runs, each well under a second
 METRICS = ["train_loss", "val_loss", "val_metric", "test_loss", "test_metric", "steps"]
 CPU = cluster.Resources(gpus_per_task=0, array_parallelism=2, runs_per_task=9)
