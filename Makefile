@@ -10,7 +10,8 @@ BOOK_ENV := env -u MPLBACKEND NORMLAB_PROFILE=quick PYDEVD_DISABLE_FILE_VALIDATI
 # Unit tests draw nothing to a screen: they keep the non-interactive Agg backend.
 UNIT_ENV := NORMLAB_PROFILE=quick MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1 OMP_NUM_THREADS=1
 NB_WORKERS ?= 2
-# `make lab PROFILE=standard`: the profile the notebooks run in (empty: chosen by device).
+# `make lab PROFILE=standard`: the profile the notebooks run in (empty: quick, with or without
+# a GPU; the chapters print what the larger profiles cost and the command that runs them).
 PROFILE ?=
 LAB_ARGS ?=
 

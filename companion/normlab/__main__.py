@@ -5,6 +5,7 @@ Examples::
     python -m normlab list
     python -m normlab run fc_normalisers --profile quick --out results
     python -m normlab run fc_normalisers --profile standard --shard 3/8   # machine 3 of 8
+    python -m normlab run fc_normalisers --profile paper --executor slurm --partition gpu
     python -m normlab report fc_normalisers --profile standard --out runs
     python -m normlab save fc_normalisers --profile cpu --threads 1      # a set that ships in normlab/saved/
     python -m normlab verify                                             # re-check every saved set
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         "--profile",
         choices=PROFILES,
         default=None,
-        help="default: $NORMLAB_PROFILE, else by device",
+        help="default: $NORMLAB_PROFILE, else quick",
     )
     run.add_argument(
         "--out",
@@ -87,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
         help="CPU threads for torch (1 is fastest for the quick profile on a busy machine)",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from .experiments import cluster
+
+    cluster.add_arguments(run)
     report = commands.add_parser(
         "report", help="merge shards, write the summary table and figures"
     )
@@ -342,6 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "list":
             _list()
+        elif args.command == "run" and args.executor is not None:
+            from .experiments import cluster
+
+            print(cluster.run_from_args(args, _run_settings(args)))
         elif args.command == "run":
             settings = _run_settings(args)
             _check_writable(args.out, "--out")
