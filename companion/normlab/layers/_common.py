@@ -117,9 +117,8 @@ def power_of_two_scale(
     """
     largest = torch.linalg.vector_norm(x.detach(), math.inf, dim, keepdim=True)
     largest = largest.clamp_min(floor)
-    mantissa, _ = torch.frexp(
-        largest
-    )  # largest = mantissa * 2**e, mantissa in [0.5, 1)
+    # largest = mantissa * 2**e with mantissa in [0.5, 1), so largest / mantissa = 2**e
+    mantissa, _ = torch.frexp(largest)
     return largest / mantissa
 
 
