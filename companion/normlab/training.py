@@ -468,7 +468,9 @@ def _evaluate_on_device(
         sums += _eval_sums(split.task, out, y, scale)
     loss_sum, metric_sum, count = sums.tolist()
     count = max(count, 1.0)
-    if not math.isfinite(loss_sum):  # non-finite outputs: no metric (argmax of NaN is 0)
+    if not math.isfinite(
+        loss_sum
+    ):  # non-finite outputs: no metric (argmax of NaN is 0)
         return {"loss": math.nan, metric: math.nan}
     value = (
         math.sqrt(metric_sum / count)
