@@ -6,6 +6,7 @@ its hooks in the documented order.
 
 from __future__ import annotations
 
+import io
 import math
 
 import pytest
@@ -345,6 +346,33 @@ def test_schedule_sets_tau_and_resumes_exactly() -> None:
         and not any(p.requires_grad for p in layer.selector.parameters())
         for _, layer in autonorm_layers(fresh_model)
     )
+
+
+def test_a_reloaded_frozen_autonorm_s_stays_frozen() -> None:
+    model = tiny_model()
+    schedule = AutoNormS(t_freeze=1, eps_h=0.0)  # rule "high" at 0: always freezes
+    run(model, [schedule], epochs=1, steps=1)
+    assert schedule.frozen == ["1", "4"]
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    saved = torch.load(buffer, weights_only=True)
+    assert saved["1.selector._extra_state"] == {"frozen": True}
+
+    fresh = tiny_model(seed=5)
+    assert not any(layer.selector.frozen for _, layer in autonorm_layers(fresh))
+    fresh.load_state_dict(saved)
+    fresh.train()
+    x = torch.randn(16, 5, 6)
+    for _, layer in autonorm_layers(fresh):
+        assert layer.selector.frozen
+        assert not any(p.requires_grad for p in layer.selector.parameters())
+    torch.testing.assert_close(fresh(x), fresh(x), rtol=0, atol=0)  # no Gumbel noise
+    torch.testing.assert_close(fresh(x), model(x), rtol=0, atol=0)
+
+    unfrozen = tiny_model(seed=6)
+    fresh.load_state_dict(unfrozen.state_dict())  # an unfrozen state unfreezes the flag
+    assert not any(layer.selector.frozen for _, layer in autonorm_layers(fresh))
 
 
 def test_schedule_validates_its_arguments() -> None:
