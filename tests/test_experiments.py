@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -387,8 +388,20 @@ def test_report_writes_summary_and_figures(tmp_path) -> None:
 
 
 def test_cpu_profile_is_optional_and_named_when_missing() -> None:
-    exp = experiments.get("fc_normalisers")
-    assert set(normlab._runtime.REQUIRED_PROFILES) <= set(exp.profiles)
-    if "cpu" not in exp.profiles:
-        with pytest.raises(ValueError, match="declares no 'cpu' grid"):
-            exp.grid("cpu")
+    full = experiments.get("fc_normalisers")
+    assert "cpu" in full.profiles
+    required = normlab._runtime.REQUIRED_PROFILES
+    without_cpu = dataclasses.replace(
+        full,
+        profiles={p: full.profiles[p] for p in required},
+        seconds_per_run={p: full.seconds_per_run[p] for p in required},
+    )
+    assert without_cpu.grid("quick") is full.grid("quick")
+    with pytest.raises(ValueError, match="declares no 'cpu' grid") as info:
+        without_cpu.grid("cpu")
+    assert ", ".join(required) in str(info.value)  # it names the grids it has
+    with pytest.raises(ValueError, match="profile\\(s\\) paper"):
+        dataclasses.replace(
+            full,
+            profiles={p: full.profiles[p] for p in ("quick", "standard")},
+        )

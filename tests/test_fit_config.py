@@ -94,6 +94,26 @@ def test_the_config_is_frozen_and_normalised() -> None:
         config.lr = 2.0
 
 
+def test_the_config_is_hashable_and_its_optimizer_kwargs_read_only() -> None:
+    kwargs = {"momentum": 0.9}
+    config = FitConfig(**{**BASE, "optimizer_kwargs": kwargs})
+    assert config == FitConfig(**BASE) and hash(config) == hash(FitConfig(**BASE))
+    other = dataclasses.replace(config, lr=0.1)
+    assert len({config, FitConfig(**BASE), other}) == 2
+    full = {
+        **BASE,
+        "augment": Augment(hflip=True),
+        "device": torch.device("cpu"),
+        "checkpoint_dir": Path("runs"),
+    }
+    assert hash(FitConfig(**full)) == hash(FitConfig(**full))
+    kwargs["momentum"] = 0.5  # the config keeps its own copy
+    assert config.optimizer_kwargs == {"momentum": 0.9}
+    assert FitConfig(**{**BASE, "optimizer_kwargs": kwargs}) != config
+    with pytest.raises(TypeError):
+        config.optimizer_kwargs["momentum"] = 0.5  # type: ignore[index]
+
+
 def test_the_run_record_is_every_field_but_the_runtime_ones() -> None:
     """Derived, not listed: a new field is in the record unless declared as a runtime choice."""
     record = FitConfig(**BASE).run_record()

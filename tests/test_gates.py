@@ -6,6 +6,7 @@ its hooks in the documented order.
 
 from __future__ import annotations
 
+import io
 import math
 
 import pytest
@@ -284,6 +285,47 @@ def test_freezing_rules(rule: str, per_layer: bool, expected: list[str]) -> None
         assert layer.selector.frozen == (name in expected)
 
 
+def _collapsed(both: bool) -> nn.Module:
+    """Layer "1" (and "4" when ``both``) has a fully collapsed gate: probabilities exactly
+    ``(1, 0)`` in float32, so its entropy is exactly 0; otherwise "4" is uniform (ln 2)."""
+    model = tiny_model()
+    with torch.no_grad():
+        for name, layer in autonorm_layers(model):
+            last = layer.selector.mlp[2]
+            last.weight.zero_()
+            collapsed = both or name == "1"
+            last.bias.copy_(
+                torch.tensor([1000.0, -1000.0]) if collapsed else torch.zeros(2)
+            )
+    return model
+
+
+@pytest.mark.parametrize(
+    ("rule", "per_layer", "both", "expected"),
+    [
+        # "high" freezes at H >= eps_h: a gate at exactly 0 = eps_h freezes
+        ("high", True, False, ["1", "4"]),
+        ("high", False, True, ["1", "4"]),
+        # "low" freezes at H < eps_h: a gate at exactly 0 = eps_h does not
+        ("low", True, False, []),
+        ("low", False, True, []),
+    ],
+)
+def test_freezing_rules_at_the_boundary_entropy_equal_to_eps_h(
+    rule: str, per_layer: bool, both: bool, expected: list[str]
+) -> None:
+    model = _collapsed(both)
+    schedule = AutoNormS(
+        t_freeze=1, eps_h=0.0, rule=rule, per_layer=per_layer, tau=None
+    )
+    run(model, [schedule], epochs=1, steps=1)
+    assert schedule.entropy_records[0]["layers"]["1"] == 0.0
+    assert (schedule.entropy_records[0]["mean"] == 0.0) == both
+    assert schedule.frozen == expected
+    for name, layer in autonorm_layers(model):
+        assert layer.selector.frozen == (name in expected)
+
+
 def test_schedule_sets_tau_and_resumes_exactly() -> None:
     model = tiny_model()
     schedule = AutoNormS(t_freeze=2, eps_h=0.0, tau=0.3)
@@ -304,6 +346,33 @@ def test_schedule_sets_tau_and_resumes_exactly() -> None:
         and not any(p.requires_grad for p in layer.selector.parameters())
         for _, layer in autonorm_layers(fresh_model)
     )
+
+
+def test_a_reloaded_frozen_autonorm_s_stays_frozen() -> None:
+    model = tiny_model()
+    schedule = AutoNormS(t_freeze=1, eps_h=0.0)  # rule "high" at 0: always freezes
+    run(model, [schedule], epochs=1, steps=1)
+    assert schedule.frozen == ["1", "4"]
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    saved = torch.load(buffer, weights_only=True)
+    assert saved["1.selector._extra_state"] == {"frozen": True}
+
+    fresh = tiny_model(seed=5)
+    assert not any(layer.selector.frozen for _, layer in autonorm_layers(fresh))
+    fresh.load_state_dict(saved)
+    fresh.train()
+    x = torch.randn(16, 5, 6)
+    for _, layer in autonorm_layers(fresh):
+        assert layer.selector.frozen
+        assert not any(p.requires_grad for p in layer.selector.parameters())
+    torch.testing.assert_close(fresh(x), fresh(x), rtol=0, atol=0)  # no Gumbel noise
+    torch.testing.assert_close(fresh(x), model(x), rtol=0, atol=0)
+
+    unfrozen = tiny_model(seed=6)
+    fresh.load_state_dict(unfrozen.state_dict())  # an unfrozen state unfreezes the flag
+    assert not any(layer.selector.frozen for _, layer in autonorm_layers(fresh))
 
 
 def test_schedule_validates_its_arguments() -> None:

@@ -169,7 +169,31 @@ def test_patchnorm_initialises_like_nn_conv2d() -> None:
     ref = nn.Conv2d(3, 5, 3, padding=1)
     assert torch.equal(ours.weight, ref.weight) and torch.equal(ours.bias, ref.bias)
     assert set(ours.state_dict()) == set(ref.state_dict())
-    assert "mode='affine_like'" in repr(ours)
+    assert "mode='affine_like', eps=1e-12" in repr(ours)
+
+
+def test_patchnorm_takes_nn_conv2d_positional_order() -> None:
+    # in, out, kernel, stride, padding, dilation, groups, bias, padding_mode
+    args = (3, 4, 3, 2, 1, 1, 1, False, "reflect")
+    ours, ref = PatchNormConv2d(*args), nn.Conv2d(*args)
+    for name in (
+        "in_channels",
+        "out_channels",
+        "kernel_size",
+        "stride",
+        "padding",
+        "dilation",
+        "groups",
+        "padding_mode",
+    ):
+        assert getattr(ours, name) == getattr(ref, name), name
+    assert ours.bias is None and ours.mode == "affine_like"
+    assert repr(ours) == (
+        f"PatchNormConv2d({ref.extra_repr()}, mode='affine_like', eps=1e-12)"
+    )
+    with pytest.raises(TypeError):
+        PatchNormConv2d(*args, None, None, "norm_like")  # mode is keyword-only
+    assert PatchNormConv2d(3, 4, 3, mode="norm_like", eps=1e-6).eps == 1e-6
 
 
 def test_extra_repr_names_the_settings() -> None:

@@ -41,8 +41,16 @@ def test_bad_profile_lists_the_valid_ones(monkeypatch: pytest.MonkeyPatch) -> No
     assert "fast" in str(info.value)
 
 
-def test_device_is_one_of_three() -> None:
-    assert normlab.device().type in {"cuda", "mps", "cpu"}
+@pytest.mark.parametrize(
+    ("cuda", "mps", "expected"),
+    [(True, True, "cuda"), (True, False, "cuda"), (False, True, "mps")],
+)
+def test_device_prefers_cuda_then_mps(
+    monkeypatch: pytest.MonkeyPatch, cuda: bool, mps: bool, expected: str
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert normlab.device() == torch.device(expected)
 
 
 def test_device_is_cpu_without_accelerators(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ from normlab.augment import Augment, cutmix, mixup, random_crop, random_hflip
 from normlab.callbacks import Callback, TrainState
 from normlab.data import DataSplit, load
 from normlab.models import MLP
-from normlab.training import CheckpointError, History, evaluate, fit
+from normlab.training import CheckpointError, History, _schedule, evaluate, fit
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -389,8 +389,19 @@ def test_frozen_parameters_do_not_move(digits) -> None:
     assert torch.equal(model[1].weight, freeze.frozen)
 
 
+class StepLR(Callback):
+    """Records the learning rate each optimiser step uses (read before ``opt.step()``)."""
+
+    def __init__(self) -> None:
+        self.lrs: list[float] = []
+
+    def on_after_backward(self, state: TrainState) -> None:
+        self.lrs.append(state.optimizer.param_groups[0]["lr"])
+
+
 def test_warmup_cosine_schedule_and_max_steps(digits) -> None:
     train, val, _ = digits
+    spy = StepLR()
     history = fit(
         small_model(),
         train,
@@ -401,11 +412,19 @@ def test_warmup_cosine_schedule_and_max_steps(digits) -> None:
         optimizer="sgd",
         schedule="warmup_cosine",
         warmup=0.5,
+        callbacks=[spy],
         progress=False,
         device="cpu",
     )
     # warm-up ends exactly at the end of epoch 1 (multiplier 1), the cosine reaches 0 at the end.
     assert history.column("lr") == [pytest.approx(0.5), pytest.approx(0.0, abs=1e-12)]
+    # the first step trains at lr / warmup_steps (never 0); the last warm-up step at lr
+    warmup_steps = history.column("step")[0]
+    assert len(spy.lrs) == 2 * warmup_steps and warmup_steps > 1
+    assert spy.lrs[0] == pytest.approx(0.5 / warmup_steps, rel=1e-12)
+    assert spy.lrs[warmup_steps - 1] == pytest.approx(0.5, rel=1e-12)
+    assert spy.lrs[warmup_steps] == pytest.approx(0.5, rel=1e-12)
+    assert all(a < b for a, b in zip(spy.lrs[:warmup_steps], spy.lrs[1:warmup_steps]))
     capped = fit(
         small_model(),
         train,
@@ -417,6 +436,21 @@ def test_warmup_cosine_schedule_and_max_steps(digits) -> None:
         progress=False,
     )
     assert capped.column("step") == [19, 25]
+
+
+@pytest.mark.parametrize("warmup_steps", [1, 4, 10])
+def test_warmup_multiplier_starts_at_one_over_warmup_and_reaches_one(
+    warmup_steps: int,
+) -> None:
+    multiplier = _schedule("warmup_cosine", 20, warmup_steps)
+    # step k of the warm-up (0-based) trains at (k + 1) / warmup_steps: never at lr 0
+    assert multiplier(0) == pytest.approx(1 / warmup_steps, rel=1e-12)
+    assert [multiplier(k) for k in range(warmup_steps)] == pytest.approx(
+        [(k + 1) / warmup_steps for k in range(warmup_steps)], rel=1e-12
+    )
+    assert multiplier(warmup_steps - 1) == 1.0
+    assert multiplier(warmup_steps) == 1.0  # the cosine starts at its top
+    assert multiplier(20) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_regression_rmse_in_original_units() -> None:

@@ -44,8 +44,12 @@ class CheckpointError(RuntimeError):
 
 
 def model_signature(model: nn.Module) -> list[list[Any]]:
-    """``[name, shape]`` of every entry of the model's state dict: what a checkpoint must match."""
-    return [[name, list(t.shape)] for name, t in model.state_dict().items()]
+    """``[name, shape]`` of every entry of the model's state dict (shape None for a module's
+    extra state, such as a gate's freeze flag): what a checkpoint must match."""
+    return [
+        [name, list(t.shape) if isinstance(t, torch.Tensor) else None]
+        for name, t in model.state_dict().items()
+    ]
 
 
 def save(

@@ -48,7 +48,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +129,28 @@ def _flag(name: str, value: Any, *, optional: bool = False) -> None:
         )
 
 
+class _FrozenKwargs(Mapping[str, Any]):
+    """A read-only, hashable copy of a keyword mapping (``FitConfig.optimizer_kwargs``)."""
+
+    def __init__(self, items: Mapping[str, Any]) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+
 @dataclass(frozen=True)
 class FitConfig:
     """Every setting of :func:`fit`, checked when the config is built.
@@ -137,8 +159,9 @@ class FitConfig:
         epochs, batch_size, lr: the budget; all must be positive. ``max_steps`` (optional)
             ends training after that many optimiser steps (fixed-steps budgets).
         optimizer: ``"sgd"``, ``"adam"``, ``"adamw"`` or ``"rmsprop"``; ``optimizer_kwargs``
-            go to its constructor (e.g. ``{"momentum": 0.9}``). ``weight_decay`` applies to
-            weights with ``ndim >= 2`` only.
+            go to its constructor (e.g. ``{"momentum": 0.9}``; kept as a read-only copy, so
+            that a config is hashable). ``weight_decay`` applies to weights with ``ndim >= 2``
+            only.
         schedule: ``"constant"``, ``"cosine"`` or ``"warmup_cosine"`` (linear warm-up over
             the fraction ``warmup`` of all steps, then cosine to zero); stepped per
             optimiser step.
@@ -217,7 +240,7 @@ class FitConfig:
             raise TypeError(
                 f"optimizer_kwargs must be a mapping, got {type(self.optimizer_kwargs).__name__}"
             )
-        normalise("optimizer_kwargs", dict(self.optimizer_kwargs or {}))
+        normalise("optimizer_kwargs", _FrozenKwargs(self.optimizer_kwargs or {}))
         if self.augment is not None and not isinstance(self.augment, Augment):
             raise TypeError(
                 f"augment must be a normlab.augment.Augment or None, got {type(self.augment).__name__}"

@@ -174,8 +174,8 @@ class SelectorLR(Callback):
 class SelectorSnapshots(Callback):
     """Keep a copy of every learned gate's parameters at the end of each epoch.
 
-    ``snapshots[epoch][layer]`` is that layer's selector ``state_dict`` (cloned tensors),
-    so a chapter can check that a frozen gate stays bit-identical after the freeze.
+    ``snapshots[epoch][layer]`` is that layer's selector parameters by name (cloned
+    tensors), so a chapter can check that a frozen gate stays bit-identical after the freeze.
     """
 
     def __init__(self) -> None:
@@ -185,7 +185,7 @@ class SelectorSnapshots(Callback):
         self.snapshots[state.epoch] = {
             name: {
                 key: value.detach().clone()
-                for key, value in layer.selector.state_dict().items()
+                for key, value in layer.selector.named_parameters()
             }
             for name, layer in autonorm_layers(state.model)
             if layer.selector is not None

@@ -97,6 +97,14 @@ class AffineLikeLinear(_CheckedLinear):
     Shape:
         - Input: :math:`(*, H_{in})`, any number of leading dimensions.
         - Output: :math:`(*, H_{out})`.
+
+    Examples::
+
+        >>> layer = AffineLikeLinear(20, 30)
+        >>> layer(torch.randn(128, 20)).shape
+        torch.Size([128, 30])
+        >>> torch.equal(layer(torch.zeros(20)), layer.bias)  # x = 0: z = b / 1
+        True
     """
 
     def forward(self, x: Tensor) -> Tensor:
@@ -127,6 +135,15 @@ class NormLikeLinear(_CheckedLinear):
     Shape:
         - Input: :math:`(*, H_{in})`.
         - Output: :math:`(*, H_{out})`.
+
+    Examples::
+
+        >>> layer = NormLikeLinear(20, 30)
+        >>> x = torch.randn(128, 20)
+        >>> layer(x).shape
+        torch.Size([128, 30])
+        >>> torch.allclose(layer(x), layer(3.0 * x), atol=1e-6)  # only x / norm(x) counts
+        True
     """
 
     def __init__(
@@ -172,6 +189,15 @@ class L2Norm(nn.Module):
     Shape:
         - Input: any shape with the dimensions in ``dim``.
         - Output: same shape as the input.
+
+    Examples::
+
+        >>> x = torch.randn(8, 20)
+        >>> torch.allclose(torch.linalg.vector_norm(L2Norm()(x), dim=-1), torch.ones(8))
+        True
+        >>> images = L2Norm(dim=(1, 2, 3))(torch.randn(8, 3, 32, 32))
+        >>> torch.allclose(torch.linalg.vector_norm(images, dim=(1, 2, 3)), torch.ones(8))
+        True
     """
 
     def __init__(self, dim: int | Sequence[int] = -1, eps: float = 1e-12) -> None:
@@ -214,6 +240,11 @@ class Gain(nn.Module):
     Shape:
         - Input: :math:`(*, \text{num\_features})`.
         - Output: same shape as the input.
+
+    Examples::
+
+        >>> Gain(4, init=2.0)(torch.ones(2, 4)).tolist()
+        [[2.0, 2.0, 2.0, 2.0], [2.0, 2.0, 2.0, 2.0]]
     """
 
     def __init__(
@@ -258,8 +289,9 @@ class PatchNormConv2d(nn.Conv2d):
     sum of squares :math:`\sum_c x_c^2`, convolved with a ones kernel at the layer's stride,
     padding and dilation. The input is never unfolded.
 
-    Arguments, parameters and initialisation are those of :class:`torch.nn.Conv2d`
-    (``groups`` must be 1), plus:
+    Arguments (in :class:`torch.nn.Conv2d`'s positional order), parameters and
+    initialisation are those of :class:`torch.nn.Conv2d` (``groups`` must be 1), plus two
+    keyword-only ones:
 
     Args:
         mode: ``"affine_like"`` or ``"norm_like"``. Default: ``"affine_like"``.
@@ -269,6 +301,14 @@ class PatchNormConv2d(nn.Conv2d):
         - Input: :math:`(N, C_{in}, H, W)` or :math:`(C_{in}, H, W)`.
         - Output: :math:`(N, C_{out}, H_{out}, W_{out})` or :math:`(C_{out}, H_{out}, W_{out})`,
           as for :class:`torch.nn.Conv2d`.
+
+    Examples::
+
+        >>> layer = PatchNormConv2d(3, 16, 3, 1, 1, mode="norm_like")  # nn.Conv2d's order
+        >>> layer(torch.randn(8, 3, 32, 32)).shape
+        torch.Size([8, 16, 32, 32])
+        >>> layer
+        PatchNormConv2d(3, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), mode='norm_like', eps=1e-12)
     """
 
     def __init__(
@@ -279,13 +319,13 @@ class PatchNormConv2d(nn.Conv2d):
         stride: int | tuple[int, int] = 1,
         padding: int | tuple[int, int] | str = 0,
         dilation: int | tuple[int, int] = 1,
-        bias: bool = True,
-        mode: str = "affine_like",
         groups: int = 1,
+        bias: bool = True,
         padding_mode: str = "zeros",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         *,
+        mode: str = "affine_like",
         eps: float = 1e-12,
     ) -> None:
         positive_ints(in_channels=in_channels, out_channels=out_channels)
@@ -356,4 +396,4 @@ class PatchNormConv2d(nn.Conv2d):
         return out.squeeze(0) if unbatched else out
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, mode={self.mode!r}"
+        return f"{super().extra_repr()}, mode={self.mode!r}, eps={self.eps}"

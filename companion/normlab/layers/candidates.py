@@ -33,6 +33,15 @@ class DyT(nn.Module):
     Shape:
         - Input: :math:`(*, \text{normalized\_shape})`
         - Output: same shape as the input
+
+    Examples::
+
+        >>> layer = DyT(64)
+        >>> x = torch.randn(8, 10, 64)
+        >>> layer(x).shape
+        torch.Size([8, 10, 64])
+        >>> torch.equal(layer(x), torch.tanh(0.5 * x))  # at initialisation
+        True
     """
 
     def __init__(
@@ -85,6 +94,14 @@ class AdaNorm(nn.Module):
     Shape:
         - Input: :math:`(*, \text{normalized\_shape})`
         - Output: same shape as the input
+
+    Examples::
+
+        >>> x = torch.randn(8, 10, 64)
+        >>> AdaNorm(64)(x).shape
+        torch.Size([8, 10, 64])
+        >>> torch.equal(AdaNorm(64, k=0.0)(x), F.layer_norm(x, (64,)))  # k = 0: plain LN
+        True
     """
 
     def __init__(
@@ -132,6 +149,15 @@ class FiLMNorm(nn.Module):
     Shape:
         - Input: :math:`(N, *, \text{normalized\_shape})`
         - Output: same shape as the input
+
+    Examples::
+
+        >>> layer = FiLMNorm(64)
+        >>> x = torch.randn(8, 10, 64)
+        >>> layer(x).shape
+        torch.Size([8, 10, 64])
+        >>> torch.allclose(layer(x), F.layer_norm(x, (64,)))  # it starts as LayerNorm
+        True
     """
 
     pools_tokens = True

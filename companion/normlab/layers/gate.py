@@ -116,13 +116,24 @@ class NormSelector(nn.Module):
     ``max(1, D // 2)`` as in the AutoNorm code. In training mode the weights are sampled
     (soft, or one-hot straight-through when ``hard``). In eval mode, or when ``frozen`` (set
     by the AutoNorm-S schedule), they are deterministic: :math:`\mathrm{softmax}(\ell)`, the
-    probabilities the samples follow, or its one-hot argmax when ``hard``. Every forward
-    stores ``last_logits`` and ``last_probs`` (:math:`\mathrm{softmax}(\ell)`, float32,
-    detached) for telemetry.
+    probabilities the samples follow, or its one-hot argmax when ``hard``. ``frozen`` is
+    saved in the ``state_dict`` (its ``_extra_state``): loading a frozen selector's state
+    freezes it again, its parameters with ``requires_grad=False`` as
+    :func:`normlab.gates.freeze_selector` leaves them. Every forward stores ``last_logits``
+    and ``last_probs`` (:math:`\mathrm{softmax}(\ell)`, float32, detached) for telemetry.
 
     Shape:
         - Input: :math:`(N, *, \text{normalized\_shape})`
         - Output: :math:`(N, k)`, float32 (float64 for float64 input)
+
+    Examples::
+
+        >>> selector = NormSelector(64).eval()
+        >>> weights = selector(torch.randn(8, 10, 64))
+        >>> weights.shape
+        torch.Size([8, 2])
+        >>> torch.allclose(weights.sum(-1), torch.ones(8))
+        True
     """
 
     pools_tokens = True
@@ -184,6 +195,15 @@ class NormSelector(nn.Module):
             return F.one_hot(logits.argmax(dim=-1), self.k).to(logits.dtype)
         return probs
 
+    def get_extra_state(self) -> dict[str, bool]:
+        return {"frozen": self.frozen}
+
+    def set_extra_state(self, state: dict[str, bool]) -> None:
+        self.frozen = bool(state["frozen"])
+        if self.frozen:
+            for param in self.parameters():
+                param.requires_grad_(False)
+
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, k={self.k}, hidden={self.hidden}, tau={self.tau}, hard={self.hard}"
 
@@ -211,6 +231,18 @@ class AutoNorm(nn.Module):
     Shape:
         - Input: :math:`(N, *, \text{normalized\_shape})`
         - Output: same shape as the input
+
+    Examples::
+
+        >>> layer = AutoNorm(64)  # in place of nn.LayerNorm(64)
+        >>> x = torch.randn(8, 10, 64)
+        >>> layer(x).shape
+        torch.Size([8, 10, 64])
+        >>> layer.last_probs.shape  # the gate's probabilities (DyT, LN) per sample
+        torch.Size([8, 2])
+        >>> layer.pin = "ln"
+        >>> torch.equal(layer(x), layer.ln(x))
+        True
     """
 
     pools_tokens = True
