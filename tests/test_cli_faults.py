@@ -134,7 +134,10 @@ def test_ctrl_c_during_run_exits_130_with_the_finished_runs_saved(
         "OMP_NUM_THREADS": "1",
     }
     args = run_args(tmp_path, "--device", "cpu", "--threads", "1")
-    args[args.index(SHARD)] = "0/7"  # six runs: time to interrupt after the first
+    # every quick run (42, some seconds each): SIGINT after the first lands mid-grid even on
+    # a loaded machine (six runs could all finish before the signal arrived)
+    args[args.index(SHARD)] = "0/1"
+    total = len(shard_runs("0/1"))
     process = subprocess.Popen(
         [sys.executable, "-m", "normlab", *args],
         env=env,
@@ -152,7 +155,7 @@ def test_ctrl_c_during_run_exits_130_with_the_finished_runs_saved(
     assert process.returncode == 130, err
     assert err.strip().splitlines()[-1].startswith("error: interrupted")
     finished = sorted(records.glob("*.json"))
-    assert 1 <= len(finished) < 6
+    assert 1 <= len(finished) < total
     assert all(json.loads(p.read_text())["metrics"] for p in finished)  # whole files
     table = (tmp_path / "fc_normalisers" / "quick" / "results.csv").read_text()
     assert len(table.strip().splitlines()) == 1 + len(finished)
