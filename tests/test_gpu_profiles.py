@@ -148,5 +148,7 @@ def test_larger_profiles_names_costs_and_commands() -> None:
         assert f"{exp.grid('standard').size()} runs, ~{minutes} GPU-min" in text
         assert f"python -m normlab run {name} --profile standard" in text
     assert "--executor slurm" in text and "--profile paper" in text
+    for chapter in ("6", "7", "8", "10", "11", "12", "13", "14", "15"):
+        assert max(map(len, experiments.larger_profiles(chapter).splitlines())) <= 88
     with pytest.raises(ValueError, match="chapter='2' has no experiments"):
         experiments.larger_profiles("2")

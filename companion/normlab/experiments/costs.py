@@ -33,7 +33,8 @@ def chapter_experiments(chapter: str) -> list[str]:
 
 def larger_profiles(chapter: str) -> str:
     """The standard and paper grids of ``chapter``'s experiments: runs, estimated GPU time,
-    and the commands that run them on one GPU and on a Slurm cluster."""
+    and the commands that run them on one GPU and on a Slurm cluster, in lines that fit the
+    book's 88-column code column."""
     lines = [
         f"Larger profiles of chapter {chapter} (registry estimates, before sharding):"
     ]
@@ -54,7 +55,9 @@ def larger_profiles(chapter: str) -> str:
             for n in experiments
         ),
         "A Slurm cluster (pip install 'normlab[cluster]'; resubmit to resume):",
-        f"  for e in {joined}; do python -m normlab run $e --profile paper --out runs "
-        "--executor slurm --partition gpu --time 240 --gpus-per-task 1; done",
+        f"  for e in {joined}; do",
+        "    python -m normlab run $e --profile paper --out runs \\",
+        "      --executor slurm --partition gpu --time 240 --gpus-per-task 1",
+        "  done",
     ]
     return "\n".join(lines)
