@@ -33,6 +33,7 @@ from ._checks import one_of, positive_int
 from ._runtime import PROFILES
 from .experiments.part1 import CORRECTIONS, PART1_RIVALS, SCALE_INVARIANT
 from .normalisers import PART2
+from .paper import EPS_H
 from .stats import Interval, interval, paired_differences, slopes_log2
 
 __all__ = [
@@ -825,7 +826,6 @@ GATE_VISION = (
     "cifar10",
 )  # the image task of autonorm_gates (stand-in, real)
 LANGUAGE = ("ptb_pos", "sst2")
-EPS_H = 0.1  # AutoNorm-S's threshold: a gate with less entropy has decided
 
 
 def _gates(results: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -882,7 +882,6 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
 # digits, each in its own style: diverse); the GPU profiles add the real vision datasets.
 # AutoNorm-S is the paper's rule (H >= 0.1 at T_freeze), composed from the autonorm and the
 # freeze_at_<T> runs of the same set (gate_study.compose_schedule).
-GATE_EPS_H = 0.1
 
 
 def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
@@ -895,7 +894,7 @@ def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
     if gate_study.freeze_epochs(results["arm"].unique()) and "autonorm" in set(
         results["arm"]
     ):
-        table = gate_study.with_schedules(results, GATE_EPS_H)
+        table = gate_study.with_schedules(results, EPS_H)
     return gate_study.chosen(table)
 
 
@@ -1262,7 +1261,7 @@ for _claim in [
             "gate_bottleneck",
             _n3_gate,
             Directional(+1),
-            "autonorm_s (the paper's rule, eps_H 0.1) minus frozen_ln and minus autonorm, paired by seed, on "
+            f"autonorm_s (the paper's rule, eps_H {EPS_H:g}) minus frozen_ln and minus autonorm, paired by seed, on "
             "CIFAR-10 when present, else the restyled (diverse) digits",
         ),
     ),

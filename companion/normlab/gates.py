@@ -24,6 +24,7 @@ from torch import nn
 from ._checks import one_of, positive_int
 from .callbacks import Callback, TrainState
 from .layers.gate import CANDIDATES, AutoNorm, check_tau, gumbel_softmax, sample_gumbel
+from .paper import EPS_H, T_FREEZE_EPOCHS
 
 __all__ = [
     "AutoNormS",
@@ -321,8 +322,8 @@ class AutoNormS(Callback):
 
     def __init__(
         self,
-        t_freeze: int = 10,
-        eps_h: float = 0.1,
+        t_freeze: int = T_FREEZE_EPOCHS,
+        eps_h: float = EPS_H,
         *,
         tau: float | None = 0.5,
         per_layer: bool = False,

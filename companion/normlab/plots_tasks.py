@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 from matplotlib.figure import Figure
 
+from .paper import EPS_H
 from .plots import colours, finish, label, new_figure, style
 from .stats import mean_ci
 
@@ -87,7 +88,7 @@ def entropy_curves(
     gates: pd.DataFrame,
     *,
     hue: str = "data",
-    eps_h: float | None = 0.1,
+    eps_h: float | None = EPS_H,
     names: Mapping[str, str] | None = None,
     title: str | None = None,
 ) -> Figure:

@@ -34,6 +34,7 @@ from matplotlib.figure import Figure
 from . import normalisers, plots
 from .experiments.gate_study import TASKS, load_records
 from .interactive import Interactive, choice
+from .paper import EPS_H, TAU
 
 WIDGET_EXPERIMENT = "gate_widget"
 
@@ -43,12 +44,12 @@ class GateSetting:
     """One position of the widget's controls."""
 
     data: str = "mnist"
-    tau: float = 0.5
+    tau: float = TAU
     selector_lr: float = 1.0
     hard: bool = False
     freezing: bool = False
     t_freeze: int = 3
-    eps_h: float = 0.1
+    eps_h: float = EPS_H
     rule: str = "high"
 
     def describe(self) -> str:

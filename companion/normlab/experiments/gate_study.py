@@ -51,6 +51,7 @@ from ..interactive import Interactive, LiveAndStatic, choice
 from ..models import ViTLite
 from ..models.vit import vit_config
 from ..normalisers import colour, norm_layer
+from ..paper import EPS_H, TAU
 from .grid import Grid
 from .part2 import adamw_recipe
 from .registry import Experiment, RunContext, register_experiment
@@ -214,7 +215,7 @@ def arm_settings(config: dict[str, Any]) -> dict[str, Any]:
     never), ``tau`` (default 0.5) and ``selector_lr`` (default 1). A config with ``rule``,
     ``t_freeze`` and ``eps_h`` (and no ``freeze_at``) runs a real AutoNorm-S schedule.
     """
-    settings = {"hard": False, "freeze_at": 0, "tau": 0.5, "selector_lr": 1.0, **config}
+    settings = {"hard": False, "freeze_at": 0, "tau": TAU, "selector_lr": 1.0, **config}
     arm = settings.get("arm")
     if arm is not None:
         if arm.startswith(FREEZE_PREFIX) and arm[len(FREEZE_PREFIX) :].isdigit():
@@ -561,7 +562,7 @@ def _grids(
     return {
         p: Grid(
             axes={"data": tasks[p], "arm": arms[p], "lr": LRS[p]},
-            fixed={**SETUP[p], "tau": 0.5, "selector_lr": 1.0},
+            fixed={**SETUP[p], "tau": TAU, "selector_lr": 1.0},
             seeds=SEEDS[p],
         )
         for p in SETUP
@@ -702,7 +703,7 @@ ARM_ORDER = [
 ]
 
 
-def with_schedules(runs: pd.DataFrame, eps_h: float = 0.1) -> pd.DataFrame:
+def with_schedules(runs: pd.DataFrame, eps_h: float = EPS_H) -> pd.DataFrame:
     """``runs`` with AutoNorm-S under both rules composed in at the set's first ``freeze_at_<T>``
     (and those freeze runs left out); unchanged when the set has no freeze run."""
     epochs = freeze_epochs(runs["arm"].unique())
@@ -746,7 +747,7 @@ def draw_arms(runs: pd.DataFrame, ax: Any) -> None:
     ax.legend(fontsize=7, ncol=2)
 
 
-def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = 0.1) -> Any:
+def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = EPS_H) -> Any:
     """Gate entropy per layer over training, one panel per task: the mean over seeds and a band of
     one standard deviation (``gates``: a :func:`gate_table`)."""
     import numpy as np
@@ -799,7 +800,7 @@ def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = 0.1) -> Any:
 
 
 def entropy_twin(
-    gates: pd.DataFrame, by: str, title: str, eps_h: float = 0.1
+    gates: pd.DataFrame, by: str, title: str, eps_h: float = EPS_H
 ) -> Interactive:
     """:func:`entropy_figure` for the HTML book, with controls: the task, the value of the
     column ``by`` (e.g. ``tau``), and one seed or the mean over seeds with a band of one
@@ -869,7 +870,7 @@ def entropy_twin(
 
 
 def entropy_explorer(
-    gates: pd.DataFrame, by: str, title: str, eps_h: float = 0.1
+    gates: pd.DataFrame, by: str, title: str, eps_h: float = EPS_H
 ) -> LiveAndStatic:
     """:func:`entropy_figure` of one task, one value of ``by`` and one seed or the mean over
     seeds, with controls: live ipywidgets in Jupyter and Colab, :func:`entropy_twin` in the

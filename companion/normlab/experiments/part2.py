@@ -37,6 +37,7 @@ from ..models.sequence import sequence_config
 from ..models.tabular import tabular_config
 from ..models.vit import vit_config
 from ..normalisers import PART2, get, norm_layer
+from ..paper import EPS_H, TAU
 from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
@@ -189,8 +190,8 @@ _RECIPE = {
     "warmup": 0.1,
     "weight_decay": 0.05,
     "label_smoothing": 0.1,
-    "tau": 0.5,
-    "eps_h": 0.1,
+    "tau": TAU,
+    "eps_h": EPS_H,
     "crop_padding": 4,
     "mixup_alpha": 0.0,
     "cutmix_alpha": 0.0,

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .. import data
+from ..paper import EPS_H, TAU
 from ..robustness import (
     accuracy_under_corruption,
     corruption_suite,
@@ -69,8 +70,8 @@ __all__ = [
 _RECIPE = {
     "weight_decay": 0.05,
     "label_smoothing": 0.1,
-    "tau": 0.5,
-    "eps_h": 0.1,
+    "tau": TAU,
+    "eps_h": EPS_H,
     "augment": False,
     "crop_padding": 4,
     "mixup_alpha": 0.0,

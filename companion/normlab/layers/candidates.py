@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._checks import positive_number
+from ..paper import DYT_ALPHA_INIT
 from ._common import ShapeLike, as_shape, check_input, pooled_mlp, token_pool
 
 __all__ = ["DyT", "AdaNorm", "FiLMNorm"]
@@ -47,7 +48,7 @@ class DyT(nn.Module):
     def __init__(
         self,
         normalized_shape: ShapeLike,
-        alpha_init: float = 0.5,
+        alpha_init: float = DYT_ALPHA_INIT,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._checks import one_of, positive_number
+from ..paper import TAU
 from ._common import (
     ShapeLike,
     as_shape,
@@ -143,7 +144,7 @@ class NormSelector(nn.Module):
         normalized_shape: ShapeLike,
         k: int = 2,
         hidden: int | None = None,
-        tau: float = 0.5,
+        tau: float = TAU,
         hard: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -250,7 +251,7 @@ class AutoNorm(nn.Module):
     def __init__(
         self,
         normalized_shape: ShapeLike,
-        tau: float = 0.5,
+        tau: float = TAU,
         hard: bool = False,
         selector_hidden: int | None = None,
         selector: str = "learned",
