@@ -58,3 +58,26 @@ def test_bad_members_are_refused() -> None:
         show_source(FiLMNorm, "no_such_method")
     with pytest.raises(TypeError, match="members"):
         show_source(PatchNormConv2d.forward, "forward")
+
+
+def test_table_renders_html_with_its_caption_and_rounded_floats():
+    import pandas as pd
+    from normlab.display import table
+
+    html = table(
+        pd.DataFrame({"arm": ["a", "b"], "acc": [0.91234, float("nan")]}),
+        digits=2,
+        caption="8x8 digits <stand-in>",
+    ).to_html()
+    assert 'class="normlab-table"' in html
+    assert "0.91" in html and "0.912" not in html
+    assert "8x8 digits &lt;stand-in&gt;" in html
+    assert "nan" not in html.lower()
+
+
+def test_table_names_a_wrong_argument():
+    import pytest
+    from normlab.display import table
+
+    with pytest.raises(TypeError, match="frame must be a pandas DataFrame"):
+        table([1, 2])

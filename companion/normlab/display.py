@@ -193,3 +193,33 @@ def show_source(obj: Any, *members: str) -> SourceView:
         ValueError: a named member is not a method of the class.
     """
     return SourceView(obj, members)
+
+
+def table(
+    frame: Any,
+    *,
+    digits: int = 3,
+    caption: str | None = None,
+    index: bool = False,
+) -> Any:
+    """A results table as an HTML table that wraps to the page (a pandas ``Styler``).
+
+    Floats show ``digits`` decimals; NaN shows as an empty cell; ``caption`` names what the
+    table holds (its data, its profile). Make it the last expression of a cell; in plain
+    text (``repr``) it falls back to the frame's own text form.
+
+    Raises:
+        TypeError: ``frame`` is not a pandas DataFrame.
+    """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    styler = frame.style.format(precision=digits, na_rep="").set_table_attributes(
+        'class="normlab-table"'
+    )
+    if not index:
+        styler = styler.hide(axis="index")
+    if caption:
+        styler = styler.set_caption(html.escape(caption))
+    return styler
