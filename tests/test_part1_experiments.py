@@ -42,7 +42,7 @@ def test_part1_grids_meet_the_design() -> None:
         experiments.get(n) for n in ("fc_normalisers", "batch_size", "cnn_normalisers")
     )
     for exp in (fc, batch, cnn):
-        assert exp.grid("quick").seeds >= 3 and exp.grid("cpu").seeds >= 5
+        assert exp.grid("quick").seeds >= 3 and exp.grid("cpu").seeds >= 3
         for profile in exp.profiles:
             configs = exp.grid(profile).configs(seeds=1)
             per_config: dict[tuple, set] = {}
@@ -51,24 +51,64 @@ def test_part1_grids_meet_the_design() -> None:
                     sorted((k, v) for k, v in c.items() if k not in ("lr", "seed"))
                 )
                 per_config.setdefault(key, set()).add(c["lr"])
-            assert min(len(v) for v in per_config.values()) >= 3, (
-                f"{exp.name} {profile}: lr chosen from >= 3 rates"
+            least = 4 if profile == "cpu" else 3
+            assert min(len(v) for v in per_config.values()) >= least, (
+                f"{exp.name} {profile}: lr chosen from >= {least} rates"
             )
     cpu = fc.grid("cpu").configs(seeds=1)
     assert {c["normaliser"] for c in cpu} == set(part1.NORMALISERS)
-    assert any(
-        c["depth"] == 3 and c["width"] == 16 for c in cpu
-    )  # claim A11's configuration
-    assert (
-        {c["optimizer"] for c in cpu}
-        == {"sgd", "adam"}
-        == {c["optimizer"] for c in fc.grid("quick").configs()}
-    )
-    for profile in batch.profiles:
+    assert {c["optimizer"] for c in cpu} == {"sgd"}
+    assert {c["optimizer"] for c in fc.grid("quick").configs()} == {"sgd", "adam"}
+    for profile in ("quick", "standard", "paper"):
         sizes = sorted(batch.grid(profile).axes["batch_size"])
         assert len(sizes) >= 5 and sizes[-1] / sizes[0] >= 32
-    assert set(batch.grid("cpu").axes["budget"]) == set(part1.BUDGETS)
+    sizes = sorted(batch.grid("cpu").axes["batch_size"])
+    assert len(sizes) >= 3 and sizes[-1] / sizes[0] >= 8
+    assert set(batch.grid("cpu").axes["budget"]) == {"fixed_epochs"}
     assert set(cnn.grid("cpu").axes["normaliser"]) == set(CONV_NORMALISERS)
+
+
+def _names_at(configs: list[dict], **where: object) -> set[str]:
+    return {
+        c["normaliser"] for c in configs if all(c.get(k) == v for k, v in where.items())
+    }
+
+
+def test_cpu_fc_points_are_matched() -> None:
+    """A9 and A10 compare one rival set at every shape, under each initialisation."""
+    cpu = experiments.get("fc_normalisers").grid("cpu").configs(seeds=1)
+    xavier = {"init": "xavier_normal", "head": "same"}
+    core = set(part1.FC_CORE)
+    assert _names_at(cpu, **xavier, activation="tanh", depth=3, width=64) == set(
+        part1.NORMALISERS
+    )
+    for shape in ((3, 16), (6, 64)):
+        d, w = shape
+        assert _names_at(cpu, **xavier, activation="tanh", depth=d, width=w) == core
+    assert _names_at(cpu, **xavier, activation="leaky_relu", depth=3, width=64) == core
+    for d in (3, 6):
+        assert (
+            _names_at(cpu, init="default", activation="tanh", depth=d, width=64) == core
+        )
+    assert _names_at(cpu, head="plain") == set(part1.CORRECTIONS)
+
+
+def test_cpu_budgets_train_for_a_thousand_steps() -> None:
+    """Every cpu set's median run takes >= 1,000 SGD steps (the batch-size set: its
+    smallest batch), from the grid and the size of the training split."""
+    train = len(part1._splits("mnist", "cpu")["train"])
+    for name in ("fc_normalisers", "batch_size", "cnn_normalisers"):
+        configs = experiments.get(name).grid("cpu").configs(seeds=1)
+        steps = sorted(c["epochs"] * (train // c["batch_size"]) for c in configs)
+        smallest = min(c["batch_size"] for c in configs)
+        at_smallest = [
+            c["epochs"] * (train // c["batch_size"])
+            for c in configs
+            if c["batch_size"] == smallest
+        ]
+        assert min(at_smallest) >= 1000, name
+        if name != "batch_size":
+            assert steps[len(steps) // 2] >= 1000, name
 
 
 # ----------------------------------------------------------------------- models
@@ -185,6 +225,65 @@ def test_layer_inputs_names_layers_that_never_ran() -> None:
         layer_inputs(model, [nn.Linear(2, 2)], torch.randn(2, 4))
 
 
+def test_init_is_a_declared_option() -> None:
+    """``init="default"`` is torch's own initialisation, bit for bit; ``"xavier_normal"``
+    draws every linear and convolution weight with std sqrt(2 / (fan_in + fan_out)) and
+    zeroes the biases (corrected layers and PatchNorm included)."""
+    shape = dict(in_features=64, num_classes=10, width=256, depth=2)
+    for name in part1.NORMALISERS:
+        torch.manual_seed(0)
+        plain = mlp_for(name, **shape)
+        torch.manual_seed(0)
+        declared = mlp_for(name, **shape, init="default")
+        for a, b in zip(plain.state_dict().values(), declared.state_dict().values()):
+            assert torch.equal(a, b)
+        torch.manual_seed(0)
+        xavier = mlp_for(name, **shape, init="xavier_normal")
+        linears = [m for m in xavier.modules() if isinstance(m, nn.Linear)]
+        assert len(linears) == 3
+        for layer in linears:
+            fan_out, fan_in = layer.weight.shape
+            expected = math.sqrt(2.0 / (fan_in + fan_out))
+            assert float(layer.weight.detach().std()) == pytest.approx(
+                expected, rel=0.05
+            )
+            assert torch.equal(layer.bias, torch.zeros_like(layer.bias))
+    torch.manual_seed(0)
+    cnn = cnn_for(
+        "affine_like",
+        in_channels=1,
+        num_classes=10,
+        channels=64,
+        depth=2,
+        init="xavier_normal",
+    )
+    conv = cnn.convolutions()[1]
+    fan = 64 * 9
+    assert float(conv.weight.detach().std()) == pytest.approx(
+        math.sqrt(2.0 / (2 * fan)), rel=0.05
+    )
+    assert torch.equal(conv.bias, torch.zeros_like(conv.bias))
+    with pytest.raises(ValueError, match="init"):
+        mlp_for("none", in_features=4, num_classes=2, init="kaiming")
+    with pytest.raises(ValueError, match="init"):
+        cnn_for("none", in_channels=1, num_classes=2, init="kaiming")
+
+
+def test_head_is_corrected_or_plain() -> None:
+    from normlab.layers import AffineLikeLinear, NormLikeLinear
+
+    shape = dict(in_features=8, num_classes=3, width=4, depth=1)
+    for name, kind in (
+        ("affine_like", AffineLikeLinear),
+        ("norm_like", NormLikeLinear),
+    ):
+        assert type(mlp_for(name, **shape).head) is kind
+        assert type(mlp_for(name, **shape, head="plain").head) is nn.Linear
+        assert type(mlp_for(name, **shape, head="plain").hidden[0]) is kind
+    with pytest.raises(ValueError, match="head"):
+        mlp_for("none", **shape, head="corrected")
+
+
 # --------------------------------------------------------------------- analysis
 
 
@@ -236,6 +335,48 @@ def test_batch_slopes_choose_on_val_and_apply_the_scaling_rule() -> None:
     assert set(
         scores[(scores["budget"] == "fixed_epochs") & (scores["batch_size"] == 8)]["lr"]
     ) == {0.1}
+
+
+def test_scaled_lr_flags_the_edge_of_its_one_choice() -> None:
+    """Under ``scaled_lr`` the rate is chosen once, at the base batch size: ``at_edge`` is
+    that choice's, even where the per-batch choice would sit inside the grid."""
+    rows = []
+    for batch in (8, 32, 128):
+        for lr in (0.1, 0.3, 1.0):
+            best = 1.0 if batch == 32 else 0.3  # base batch 32: the largest rate
+            for seed in range(3):
+                val = 0.9 - abs(math.log10(lr / best)) + 0.01 * seed
+                rows.append(
+                    {
+                        "budget": "scaled_lr",
+                        "normaliser": "none",
+                        "batch_size": batch,
+                        "lr": lr,
+                        "base_batch_size": 32,
+                        "seed": seed,
+                        "higher_is_better": True,
+                        "val_metric": val,
+                        "test_metric": val,
+                    }
+                )
+    slopes, scores = part1.batch_slopes(pd.DataFrame(rows))
+    assert set(scores["lr"]) == {1.0} and scores["at_edge"].all()
+    assert bool(slopes.loc[0, "at_edge"])
+    interior = pd.DataFrame(rows).assign(budget="fixed_epochs")
+    _, fixed = part1.batch_slopes(interior)
+    assert not fixed[fixed["batch_size"] != 32]["at_edge"].any()
+
+
+def test_plateau_gap() -> None:
+    rising = [{"val_accuracy": v} for v in (0.1, 0.5, 0.7, 0.8)]
+    flat = [{"val_accuracy": v} for v in (0.1, 0.9, 0.95, 0.94, 0.95, 0.96, 0.95, 0.95)]
+    assert part1.plateau_gap(rising) == pytest.approx(0.0)  # ends at its best
+    assert part1.plateau_gap(flat) == pytest.approx(0.01)
+    assert part1.plateau_gap([{"val_accuracy": 0.9}, {"val_accuracy": 0.5}]) == (
+        pytest.approx(0.4)
+    )
+    with pytest.raises(ValueError, match="epoch"):
+        part1.plateau_gap([])
 
 
 def test_paired_lead_picks_the_rival_on_val() -> None:

@@ -24,7 +24,7 @@ from .._checks import one_of, positive_int, positive_ints, positive_number
 from ..layers import PatchNormConv2d
 from ..layers._common import power_of_two_scale
 from ..normalisers import NormFactory
-from .mlp import ACTIVATIONS, config_or_fields, hidden_blocks
+from .mlp import ACTIVATIONS, INITS, config_or_fields, hidden_blocks, initialise
 
 __all__ = ["CNN", "CNNConfig", "RMSNorm2d", "CONV_NORMALISERS", "cnn_for"]
 
@@ -80,7 +80,8 @@ class CNNConfig:
     """Shape and parts of a :class:`CNN`.
 
     ``conv_layer(in_channels, out_channels)`` builds each 3x3, padding-1 convolution;
-    ``norm_layer(channels)`` (or None) follows each one.
+    ``norm_layer(channels)`` (or None) follows each one. ``init`` is one of
+    :data:`normlab.models.mlp.INITS`.
     """
 
     in_channels: int
@@ -90,8 +91,10 @@ class CNNConfig:
     activation: str = "tanh"
     conv_layer: ConvFactory = functools.partial(nn.Conv2d, kernel_size=3, padding=1)
     norm_layer: NormFactory | None = None
+    init: str = "default"
 
     def __post_init__(self) -> None:
+        one_of("init", self.init, INITS)
         positive_ints(
             in_channels=self.in_channels,
             num_classes=self.num_classes,
@@ -125,6 +128,7 @@ class CNN(nn.Module):
         )
         self.pool = nn.AdaptiveAvgPool2d(POOLED_SIZE)
         self.head = nn.Linear(config.channels * POOLED_SIZE**2, config.num_classes)
+        initialise(self, config.init)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.features(x)
@@ -166,7 +170,7 @@ def cnn_for(normaliser: str, **config: object) -> CNN:
     """Build a :class:`CNN` with one of chapter 8's normalisers by name.
 
     ``config`` holds the other :class:`CNNConfig` fields (``in_channels``, ``num_classes``,
-    ``channels``, ``depth``, ``activation``).
+    ``channels``, ``depth``, ``activation``, ``init``).
     """
     one_of("normaliser", normaliser, CONV_NORMALISERS)
     known = {f.name for f in fields(CNNConfig)} - {"conv_layer", "norm_layer"}

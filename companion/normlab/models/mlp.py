@@ -28,6 +28,26 @@ ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,
 }
+# Weight initialisations of Part I's models: torch's default (Kaiming-uniform weights,
+# uniform biases) or Xavier-normal weights with zero biases, the choice of the paper's
+# author's public code.
+INITS: tuple[str, ...] = ("default", "xavier_normal")
+# The output layer of an MLP: built like the hidden ones ("same", so corrected for the
+# corrections) or a plain ``nn.Linear`` ("plain").
+HEADS: tuple[str, ...] = ("same", "plain")
+
+
+def initialise(model: nn.Module, init: str) -> nn.Module:
+    """Apply ``init`` (one of :data:`INITS`) to every linear and convolution layer of
+    ``model`` (corrected layers included), in place; ``"default"`` leaves torch's own."""
+    one_of("init", init, INITS)
+    if init == "xavier_normal":
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Conv2d)):
+                nn.init.xavier_normal_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+    return model
 
 
 @dataclass
@@ -36,7 +56,8 @@ class MLPConfig:
 
     ``depth`` counts hidden blocks ``linear -> norm -> activation``; the output layer comes
     on top, so ``depth=3`` has four linear layers. ``linear_layer`` builds every linear
-    layer, the output layer included; ``norm_layer`` (or None) follows each hidden one.
+    layer, the output layer too unless ``head="plain"`` (an ``nn.Linear``); ``norm_layer``
+    (or None) follows each hidden one. ``init`` is one of :data:`INITS`.
     """
 
     in_features: int
@@ -46,6 +67,8 @@ class MLPConfig:
     activation: str = "tanh"
     linear_layer: LinearFactory = nn.Linear
     norm_layer: NormFactory | None = None
+    init: str = "default"
+    head: str = "same"
 
     def __post_init__(self) -> None:
         positive_ints(
@@ -53,6 +76,8 @@ class MLPConfig:
         )
         non_negative_int("depth", self.depth)
         one_of("activation", self.activation, ACTIVATIONS)
+        one_of("init", self.init, INITS)
+        one_of("head", self.head, HEADS)
 
 
 def hidden_blocks(
@@ -110,9 +135,11 @@ class MLP(nn.Module):
             config.in_features,
             config.width,
         )
-        self.head = config.linear_layer(
+        head = nn.Linear if config.head == "plain" else config.linear_layer
+        self.head = head(
             config.width if config.depth else config.in_features, config.num_classes
         )
+        initialise(self, config.init)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)
@@ -129,7 +156,7 @@ def mlp_for(normaliser: str, **config: object) -> MLP:
 
     ``normaliser`` is one of :data:`normlab.normalisers.PART1`; its registered
     ``(linear_layer, norm_layer)`` pair builds the layers. ``config`` holds the other :class:`MLPConfig` fields (``in_features``,
-    ``num_classes``, ``width``, ``depth``, ``activation``).
+    ``num_classes``, ``width``, ``depth``, ``activation``, ``init``, ``head``).
     """
     one_of("normaliser", normaliser, normalisers.PART1)
     known = {f.name for f in fields(MLPConfig)} - {"linear_layer", "norm_layer"}
