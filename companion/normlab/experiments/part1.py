@@ -11,9 +11,9 @@ Datasets are named here by task and profile and loaded at run time through the
 :data:`normlab.data.SOURCES` table: ``mnist`` in the quick and cpu profiles (served offline by
 scikit-learn's 8x8 digits), ``cifar10`` in the GPU profiles.
 
-Besides the declarations, this module holds the update kernel's cross-sample coupling on a
-trained net's real activations (:func:`kernel_coupling`) and the chapters' figures; the
-analysis (:func:`seed_scores`, :func:`paired_lead`, :func:`batch_slopes`, ...) lives in
+Besides the declarations, this module holds the chapters' figures; the analysis
+(:func:`seed_scores`, :func:`paired_lead`, :func:`batch_slopes`, the update kernel's
+cross-sample coupling :func:`kernel_coupling`, ...) lives in
 :mod:`normlab.experiments.part1_analysis` and is re-exported here.
 
 The cpu sets train to a plateau (at least 1,000 SGD steps per run, 8x8 digits) on grids
@@ -29,19 +29,17 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
 import pandas as pd
-import torch
 from torch import nn
 
 from .. import data
 from .._runtime import seed_everything
-from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..models.mlp import mlp_for
 from ..normalisers import PART1
 from .grid import Grid
 from .part1_analysis import (
     batch_slopes,
+    kernel_coupling,
     load_histories,
     lr_sensitivity,
     paired_lead,
@@ -71,6 +69,15 @@ BUDGETS: tuple[str, ...] = ("fixed_epochs", "fixed_steps", "scaled_lr")
 # The corrections of chapter 3, and the normalisers they are compared with.
 CORRECTIONS: tuple[str, ...] = ("affine_like", "norm_like")
 PART1_RIVALS: tuple[str, ...] = ("none", "batchnorm", "layernorm", "rmsnorm", "l2")
+# The cpu fc set runs every normaliser at its central shape (3 x 64, tanh, Xavier-normal) and
+# these four at the others: the corrections, no normalisation and BatchNorm (the strongest
+# rival of the short-budget sets at every shape), one rival set at every shape.
+FC_CORE: tuple[str, ...] = ("none", "batchnorm", *CORRECTIONS)
+# The rivals of the corrections' lead (A9, A10): the same set at every shape.
+LEAD_RIVALS: tuple[str, ...] = tuple(n for n in FC_CORE if n not in CORRECTIONS)
+# The initialisation the verdicts use: Xavier-normal with zero biases, as in the public code
+# of the paper's author; the package default is shown beside it (chapter 6).
+VERDICT_INIT = "xavier_normal"
 # Output unchanged when the input is scaled (per sample; per feature over the batch for
 # BatchNorm); affine-like is not among them (claim A15).
 SCALE_INVARIANT: tuple[str, ...] = (
@@ -139,41 +146,6 @@ def train_mlp(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     the learning rate multiplied by ``batch_size / base_batch_size``).
     """
     return _fit(config, ctx)[1]
-
-
-def kernel_coupling(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
-    """Cross-sample coupling of the update kernels of a trained MLP on the batch ``x``.
-
-    For every linear layer that reads hidden activations (all but the first), the tangent
-    kernel over the batch (:func:`normlab.divergence.tangent_kernel`) is built from the
-    real inputs that layer receives. Returned, averaged over those layers:
-
-    - ``gram_offdiag``: the share of the kernel's absolute mass off the diagonal
-      (:func:`~normlab.divergence.offdiagonal_share`), what the other samples contribute to a
-      sample's update;
-    - ``gram_cosine``: the mean of :math:`|K_{ij}| / \\sqrt{K_{ii} K_{jj}}` over pairs
-      ``i != j``, the coupling of one pair whatever the batch size.
-    """
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)][1:]
-    if not linears or x.shape[0] < 2:
-        raise ValueError(
-            "kernel_coupling needs a model with at least two linear layers and a batch of >= 2"
-        )
-    inputs = layer_inputs(model, linears, x)
-    shares, cosines = [], []
-    for layer, inp in zip(linears, inputs):
-        kernel = tangent_kernel(layer, inp).double()
-        shares.append(offdiagonal_share(kernel))
-        scale = kernel.diagonal().clamp_min(torch.finfo(kernel.dtype).tiny).rsqrt()
-        normalised = (kernel * scale[:, None] * scale[None, :]).abs()
-        n = kernel.shape[0]
-        cosines.append(
-            float((normalised.sum() - normalised.diagonal().sum()) / (n * (n - 1)))
-        )
-    return {
-        "gram_offdiag": float(np.mean(shares)),
-        "gram_cosine": float(np.mean(cosines)),
-    }
 
 
 def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -275,18 +247,34 @@ def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -
     ax.legend(fontsize=7)
 
 
+def verdict_rows(results: pd.DataFrame, init: str = VERDICT_INIT) -> pd.DataFrame:
+    """The runs the verdicts read: initialisation ``init`` and the corrected output layer
+    (``head="same"``), where a set sweeps those axes; other sets come back whole."""
+    if "init" in results and results["init"].nunique() > 1:
+        results = results[results["init"] == init]
+    if "head" in results:
+        results = results[results["head"] == "same"]
+    return results
+
+
 def lead_figure(
-    results: pd.DataFrame, optimizer: str = "sgd", activation: str = "tanh"
+    results: pd.DataFrame,
+    optimizer: str = "sgd",
+    activation: str = "tanh",
+    init: str = VERDICT_INIT,
 ) -> Any:
-    """Each correction's lead over the strongest other normaliser (chosen on val), paired by
-    seed, against width (at the smallest depth) and depth (at the largest width)."""
+    """Each correction's lead over the strongest of :data:`LEAD_RIVALS` (chosen on val),
+    paired by seed, against width (at the smallest depth) and depth (at the largest width),
+    on the :func:`verdict_rows` of initialisation ``init``."""
     from .. import plots
 
-    part = _only(results, {"optimizer": optimizer, "activation": activation})
+    part = _only(
+        verdict_rows(results, init), {"optimizer": optimizer, "activation": activation}
+    )
     scores = seed_scores(part, ["depth", "width", "normaliser"])
     leads = pd.concat(
         [
-            paired_lead(scores, ["depth", "width"], name, PART1_RIVALS)
+            paired_lead(scores, ["depth", "width"], name, LEAD_RIVALS)
             for name in CORRECTIONS
         ]
     )
@@ -310,17 +298,19 @@ def lead_figure(
             ax.set_ylabel("lead in test accuracy")
             ax.legend(fontsize=8)
         figure.suptitle(
-            f"The corrections' lead over the strongest rival ({optimizer}, {activation})"
+            f"The corrections' lead over the strongest rival ({optimizer}, {activation}, "
+            f"{init} init; 8x8 digits, a stand-in for CIFAR-10)"
         )
     return figure
 
 
 def _fc_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
     """Best-of figures per optimiser (every configuration column kept, swept or fixed) and the
-    learning-rate sweep at the shallowest depth's largest width."""
+    learning-rate sweep at the shallowest depth's largest width, on the :func:`verdict_rows`."""
     from .. import plots
 
     figures: dict[str, Any] = {}
+    results = verdict_rows(results)
     metric = results["metric"].iloc[0]
     by = ["optimizer", "activation", "depth", "width", "normaliser"]
     best = select_best(
@@ -437,10 +427,6 @@ CPU_SGD_RATES: dict[str, tuple[float, ...]] = {
     **{name: (0.03, 0.1, 0.3, 1.0) for name in NORMALISERS},
     "affine_like": (0.3, 1.0, 3.0, 10.0),
 }
-# The cpu fc set runs every normaliser at its central shape (3 x 64, tanh, Xavier-normal) and
-# these four at the others: the corrections, no normalisation and BatchNorm (the strongest
-# rival of the short-budget sets at every shape), one rival set at every shape.
-FC_CORE: tuple[str, ...] = ("none", "batchnorm", *CORRECTIONS)
 GPU_RATES = {
     "sgd": (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
     "adam": (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03),
