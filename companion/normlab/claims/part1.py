@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import pandas as pd
 
-from ..experiments.part1 import CORRECTIONS, PART1_RIVALS, SCALE_INVARIANT
+from ..experiments.part1 import (
+    CORRECTIONS,
+    LEAD_RIVALS,
+    PART1_RIVALS,
+    SCALE_INVARIANT,
+    verdict_rows,
+)
 from ..stats import paired_differences, slopes_log2
 from .exact import (
     measure_a1,
@@ -34,69 +41,103 @@ _PAIRED = (
 )
 
 
+def _best(results: pd.DataFrame) -> pd.DataFrame:
+    """The verdict rows (Xavier-normal init, corrected head), each at its chosen rate."""
+    return at_chosen_lr(verdict_rows(results))
+
+
 def _lead(best: pd.DataFrame) -> tuple[pd.Series, tuple[Arm, ...]]:
     """The corrections' lead per (configuration, seed): the better correction minus the
-    strongest rival, each chosen on val."""
-    return difference(best, CORRECTIONS, PART1_RIVALS)
+    stronger of :data:`~normlab.experiments.part1.LEAD_RIVALS`, each chosen on val (one
+    rival set at every shape, so leads at two shapes compare like with like)."""
+    return difference(best, CORRECTIONS, LEAD_RIVALS)
 
 
 def _a8(results: pd.DataFrame) -> list[Effect]:
-    best = at_chosen_lr(results)
+    best = _best(results)
     return [
         paired(best, "affine_like", "norm_like"),
-        paired(
-            best,
-            "norm_like",
-            PART1_RIVALS,
-            label="norm_like - strongest of none/BN/LN/RMS/L2",
-        ),
+        paired(best, "norm_like", PART1_RIVALS),  # the label names the rivals present
     ]
 
 
+def _matched(lead: pd.Series, axis: str, fixed: Sequence[str]) -> list[Effect]:
+    """The lead's change along ``axis`` (largest minus smallest value, per seed) in every
+    group of ``fixed`` values that has two values of ``axis``, averaged over those groups."""
+    table = lead.rename("lead").reset_index()
+    changes: list[dict[int, float]] = []
+    groups = []
+    for key, group in table.groupby(list(fixed), sort=True):
+        if group[axis].nunique() < 2:
+            continue
+        at = group.groupby([axis, "seed"])["lead"].mean()
+        high, low = group[axis].max(), group[axis].min()
+        changes.append(_seed_differences(at.xs(high), at.xs(low)))
+        values = key if isinstance(key, tuple) else (key,)
+        groups.append(f"{axis} {low} -> {high} at " + ", ".join(map(str, values)))
+    if not changes:
+        return []
+    seeds = sorted(set.intersection(*(set(c) for c in changes)))
+    samples = np.array([np.mean([c[s] for c in changes]) for s in seeds])
+    return [Effect(f"lead, {'; '.join(groups)}", samples)]
+
+
+def _seed_differences(a: pd.Series, b: pd.Series) -> dict[int, float]:
+    """``a - b`` per seed for the seeds both have."""
+    both = sorted(set(a.index) & set(b.index))
+    return {int(s): float(a[s] - b[s]) for s in both}
+
+
 def _a9(results: pd.DataFrame) -> list[Effect]:
-    best = at_chosen_lr(results)
-    lead, arms = _lead(best)
-    lead = lead.rename("lead").reset_index()
-    effects = []
-    if lead["width"].nunique() >= 2:
-        by_width = lead.groupby(["width", "seed"], as_index=False)["lead"].mean()
-        effects.append(
-            Effect(
-                "slope of the lead per doubling of width",
-                slopes_log2(by_width, "width", "lead"),
-                arms=arms,
-            )
+    """The width effect at fixed depth and activation, the depth effect at fixed width and
+    activation: never a net of one shape against nets of another activation."""
+    lead, arms = _lead(_best(results))
+    effects = [
+        Effect(e.label, e.samples, arms=arms)
+        for axis, fixed in (
+            ("width", ("activation", "depth")),
+            ("depth", ("activation", "width")),
         )
-    if lead["depth"].nunique() >= 2:
-        depth = lead.groupby(["depth", "seed"])["lead"].mean()
-        deep, shallow = depth.xs(lead["depth"].max()), depth.xs(lead["depth"].min())
-        effects.append(
-            Effect(
-                "lead at the largest minus the smallest depth",
-                paired_differences(deep.to_dict(), shallow.to_dict()),
-                arms=arms,
-            )
-        )
+        for e in _matched(lead, axis, fixed)
+    ]
     if not effects:
-        raise Unmeasurable("the set has one width and one depth")
+        raise Unmeasurable("no two widths at one depth, nor two depths at one width")
     return effects
 
 
 def _a10(results: pd.DataFrame) -> list[Effect]:
-    best = at_chosen_lr(results)
+    """The lead with tanh minus the lead with leaky-ReLU at the shapes both have, and the
+    tanh lead itself (a lead cannot be clearest where there is none); the label says "no lead
+    under either" when neither mean lead is positive."""
+    best = _best(results)
+    shapes = (
+        best.groupby(["depth", "width"])["activation"].nunique().loc[lambda n: n >= 2]
+    )
+    if shapes.empty:
+        raise Unmeasurable("no shape with both tanh and leaky-ReLU runs")
+    keep = best.set_index(["depth", "width"]).index.isin(shapes.index)
+    best = best[keep]
     tanh, tanh_arms = _lead(only(best, activation="tanh"))
     leaky, leaky_arms = _lead(only(best, activation="leaky_relu"))
+    tanh_seeds, leaky_seeds = per_seed(tanh), per_seed(leaky)
+    means = np.mean(list(tanh_seeds.values())), np.mean(list(leaky_seeds.values()))
+    none = " (no lead under either)" if max(means) <= 0 else ""
     return [
         Effect(
-            "lead with tanh - lead with leaky-ReLU",
-            paired_differences(per_seed(tanh), per_seed(leaky)),
+            f"lead with tanh - lead with leaky-ReLU{none}",
+            paired_differences(tanh_seeds, leaky_seeds),
             arms=(*tanh_arms, *leaky_arms),
-        )
+        ),
+        Effect(
+            "lead with tanh",
+            np.array([tanh_seeds[s] for s in sorted(tanh_seeds)]),
+            arms=tanh_arms,
+        ),
     ]
 
 
 def _a11(results: pd.DataFrame) -> list[Effect]:
-    best = at_chosen_lr(results)
+    best = _best(results)
     return [
         paired(
             best,
@@ -137,39 +178,95 @@ def _per_optimizer(
     return split
 
 
-def _slopes(
-    results: pd.DataFrame, names: Sequence[str], rule: Rule | None = None
-) -> list[Effect]:
-    """Per budget convention and normaliser, one slope of test accuracy against log2(batch) per
-    seed, at the learning rates of :func:`normlab.experiments.part1.batch_slopes` (chosen on val
-    per batch size; for ``scaled_lr`` once at the base batch size, then scaled)."""
+PRIMARY_BUDGET = "fixed_epochs"  # the convention of the paper's mechanism (chapter 7)
+OTHERS = "mean of none/BN/LN/RMS/L2"
+
+
+def slope_table(results: pd.DataFrame, budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
+    """Per normaliser and seed, the slope of test accuracy against log2(batch size) under
+    ``budget`` (rates of :func:`normlab.experiments.part1.batch_slopes`), with the weakest
+    batch size's mean test metric as ``test_metric`` (learnability is judged on the weakest
+    cell) and the mean val metric as ``val_metric``; plus the rivals' mean slope per seed
+    as the arm :data:`OTHERS`."""
     from ..experiments.part1 import batch_slopes
 
-    if results["batch_size"].nunique() < 2:
+    if "budget" not in results or budget not in set(results["budget"]):
+        raise Unmeasurable(f"no runs under the {budget} convention")
+    part = results[results["budget"] == budget]
+    if part["batch_size"].nunique() < 2:
         raise Unmeasurable("the set has one batch size")
-    _, scores = batch_slopes(results)
-    effects = []
-    for budget in sorted(scores["budget"].unique()):
-        part = scores[scores["budget"] == budget]
-        for name in names:
-            rows = part[part["normaliser"] == name]
-            if rows.empty:
-                raise Unmeasurable(f"no runs of {name}")
-            label = f"{name}: slope per doubling of batch size ({budget})"
-            effects.append(
-                Effect(label, slopes_log2(rows, "batch_size", "test_metric"), rule)
-            )
-    return effects
+    _, scores = batch_slopes(part)
+    rows = []
+    for name, group in scores.groupby("normaliser"):
+        weakest = group.groupby("batch_size")["test_metric"].mean().min()
+        slopes = slopes_log2(group, "batch_size", "test_metric")
+        seeds = sorted(
+            group.groupby("seed")
+            .filter(lambda g: g["batch_size"].nunique() > 1)["seed"]
+            .unique()
+        )
+        rows += [
+            {
+                "normaliser": name,
+                "seed": int(seed),
+                "slope": float(v),
+                "test_metric": float(weakest),
+                "val_metric": float(group["val_metric"].mean()),
+            }
+            for seed, v in zip(seeds, slopes)
+        ]
+    table = pd.DataFrame(rows)
+    rivals = table[table["normaliser"].isin(PART1_RIVALS)]
+    if rivals["normaliser"].nunique() == len(PART1_RIVALS):
+        mean = rivals.groupby("seed")[["slope", "val_metric"]].mean().reset_index()
+        mean["test_metric"] = rivals["test_metric"].min()
+        table = pd.concat([table, mean.assign(normaliser=OTHERS)], ignore_index=True)
+    first = part.iloc[0]
+    return table.assign(
+        budget=budget,
+        metric=first["metric"],
+        higher_is_better=True,
+        data=first["data"],
+        data_profile=first.get("data_profile", first.get("profile")),
+    )
 
 
 def _a12(results: pd.DataFrame) -> list[Effect]:
-    return _slopes(results, CORRECTIONS)
+    """Each correction's slope minus the other normalisers' mean slope, paired by seed, under
+    the primary convention (the other conventions are the chapter's sensitivity)."""
+    table = slope_table(results)
+    return [
+        paired(
+            table,
+            name,
+            OTHERS,
+            value="slope",
+            higher_is_better=True,
+            label=f"{name} slope - {OTHERS} slope ({PRIMARY_BUDGET})",
+        )
+        for name in CORRECTIONS
+    ]
+
+
+def _own_slopes(table: pd.DataFrame, names: Sequence[str], rule: Rule) -> list[Effect]:
+    from .paired import chance_level
+
+    effects = []
+    for name in names:
+        rows = table[table["normaliser"] == name].sort_values("seed")
+        if rows.empty:
+            raise Unmeasurable(f"no runs of {name}")
+        arm = Arm(name, float(rows["test_metric"].iloc[0]), chance_level(table))
+        label = f"{name}: slope per doubling of batch size ({PRIMARY_BUDGET})"
+        effects.append(Effect(label, rows["slope"].to_numpy(), rule, (arm,)))
+    return effects
 
 
 def _a13(results: pd.DataFrame) -> list[Effect]:
+    table = slope_table(results)
     return [
-        *_slopes(results, ["layernorm"], Equivalent(SLOPE_MARGIN)),
-        *_slopes(results, ["batchnorm", "rmsnorm", "none"], AtLeast(SLOPE_MARGIN)),
+        *_own_slopes(table, ["layernorm"], Equivalent(SLOPE_MARGIN)),
+        *_own_slopes(table, ["batchnorm", "rmsnorm", "none"], AtLeast(SLOPE_MARGIN)),
     ]
 
 
@@ -186,7 +283,7 @@ def _a14(results: pd.DataFrame) -> list[Effect]:
 
 
 def _a15(results: pd.DataFrame) -> list[Effect]:
-    best = at_chosen_lr(results)
+    best = _best(results)
     return [
         paired(
             best,

@@ -44,6 +44,7 @@ from .part1_analysis import (
     lr_sensitivity,
     paired_lead,
     plateau_gap,
+    plateau_table,
     seed_scores,
 )
 from .registry import Experiment, RunContext, register_experiment
@@ -56,6 +57,7 @@ __all__ = [
     "lr_sensitivity",
     "paired_lead",
     "plateau_gap",
+    "plateau_table",
     "seed_scores",
     "train_mlp",
     "train_mlp_measured",

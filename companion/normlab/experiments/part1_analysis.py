@@ -203,3 +203,17 @@ def kernel_coupling(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
         "gram_offdiag": float(np.mean(shares)),
         "gram_cosine": float(np.mean(cosines)),
     }
+
+
+def plateau_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Per run (``run_id``), its :func:`plateau_gap` on the validation metric, from saved
+    records (:meth:`normlab.results.SavedSet.records`)."""
+    rows = [
+        {
+            "run_id": record["run_id"],
+            "plateau_gap": plateau_gap(record["history"], f"val_{record['metric']}"),
+        }
+        for record in records
+        if record.get("history")
+    ]
+    return pd.DataFrame(rows, columns=["run_id", "plateau_gap"])
