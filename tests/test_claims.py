@@ -299,6 +299,7 @@ def test_batch_size_slopes() -> None:
         ("batchnorm", 0.01),
         ("rmsnorm", 0.0),
         ("none", 0.02),
+        ("l2", 0.0),
     ):
         for b in (8, 32, 128):
             for seed in range(5):
@@ -310,7 +311,7 @@ def test_batch_size_slopes() -> None:
                         "seed": seed,
                         "lr": 0.1,
                         "data": "digits",
-                        "budget": "fixed_steps",
+                        "budget": "fixed_epochs",
                         "base_batch_size": 32,
                         "higher_is_better": True,
                         "val_metric": value,
@@ -318,8 +319,19 @@ def test_batch_size_slopes() -> None:
                     }
                 )
     table = pd.DataFrame(rows)
-    assert claims.judge(claims.get("A12"), table).verdict == SUPPORTED
+    a12 = claims.judge(claims.get("A12"), table)
+    assert a12.verdict == SUPPORTED
+    # the quantity is the contrast: affine-like -0.03 against the others' mean of +0.006
+    assert a12.effects[0][1].mean == pytest.approx(-0.036, abs=1e-3)
     assert claims.judge(claims.get("A13"), table).verdict == SUPPORTED
+    # every method falling alike is the step-count confound, not A12
+    alike = table.assign(
+        test_metric=0.8 - 0.03 * np.log2(table["batch_size"]) + 0.001 * table["seed"]
+    )
+    assert claims.judge(claims.get("A12"), alike).verdict != SUPPORTED
+    # judged under the primary convention only: fixed steps alone is not measurable
+    steps = claims.judge(claims.get("A12"), table.assign(budget="fixed_steps"))
+    assert "fixed_epochs" in steps.note
 
 
 # ---------------------------------------------------------------------- statuses

@@ -222,12 +222,9 @@ def slope_table(results: pd.DataFrame, budget: str = PRIMARY_BUDGET) -> pd.DataF
         mean["test_metric"] = rivals["test_metric"].min()
         table = pd.concat([table, mean.assign(normaliser=OTHERS)], ignore_index=True)
     first = part.iloc[0]
+    carried = [c for c in ("metric", "data", "data_profile", "profile") if c in part]
     return table.assign(
-        budget=budget,
-        metric=first["metric"],
-        higher_is_better=True,
-        data=first["data"],
-        data_profile=first.get("data_profile", first.get("profile")),
+        budget=budget, higher_is_better=True, **{c: first[c] for c in carried}
     )
 
 
