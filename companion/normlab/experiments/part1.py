@@ -3,9 +3,9 @@
 Both experiments choose the learning rate per configuration on the validation split (a
 ``lr`` axis plus the best-of summary): at one shared learning rate a comparison of
 normalisers measures the learning rate instead, since affine-like's best rate is 10-100x
-the others' (``shared/REFERENCE.md``). The derivation assumes plain SGD, so SGD is the
-reference optimiser; chapter 6 also trains with Adam, whose first step is sign-like
-(chapter 5), with its own learning-rate grid.
+the others' (chapter 6's learning-rate sweep). The derivation assumes plain SGD, so SGD
+is the reference optimiser; chapter 6's quick profile also trains with Adam, whose first
+step is sign-like (chapter 5), with its own learning-rate grid.
 
 Datasets are named here by task and profile and loaded at run time through the
 :data:`normlab.data.SOURCES` table: ``mnist`` in the quick and cpu profiles (served offline by
