@@ -391,13 +391,17 @@ def pack(
 
 def _command(root: Path | None) -> str:
     """The command that made the set, as a reader can copy it: no ``--root`` when it is the
-    default (a path of the machine that made the set means nothing elsewhere)."""
+    default, else ``--root`` relative to the working directory (a path of the machine that
+    made the set means nothing elsewhere)."""
     args = list(sys.argv[1:])
-    if root is None or root.resolve() == default_root().resolve():
-        for i, arg in enumerate(args):
-            if arg == "--root" and i + 1 < len(args):
+    default = root is None or root.resolve() == default_root().resolve()
+    for i, arg in enumerate(args):
+        if arg == "--root" and i + 1 < len(args):
+            if default:
                 del args[i : i + 2]
-                break
+            else:  # relative to where the command ran, never this machine's absolute path
+                args[i + 1] = os.path.relpath(Path(args[i + 1]).resolve())
+            break
     return " ".join(shlex.quote(a) for a in ["python", "-m", "normlab", *args])
 
 
@@ -482,44 +486,29 @@ def beside(
     root: str | Path | None = None,
     title: str | None = None,
 ) -> Beside:
-    """Draw the live run and, beside it, the largest saved set of ``experiment``.
+    """Draw the live run and, below it, the largest saved set of ``experiment``.
 
     ``draw(results, ax)`` draws one results table on one matplotlib axis; it is called for the
     live table and for the saved set's, so the two panels differ only in their data. Each
-    panel is titled with its label (profile, data, seeds, hardware). Without a saved set the
-    figure has one panel and says so.
+    panel is titled with its label (profile, data, seeds, hardware); the drawing is
+    :func:`normlab.figures.beside`. Without a saved set the figure has one panel and says so.
     """
-    import matplotlib.pyplot as plt
+    from .figures import beside as draw_beside
 
     if not isinstance(live, pd.DataFrame) or live.empty:
         raise ValueError(
             "live must be a non-empty results table (experiments.load_results or report().results)"
         )
     saved = largest(experiment, root)
-    panels = 2 if saved is not None else 1
-    fig, axes = plt.subplots(
-        1, panels, figsize=(6.2 * panels, 4.2), squeeze=False, layout="constrained"
-    )
     label = live_label(live)
-    draw(live, axes[0, 0])
-    axes[0, 0].set_title(_wrap(label), fontsize=8)
-    if saved is not None:
-        draw(saved.results, axes[0, 1])
-        axes[0, 1].set_title(_wrap(saved.label()), fontsize=8)
-    else:
-        fig.text(
-            0.5,
-            -0.02,
-            f"No saved set of {experiment} yet: `python -m normlab save {experiment} --profile cpu`",
-            ha="center",
-            fontsize=8,
-        )
-    if title:
-        fig.suptitle(title)
-    return Beside(figure=fig, live_label=label, saved=saved)
-
-
-def _wrap(text: str, width: int = 70) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width))
+    figure = draw_beside(
+        live,
+        label,
+        draw,
+        saved=saved.results if saved is not None else None,
+        saved_label=saved.label() if saved is not None else "",
+        missing=f"No saved set of {experiment} yet: "
+        f"`python -m normlab save {experiment} --profile cpu`",
+        title=title,
+    )
+    return Beside(figure=figure, live_label=label, saved=saved)
