@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from .figures.curves import metric_vs, training_curves
 from .figures.heatmaps import heatmap, normaliser_heatmap
-from .figures.style import STYLE, colours, finish, label, new_figure, style
+from .figures.style import (
+    COLUMN_INCHES,
+    MIN_FONT_PT,
+    STYLE,
+    colours,
+    finish,
+    label,
+    new_figure,
+    style,
+)
 from .normalisers import PALETTE
 
 __all__ = [
+    "COLUMN_INCHES",
+    "MIN_FONT_PT",
     "PALETTE",
     "STYLE",
     "colours",
