@@ -8,6 +8,7 @@ import importlib
 import inspect
 import io
 import pkgutil
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,6 +18,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from normlab import figures
+from normlab.figures.forest import VERDICT_COLOURS
 from PIL import Image
 
 #: The smallest text a reader should see, in CSS px (the issue's floor).
@@ -81,6 +83,24 @@ def _draw(results: pd.DataFrame, ax) -> None:
     ax.set_ylabel("mean test accuracy")
 
 
+def _outcomes(count: int) -> list[SimpleNamespace]:
+    """Outcomes as :func:`normlab.figures.forest` reads them: a claim id and its effects."""
+    verdicts = ("supported", "contradicted", "inconclusive", "did not train")
+    return [
+        SimpleNamespace(
+            claim=SimpleNamespace(id=f"A{i}"),
+            effects=[
+                (
+                    f"affine-like minus plain, fully connected nets of width {16 * i}",
+                    SimpleNamespace(mean=0.01 * i, half=0.02),
+                    verdicts[i % 4],
+                )
+            ],
+        )
+        for i in range(count)
+    ]
+
+
 FIGURES = {
     "training_curves": lambda: figures.training_curves(
         {
@@ -119,6 +139,8 @@ FIGURES = {
         {o: {"none": 3.0, "affine_like": 1.0} for o in ("SGD", "momentum", "Adam")},
         ylabel="r",
     ),
+    "forest": lambda: figures.forest(_outcomes(30)),
+    "forest, nothing judged": lambda: figures.forest([]),
     "beside": lambda: figures.beside(
         _summary(1),
         "live run: quick profile, stand-in data (digits), 3 seeds, 36 runs, "
@@ -213,3 +235,12 @@ def test_no_pyplot_inside(name: str) -> None:
         for alias in node.names
     }
     assert not any("pyplot" in name for name in imported)
+
+
+def test_the_forest_keeps_most_of_the_width_for_the_plot() -> None:
+    figure = figures.forest(_outcomes(30))
+    figure.canvas.draw()
+    ax = figure.axes[0]
+    assert len(ax.get_yticklabels()) == 30 and ax.get_position().width > 0.5
+    colours = {line.get_color() for line in ax.lines if len(line.get_xdata())}
+    assert set(VERDICT_COLOURS.values()) <= colours | {"black"}

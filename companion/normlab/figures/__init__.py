@@ -8,7 +8,8 @@
 - :mod:`~normlab.figures.gates`: AutoNorm's gates during training;
 - :mod:`~normlab.figures.robustness`: accuracy under corruption;
 - :mod:`~normlab.figures.theory`: the Part I theory chapters' measurements;
-- :mod:`~normlab.figures.beside`: a live run above a saved set.
+- :mod:`~normlab.figures.beside`: a live run above a saved set;
+- :mod:`~normlab.figures.forest`: the scorecard's effects with their intervals.
 
 Figures are built without pyplot, so nothing here calls ``plt.show`` or leaves a figure
 open; a figure returned as a cell's last expression is shown once.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from .beside import beside
 from .curves import metric_vs, training_curves
+from .forest import forest
 from .gates import entropy_curves, gate_heatmaps
 from .heatmaps import heatmap, normaliser_heatmap
 from .intervals import draw_by_normaliser, interval_bars
@@ -58,6 +60,7 @@ __all__ = [
     "draw_by_normaliser",
     "entropy_curves",
     "finish",
+    "forest",
     "gate_heatmaps",
     "heatmap",
     "interval_bars",
