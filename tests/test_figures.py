@@ -243,4 +243,4 @@ def test_the_forest_keeps_most_of_the_width_for_the_plot() -> None:
     ax = figure.axes[0]
     assert len(ax.get_yticklabels()) == 30 and ax.get_position().width > 0.5
     colours = {line.get_color() for line in ax.lines if len(line.get_xdata())}
-    assert set(VERDICT_COLOURS.values()) <= colours | {"black"}
+    assert set(VERDICT_COLOURS.values()) <= colours

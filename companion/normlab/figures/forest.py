@@ -14,11 +14,13 @@ from .style import COLUMN_INCHES, MIN_FONT_PT, new_figure, style
 
 __all__ = ["VERDICT_COLOURS", "forest"]
 
-#: The colour of each verdict's points (the palette's green, vermilion and grey).
+#: The colour of each verdict an effect can have (:mod:`normlab.claims.rules`' words): the
+#: palette's green, vermilion, grey and pink.
 VERDICT_COLOURS = {
     "supported": "#009E73",
     "contradicted": "#D55E00",
     "inconclusive": "#7F7F7F",
+    "did not train": "#CC79A7",
 }
 #: Characters per line of an effect's label, and lines at most.
 LABEL_WIDTH, LABEL_LINES = 34, 2
@@ -33,9 +35,9 @@ def _label(text: str) -> str:
 def forest(outcomes: Sequence[Any]) -> Figure:
     """Effect sizes with 95 % CIs, one row per effect of every judged empirical claim.
 
-    ``outcomes`` are :class:`normlab.claims.Outcome` objects; a verdict outside
-    :data:`VERDICT_COLOURS` (e.g. "did not train") is drawn in black. With nothing judged
-    yet the figure says so instead of drawing an empty axis.
+    ``outcomes`` are :class:`normlab.claims.Outcome` objects, each effect coloured by its
+    verdict (:data:`VERDICT_COLOURS`). With nothing judged yet the figure says so instead of
+    drawing an empty axis.
     """
     rows = [
         (f"{o.claim.id}: {label}", ci, verdict)
@@ -61,7 +63,7 @@ def forest(outcomes: Sequence[Any]) -> Figure:
             return figure
         for y, (_, ci, verdict) in enumerate(rows):
             half = ci.half if math.isfinite(ci.half) else 0.0
-            colour = VERDICT_COLOURS.get(verdict, "black")
+            colour = VERDICT_COLOURS[verdict]
             ax.errorbar(ci.mean, y, xerr=half, fmt="o", color=colour, capsize=3)
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_yticks(
