@@ -425,3 +425,19 @@ def test_other_kernels_verify_a_shipped_set_within_its_bands(name: str) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "compared with the band of each configuration's seeds" in done.stdout
+
+
+def test_the_command_names_a_root_relative_to_where_it_ran(
+    tmp_path: Path, monkeypatch
+) -> None:
+    sets = tmp_path / "sets"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(
+        sys, "argv", ["normlab", "save", TINY, "--root", str(sets), "--profile", "cpu"]
+    )
+    command = results._command(sets)
+    assert command == f"python -m normlab save {TINY} --root sets --profile cpu"
+    assert str(tmp_path) not in command
+    monkeypatch.setattr(sys, "argv", ["normlab", "save", TINY, "--root", str(sets)])
+    monkeypatch.setenv(results.RESULTS_ENV, str(sets))
+    assert results._command(sets) == f"python -m normlab save {TINY}"  # the default
