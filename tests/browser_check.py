@@ -91,7 +91,8 @@ def colab_url(config: dict, notebook: str) -> str:
 
 
 def toc_entries(toc: dict) -> list[tuple[str, list[str]]]:
-    """``(caption, files)`` per part of a jb-book table of contents, the root first."""
+    """``(caption, files)`` per part of a jb-book table of contents, the root first; a part
+    without a caption belongs to the one above it."""
     parts = [("Preface", [toc["root"]])]
     for part in toc.get("parts", []):
         files = []
@@ -107,7 +108,10 @@ def toc_entries(toc: dict) -> list[tuple[str, list[str]]]:
                     walk(item, files)
 
         walk(part.get("chapters", []))
-        parts.append((part.get("caption", "part"), files))
+        if "caption" in part or len(parts) == 1:
+            parts.append((part.get("caption", "part"), files))
+        else:  # an uncaptioned part (numbered chapters) continues the part above it
+            parts[-1][1].extend(files)
     return parts
 
 

@@ -35,12 +35,13 @@ def test_toc_entries_list_each_part_with_the_root_first() -> None:
                     {"file": "book/01", "sections": [{"file": "book/01a"}]},
                 ],
             },
+            {"numbered": True, "chapters": [{"file": "book/02"}]},
             {"caption": "Part II", "chapters": [{"file": "book/09"}]},
         ],
     }
     assert browser_check.toc_entries(toc) == [
         ("Preface", ["book/preface"]),
-        ("Part I", ["book/p1", "book/01", "book/01a"]),
+        ("Part I", ["book/p1", "book/01", "book/01a", "book/02"]),
         ("Part II", ["book/09"]),
     ]
 

@@ -393,7 +393,7 @@ def test_forest_is_empty_safe() -> None:
 
 
 def test_the_forest_colours_every_verdict_an_effect_can_have() -> None:
-    from normlab.figures.forest import VERDICT_COLOURS
+    from normlab.figures.effects import VERDICT_COLOURS
 
     assert set(VERDICT_COLOURS) == {
         SUPPORTED,

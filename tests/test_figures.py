@@ -18,7 +18,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from normlab import figures
-from normlab.figures.forest import VERDICT_COLOURS
+from normlab.figures.effects import VERDICT_COLOURS
 from PIL import Image
 
 #: The smallest text a reader should see, in CSS px (the issue's floor).

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from .figures.curves import metric_vs, training_curves
-from .figures.heatmaps import heatmap, normaliser_heatmap
-from .figures.style import (
+from .figures.column import (
     COLUMN_INCHES,
     MIN_FONT_PT,
     STYLE,
@@ -14,6 +12,8 @@ from .figures.style import (
     new_figure,
     style,
 )
+from .figures.curves import metric_vs, training_curves
+from .figures.heatmaps import heatmap, normaliser_heatmap
 from .normalisers import PALETTE
 
 __all__ = [

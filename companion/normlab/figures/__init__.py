@@ -1,6 +1,6 @@
 """The book's figures, in one style sized to the text column; each returns a ``Figure``.
 
-- :mod:`~normlab.figures.style`: the style, the registered colours and display names, and
+- :mod:`~normlab.figures.column`: the style, the registered colours and display names, and
   :func:`new_figure`, which keeps every figure to the width of the text column;
 - :mod:`~normlab.figures.curves`: a metric per epoch, or against a swept variable;
 - :mod:`~normlab.figures.heatmaps`: annotated tables of numbers;
@@ -8,8 +8,8 @@
 - :mod:`~normlab.figures.gates`: AutoNorm's gates during training;
 - :mod:`~normlab.figures.robustness`: accuracy under corruption;
 - :mod:`~normlab.figures.theory`: the Part I theory chapters' measurements;
-- :mod:`~normlab.figures.beside`: a live run above a saved set;
-- :mod:`~normlab.figures.forest`: the scorecard's effects with their intervals.
+- :mod:`~normlab.figures.live_and_saved`: a live run above a saved set;
+- :mod:`~normlab.figures.effects`: the scorecard's effects with their intervals.
 
 Figures are built without pyplot, so nothing here calls ``plt.show`` or leaves a figure
 open; a figure returned as a cell's last expression is shown once.
@@ -17,14 +17,7 @@ open; a figure returned as a cell's last expression is shown once.
 
 from __future__ import annotations
 
-from .beside import beside
-from .curves import metric_vs, training_curves
-from .forest import forest
-from .gates import entropy_curves, gate_heatmaps
-from .heatmaps import heatmap, normaliser_heatmap
-from .intervals import draw_by_normaliser, interval_bars
-from .robustness import corruption_gallery, severity_curves
-from .style import (
+from .column import (
     COLUMN_INCHES,
     COLUMN_PX,
     DPI,
@@ -36,6 +29,13 @@ from .style import (
     new_figure,
     style,
 )
+from .curves import metric_vs, training_curves
+from .effects import forest
+from .gates import entropy_curves, gate_heatmaps
+from .heatmaps import heatmap, normaliser_heatmap
+from .intervals import draw_by_normaliser, interval_bars
+from .live_and_saved import beside
+from .robustness import corruption_gallery, severity_curves
 from .theory import (
     LAYER_KINDS,
     make_layer,

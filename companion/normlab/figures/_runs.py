@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..stats import mean_ci
-from .style import new_figure
+from .column import new_figure
 
 #: Legend size of the small one-panel figures, in points.
 LEGEND_SIZE = 8

@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-from .style import colours, finish, label, new_figure, style
+from .column import colours, finish, label, new_figure, style
 
 __all__ = ["metric_vs", "training_curves"]
 

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from ..paper import EPS_H
 from ._runs import LEGEND_SIZE, across_runs, one_row
-from .style import MIN_FONT_PT, colours, finish, label, style
+from .column import MIN_FONT_PT, colours, finish, label, style
 
 __all__ = ["entropy_curves", "gate_heatmaps"]
 

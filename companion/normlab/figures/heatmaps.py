@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import normalisers
-from .style import label, new_figure, style
+from .column import label, new_figure, style
 
 __all__ = ["heatmap", "normaliser_heatmap"]
 

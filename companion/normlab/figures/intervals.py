@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ._runs import LEGEND_SIZE, mean_ci_finite, one_row
-from .style import MIN_FONT_PT, colours, finish, label, style
+from .column import MIN_FONT_PT, colours, finish, label, style
 
 __all__ = ["draw_by_normaliser", "interval_bars"]
 

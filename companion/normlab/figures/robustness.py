@@ -11,7 +11,7 @@ import torch
 from matplotlib.figure import Figure
 
 from ._runs import LEGEND_SIZE, across_runs, one_row
-from .style import MIN_FONT_PT, colours, finish, label, new_figure, style
+from .column import MIN_FONT_PT, colours, finish, label, new_figure, style
 
 __all__ = ["corruption_gallery", "severity_curves"]
 

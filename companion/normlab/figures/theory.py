@@ -5,7 +5,7 @@ Each function measures with :mod:`normlab.divergence` and draws in the book's on
 the figure so a chapter can display it, and the interactive widget of chapter 3 wires its
 sliders straight to :func:`plot_update_sizes`. The layer kinds are the Part I normalisers
 ``none`` (a plain affine layer), ``norm_like`` and ``affine_like`` of
-:mod:`normlab.normalisers`. Importing :mod:`normlab.figures.style` here loads the inline display, and
+:mod:`normlab.normalisers`. Importing :mod:`normlab.figures.column` here loads the inline display, and
 nothing registers a figure with pyplot, so a figure returned as a cell's last expression is
 shown exactly once.
 """
@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from .. import normalisers
 from .._checks import one_of
 from ..divergence import measure_update
-from .style import colours, label, new_figure, style
+from .column import colours, label, new_figure, style
 
 __all__ = [
     "LAYER_KINDS",

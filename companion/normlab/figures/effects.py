@@ -10,7 +10,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from .style import COLUMN_INCHES, MIN_FONT_PT, new_figure, style
+from .column import COLUMN_INCHES, MIN_FONT_PT, new_figure, style
 
 __all__ = ["VERDICT_COLOURS", "forest"]
 
