@@ -42,7 +42,7 @@ import torch
 
 from ._io import write_text_atomic
 from ._records import RUN_ID, dumps
-from ._runtime import PROFILES, check_profile
+from ._runtime import PROFILES, VERSION, check_profile
 from .experiments.runner import (
     PACKED,
     finished_records,
@@ -337,8 +337,6 @@ def pack(
     ``exact_on`` is the fingerprint on which re-runs reproduce the records exactly
     (default: this machine's when every record was made here, else the old manifest's).
     """
-    from . import __version__
-
     folder = Path(folder)
     records = list(finished_records(folder).values())
     if not records:
@@ -372,7 +370,7 @@ def pack(
         "hardware": hardware(device),
         "wall_seconds": float(old.get("wall_seconds", 0.0)) + wall_seconds,
         "exact_on": exact_on,
-        "normlab_version": __version__,
+        "normlab_version": VERSION,
         "torch_version": torch.__version__,
         "python": platform.python_version(),
         "created": old.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),

@@ -39,7 +39,7 @@ from .. import training
 from .._io import write_atomic, write_text_atomic
 from .._lock import FileLock
 from .._records import RecordError, dumps, parse
-from .._runtime import check_profile
+from .._runtime import VERSION, check_profile
 from .._runtime import device as default_device
 from ..data.types import DataSplit
 from ..stats import mean_ci
@@ -464,8 +464,6 @@ def _execute(
     outcome = experiment.run_one(
         dict(item.config), RunContext(device=device, checkpoint_dir=checkpoint_dir)
     )
-    from .. import __version__
-
     record = {
         "run_id": item.run_id,
         "experiment": experiment.name,
@@ -474,7 +472,7 @@ def _execute(
         **outcome,
         "seconds": time.perf_counter() - started,
         "device": str(device),
-        "normlab_version": __version__,
+        "normlab_version": VERSION,
     }
     write_text_atomic(record_path, dumps(record, indent=1))
     if not keep_checkpoints:
