@@ -27,7 +27,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +310,24 @@ class RunReport:
     @property
     def results_csv(self) -> Path:
         return self.folder / "results.csv"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Which runs of an experiment :func:`run` does, and how: the one set of settings that
+    the command line's ``run`` and ``save``, :func:`normlab.results.save` and the cluster's
+    array tasks (:mod:`normlab.experiments.cluster`) pass on. The fields are :func:`run`'s
+    keywords of the same names."""
+
+    profile: str | None = None
+    seeds: int | None = None
+    device: str | None = None
+    shard: str | tuple[int, int] | None = None
+    progress: bool | None = None
+
+    def run(self, name: str, out: str | Path = DEFAULT_OUT) -> RunReport:
+        """:func:`run` of experiment ``name`` into ``out`` with these settings."""
+        return run(name, out=out, **asdict(self))
 
 
 def run(
