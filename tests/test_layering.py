@@ -117,7 +117,10 @@ UPWARD_EXCEPTIONS: tuple[tuple[str, str, str], ...] = (
 
 #: Modules outside the presentation layer that draw today: (module, why).
 DRAWING_EXCEPTIONS: tuple[tuple[str, str], ...] = (
-    ("normlab.claims", "claims.forest draws the scorecard's forest plot (pyplot)"),
+    (
+        "normlab.claims.report",
+        "claims.forest draws the scorecard's forest plot (pyplot)",
+    ),
     (
         "normlab.results",
         "results.beside draws the live run beside the saved set (pyplot)",
