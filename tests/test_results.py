@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from normlab import experiments, results, verification
 from normlab.__main__ import main
+from normlab.experiments import RunSettings
 from normlab.experiments.grid import Grid
 from normlab.experiments.part1 import train_mlp
 
@@ -61,7 +62,7 @@ def made(tmp_path_factory) -> results.SavedSet:
     root = tmp_path_factory.mktemp("saved")
     return results.save(
         _tiny(),
-        profile="cpu",
+        RunSettings(profile="cpu"),
         root=root,
         command="python -m normlab save tiny --profile cpu",
     )
@@ -136,9 +137,13 @@ def test_save_resumes_and_says_which_commit_made_which_runs(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setattr(results, "_git_commit", lambda: "old")
-    first = results.save(_tiny(), profile="cpu", root=tmp_path, seeds=2, command="a")
+    first = results.save(
+        _tiny(), RunSettings(profile="cpu", seeds=2), root=tmp_path, command="a"
+    )
     monkeypatch.setattr(results, "_git_commit", lambda: "new")
-    again = results.save(_tiny(), profile="cpu", root=tmp_path, seeds=3, command="b")
+    again = results.save(
+        _tiny(), RunSettings(profile="cpu", seeds=3), root=tmp_path, command="b"
+    )
     old_ids = sorted(first.manifest["records"])
     assert again.manifest["commands"] == ["a", "b"]
     assert again.manifest["commits"]["old"] == old_ids  # kept, not re-run
@@ -152,7 +157,9 @@ def test_save_resumes_and_says_which_commit_made_which_runs(
 
 def test_save_refuses_the_quick_profile(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="quick"):
-        results.save(_tiny(), profile="quick", root=tmp_path)
+        results.save(_tiny(), RunSettings(profile="quick"), root=tmp_path)
+    with pytest.raises(ValueError, match="quick"):
+        results.save(_tiny(), RunSettings(), root=tmp_path)  # quick by default
 
 
 # ------------------------------------------------------------ verify: the re-runs

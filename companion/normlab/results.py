@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,10 @@ import torch
 
 from ._io import write_text_atomic
 from ._records import RUN_ID, dumps
-from ._runtime import PROFILES, check_profile
+from ._runtime import PROFILES, VERSION, check_profile
 from .experiments.runner import (
     PACKED,
+    RunSettings,
     finished_records,
     packed_records,
     records_table,
@@ -337,8 +338,6 @@ def pack(
     ``exact_on`` is the fingerprint on which re-runs reproduce the records exactly
     (default: this machine's when every record was made here, else the old manifest's).
     """
-    from . import __version__
-
     folder = Path(folder)
     records = list(finished_records(folder).values())
     if not records:
@@ -372,7 +371,7 @@ def pack(
         "hardware": hardware(device),
         "wall_seconds": float(old.get("wall_seconds", 0.0)) + wall_seconds,
         "exact_on": exact_on,
-        "normlab_version": __version__,
+        "normlab_version": VERSION,
         "torch_version": torch.__version__,
         "python": platform.python_version(),
         "created": old.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
@@ -407,45 +406,37 @@ def _command(root: Path | None) -> str:
 
 def save(
     experiment: str,
+    settings: RunSettings,
     *,
-    profile: str,
     root: str | Path | None = None,
-    shard: str | None = None,
-    seeds: int | None = None,
-    device: str = "cpu",
     command: str | None = None,
-    progress: bool | None = None,
 ) -> SavedSet:
-    """Run (or resume) ``experiment`` into the saved-results folder, then :func:`pack` it.
+    """Run (or resume) ``experiment`` with ``settings`` into the saved-results folder, then
+    :func:`pack` it.
 
-    The quick profile is refused: a saved set exists to show more than the live run does.
-    ``progress`` (None: on a terminal) shows the runs' and the training's progress bars.
+    ``settings.profile`` must be given, and the quick profile is refused: a saved set exists
+    to show more than the live run does. Without ``settings.device`` the runs are made on
+    the CPU. ``settings.progress`` (None: on a terminal) shows the progress bars.
     """
     from . import experiments
 
-    profile = check_profile(profile)
-    if profile == "quick":
+    profile = check_profile(settings.profile)
+    if settings.profile is None or profile == "quick":
         raise ValueError(
-            "profile='quick' is what chapters run live; save a cpu, standard or paper set"
+            f"settings.profile={settings.profile!r}: the quick profile (the default) is what "
+            "chapters run live; save a cpu, standard or paper set"
         )
     experiments.get(experiment).grid(profile)
+    settings = replace(settings, profile=profile, device=settings.device or "cpu")
     root_given = Path(root) if root is not None else None
     root = root_given or default_root()
     started = time.perf_counter()
-    done = experiments.run(
-        experiment,
-        profile=profile,
-        out=root,
-        seeds=seeds,
-        device=device,
-        shard=shard,
-        progress=progress,
-    )
+    done = settings.run(experiment, root)
     return pack(
         done.folder,
         command=command or _command(root_given),
         wall_seconds=time.perf_counter() - started,
-        device=device,
+        device=settings.device,
         made_here=done.ran,
     )
 
