@@ -2,7 +2,7 @@
 that tests/test_book_figures.py uses.
 
 A chapter *draws a figure* in each code cell that calls a figure function of the package (a
-function of a ``normlab.plots*`` module annotated to return a matplotlib ``Figure``) or creates a
+function of a ``normlab.figures`` module annotated to return a matplotlib ``Figure``) or creates a
 figure with matplotlib directly. Its HTML page must then show at least that many images (the
 theme's own, under ``_static/``, do not count), and every image on the page must be a valid PNG.
 
@@ -32,15 +32,14 @@ DIRECT = r"\bplt\.(?:subplots|figure|subplot_mosaic)\s*\(|\bFigure\s*\("
 
 
 def figure_functions() -> set[str]:
-    """Names of the package's figure functions: those of ``normlab.plots*`` returning a Figure."""
-    import normlab
+    """Names of the package's figure functions: those of ``normlab.figures`` returning a
+    Figure (``normlab.plots*`` re-export them)."""
     from matplotlib.figure import Figure
+    from normlab import figures
 
     names = set()
-    for module_info in pkgutil.iter_modules(normlab.__path__):
-        if not module_info.name.startswith("plots"):
-            continue
-        module = importlib.import_module(f"normlab.{module_info.name}")
+    for module_info in pkgutil.iter_modules(figures.__path__):
+        module = importlib.import_module(f"normlab.figures.{module_info.name}")
         for name, obj in vars(module).items():
             if callable(obj) and getattr(obj, "__module__", None) == module.__name__:
                 try:

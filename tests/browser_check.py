@@ -16,7 +16,11 @@ Per page it asserts:
 - a page with interactive figures (:mod:`normlab.interactive`) loads the shared Vega bundle
   once and inlines at most ``MAX_DATA_BYTES`` of data; every control of every chart, moved in
   turn, changes the chart's SVG; and the pages of ``INTERACTIVE`` have at least that many such
-  controls (the structure build executes chapters 10 and 11 so that their pages have them).
+  controls (the structure build executes chapters 10 and 11 so that their pages have them);
+- at 1280 px, no table and no output block is wider than its container (nor scrolls inside
+  it), and no image is shown at less than half its natural width (:data:`LAYOUT_JS`);
+- every verdict cell (a table column headed "verdict") is in view without a sideways scroll,
+  at 1280 px on every page and at phone width on the scorecard (:data:`VERDICTS_JS`).
 
 It writes one screenshot per part of the table of contents (its first page) to
 ``screenshots/`` beside the build (``_build/screenshots/``), and one of a chapter at phone width. The link and Colab checks read
@@ -48,6 +52,9 @@ COLAB = "https://colab.research.google.com/github"
 # launch buttons work regardless.
 KNOWN_SCRIPT_ERROR = "Identifier 'THEBE_JS_URL' has already been declared"
 PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+#: The page whose verdicts are also checked at phone width.
+SCORECARD = "book/16_scorecard"
 #: Pages that must carry interactive figures, with the fewest controls that change them.
 INTERACTIVE = {"book/10_gate": 4, "book/11_bottleneck": 2}
 SPEC = re.compile(
@@ -84,7 +91,8 @@ def colab_url(config: dict, notebook: str) -> str:
 
 
 def toc_entries(toc: dict) -> list[tuple[str, list[str]]]:
-    """``(caption, files)`` per part of a jb-book table of contents, the root first."""
+    """``(caption, files)`` per part of a jb-book table of contents, the root first; a part
+    without a caption belongs to the one above it."""
     parts = [("Preface", [toc["root"]])]
     for part in toc.get("parts", []):
         files = []
@@ -100,7 +108,10 @@ def toc_entries(toc: dict) -> list[tuple[str, list[str]]]:
                     walk(item, files)
 
         walk(part.get("chapters", []))
-        parts.append((part.get("caption", "part"), files))
+        if "caption" in part or len(parts) == 1:
+            parts.append((part.get("caption", "part"), files))
+        else:  # an uncaptioned part (numbered chapters) continues the part above it
+            parts[-1][1].extend(files)
     return parts
 
 
@@ -289,6 +300,85 @@ IMAGES_JS = r"""() => [...document.images]
   .map(img => img.getAttribute("src"))"""
 
 
+# Run in the page: what is wider than its container at this width. A table's container is the
+# article's text column; an output block (a cell's output: text, a table, HTML) must fit it
+# and must not scroll inside it. Images shown at less than half their natural width are too
+# small to read. Code listings that scroll are counted too (ruff keeps the package's to 88
+# columns; a chapter's own cells are its own).
+LAYOUT_JS = r"""() => {
+  const column = document.querySelector("article.bd-article, article, main") || document.body;
+  const style = getComputedStyle(column);
+  const box = column.getBoundingClientRect();
+  const right = box.right - parseFloat(style.paddingRight || 0) + 1;
+  const shown = (el) => el.getClientRects().length > 0 && !el.closest("details:not([open])");
+  const name = (el) => (el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 50);
+  const scrolls = (el) => el.scrollWidth > el.clientWidth + 1;
+  const wide = (el) => el.getBoundingClientRect().right > right;
+  const tables = [...column.querySelectorAll("table")].filter(shown)
+    .filter(t => wide(t) || (t.parentElement && scrolls(t.parentElement) && !t.closest("pre")))
+    .map(t => `${Math.round(t.getBoundingClientRect().width)} px: ${name(t)}`);
+  const outputs = [...column.querySelectorAll("div.cell_output > div.output, div.cell_output > div")]
+    .filter(shown)
+    .filter(o => wide(o) || scrolls(o) || [...o.querySelectorAll("pre")].some(scrolls))
+    .map(o => `${Math.round(Math.max(o.scrollWidth, ...[...o.querySelectorAll("pre")]
+      .map(p => p.scrollWidth)))} px: ${name(o)}`);
+  const images = [...column.querySelectorAll("img")].filter(shown)
+    .filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < i.naturalWidth / 2 - 0.5)
+    .map(i => `${Math.round(i.getBoundingClientRect().width)} of ${i.naturalWidth} px: ${i.getAttribute("src").slice(-40)}`);
+  const listings = [...column.querySelectorAll("div.cell_input pre, div.normlab-source pre")]
+    .filter(shown).filter(scrolls).length;
+  return {tables: [...new Set(tables)], outputs: [...new Set(outputs)], images, listings};
+}"""
+
+# Run in the page: every cell of a table column headed "verdict", and whether a reader sees
+# all of it without scrolling sideways: inside the window, not clipped by a scrolling or
+# hidden-overflow ancestor, its text not cut, and the page itself not scrolling sideways.
+VERDICTS_JS = r"""() => {
+  const width = document.documentElement.clientWidth;
+  const pageScrolls = document.documentElement.scrollWidth > width + 1;
+  const cells = [];
+  for (const table of document.querySelectorAll("table")) {
+    const heads = [...table.querySelectorAll("thead th, thead td")];
+    const col = heads.findIndex(h => h.textContent.trim().toLowerCase() === "verdict");
+    if (col < 0) continue;
+    for (const row of table.querySelectorAll("tbody tr")) {
+      const cell = row.children[col];
+      if (cell) cells.push(cell);
+    }
+  }
+  const clipped = (cell) => {
+    const r = cell.getBoundingClientRect();
+    if (r.left < -1 || r.right > width + 1) return true;
+    for (let el = cell.parentElement; el; el = el.parentElement) {
+      const o = getComputedStyle(el).overflowX;
+      if (o !== "visible") {
+        const b = el.getBoundingClientRect();
+        if (r.left < b.left - 1 || r.right > b.right + 1) return true;
+      }
+    }
+    return cell.scrollWidth > cell.clientWidth + 1;
+  };
+  const out = cells.filter(c => pageScrolls || clipped(c)).map(c => c.textContent.trim().slice(0, 40));
+  return {total: cells.length, out};
+}"""
+
+
+def layout_problems(tab: Any) -> list[str]:
+    """What is too wide or shown too small on the page loaded in ``tab`` (at 1280 px)."""
+    found = tab.evaluate(LAYOUT_JS)
+    return (
+        [f"table wider than its container: {t}" for t in found["tables"]]
+        + [f"output block wider than its container: {o}" for o in found["outputs"]]
+        + [f"image shown at less than half its width: {i}" for i in found["images"]]
+    )
+
+
+def verdict_problems(tab: Any, where: str) -> tuple[int, list[str]]:
+    """``(verdict cells, problems)``: each verdict cell out of view ``where`` is a problem."""
+    found = tab.evaluate(VERDICTS_JS)
+    return found["total"], [f"verdict out of view {where}: {v!r}" for v in found["out"]]
+
+
 def refuse_and_report(page: Page) -> Callable[[Any], None]:
     """A route handler (one argument: Playwright passes a second to two-argument callables)."""
 
@@ -301,15 +391,21 @@ def refuse_and_report(page: Page) -> Callable[[Any], None]:
 
 def check_in_browser(
     pages_: list[Page], toc: dict, build: Path, shots: Path, chromium: str
-) -> None:
-    """Load each page in headless Chromium; offline: every non-file request is refused."""
+) -> dict[str, int]:
+    """Load each page in headless Chromium; offline: every non-file request is refused.
+
+    Returns the tallies of the layout checks over all pages (tables, output blocks, images,
+    verdict cells at each width, and listings that scroll)."""
     from playwright.sync_api import sync_playwright
 
     first_of_part = {files[0]: caption for caption, files in toc_entries(toc) if files}
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context = browser.new_context(viewport=DESKTOP)
+        tally = dict.fromkeys(
+            ("tables", "outputs", "images", "listings", "verdicts", "out_1280"), 0
+        )
         for page in pages_:
             if not page.html.is_file():
                 continue
@@ -362,6 +458,15 @@ def check_in_browser(
             page.problems += [
                 f"image did not load: {src}" for src in tab.evaluate(IMAGES_JS)
             ]
+            layout = tab.evaluate(LAYOUT_JS)
+            for key in ("tables", "outputs", "images"):
+                tally[key] += len(layout[key])
+            tally["listings"] += layout["listings"]
+            page.problems += layout_problems(tab)
+            total, out = verdict_problems(tab, "at 1280 px")
+            tally["verdicts"] += total
+            tally["out_1280"] += len(out)
+            page.problems += out
             entry = page.html.relative_to(build).with_suffix("").as_posix()
             if page.charts:
                 moved = drive_charts(tab, page)
@@ -398,7 +503,21 @@ def check_in_browser(
             tab = phone.new_page()
             tab.goto(chapter.html.as_uri(), wait_until="load", timeout=120_000)
             tab.screenshot(path=str(shots / "phone-chapter.png"), full_page=False)
+        scorecard = next(
+            (p for p in pages_ if p.html == build / f"{SCORECARD}.html"), None
+        )
+        tally["out_phone"] = 0
+        if scorecard is not None and scorecard.html.is_file():
+            tab = phone.new_page()
+            tab.goto(scorecard.html.as_uri(), wait_until="load", timeout=120_000)
+            total, out = verdict_problems(tab, f"at {PHONE['width']} px")
+            tally["out_phone"] = len(out)
+            scorecard.problems += out
+            if scorecard.source is not None and total == 0:
+                scorecard.problems.append("no verdict cells on the scorecard")
+            tab.screenshot(path=str(shots / "phone-scorecard.png"), full_page=False)
         browser.close()
+    return tally
 
 
 def find_chromium() -> str | None:
@@ -427,7 +546,17 @@ def main(argv: list[str]) -> int:
         if os.environ.get("CI"):
             return 1
     else:
-        check_in_browser(pages_, toc, build, build.parent / "screenshots", chromium)
+        tally = check_in_browser(
+            pages_, toc, build, build.parent / "screenshots", chromium
+        )
+        print(
+            f"layout at {DESKTOP['width']} px: {tally['tables']} tables and "
+            f"{tally['outputs']} output blocks wider than their container, "
+            f"{tally['images']} images under half their width, {tally['listings']} "
+            f"listings that scroll; verdict cells out of view: {tally['out_1280']} of "
+            f"{tally['verdicts']} at {DESKTOP['width']} px, {tally['out_phone']} on the "
+            f"scorecard at {PHONE['width']} px"
+        )
     bad = [p for p in pages_ if p.problems]
     for page in bad:
         print(f"{page.html.relative_to(build)}:")

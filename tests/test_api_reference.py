@@ -252,3 +252,11 @@ if __name__ == "__main__":
         sys.exit(
             "usage: PYTHONPATH=companion python tests/test_api_reference.py --write"
         )
+
+
+def test_the_page_shows_only_the_packages_own_docstrings() -> None:
+    """torch's ``Module.forward`` docstring (and its Note) must not repeat under every layer."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    assert config["autodoc_inherit_docstrings"] is False

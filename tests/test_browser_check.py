@@ -35,12 +35,13 @@ def test_toc_entries_list_each_part_with_the_root_first() -> None:
                     {"file": "book/01", "sections": [{"file": "book/01a"}]},
                 ],
             },
+            {"numbered": True, "chapters": [{"file": "book/02"}]},
             {"caption": "Part II", "chapters": [{"file": "book/09"}]},
         ],
     }
     assert browser_check.toc_entries(toc) == [
         ("Preface", ["book/preface"]),
-        ("Part I", ["book/p1", "book/01", "book/01a"]),
+        ("Part I", ["book/p1", "book/01", "book/01a", "book/02"]),
         ("Part II", ["book/09"]),
     ]
 
@@ -134,3 +135,100 @@ def test_chapter_10_must_have_its_interactive_figure(tmp_path: Path) -> None:
     page = browser_check.Page(html, None)
     browser_check.check_html(page, build, CONFIG, {})
     assert page.problems == ["no interactive figure (was its notebook executed?)"]
+
+
+# ------------------------------------------------------------ the layout, in Chromium
+
+ARTICLE = (
+    "<html><body style='margin:0'><article class='bd-article' style='width:688px'>"
+    "{}</article></body></html>"
+)
+WIDE_TABLE = "<table><tr><td style='white-space:nowrap'>{}</td></tr></table>".format(
+    "x" * 200
+)
+NARROW_TABLE = "<table><tr><td>fits</td></tr></table>"
+PRINTED = "<div class='cell_output'><div class='output'><pre>{}</pre></div></div>"
+
+
+def _png(width: int) -> str:
+    """A data URL of a blank PNG ``width`` px wide."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, 10), "white").save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _verdicts(cells: list[str], style: str = "") -> str:
+    rows = "".join(f"<tr><td>A{i}</td><td>{v}</td></tr>" for i, v in enumerate(cells))
+    return (
+        f"<table style='{style}'><thead><tr><th>id</th><th>verdict</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+@pytest.fixture(scope="module")
+def tab():
+    chromium = browser_check.find_chromium()
+    if chromium is None:
+        pytest.skip("Chromium is not installed (Debian's `chromium`)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield browser.new_page(viewport=browser_check.DESKTOP)
+        browser.close()
+
+
+def _load(tab, tmp_path: Path, body: str):
+    page = tmp_path / "page.html"
+    page.write_text(ARTICLE.format(body))
+    tab.goto(page.as_uri())
+    return tab
+
+
+def test_what_fits_the_column_passes(tab, tmp_path: Path) -> None:
+    body = NARROW_TABLE + PRINTED.format("short") + f"<img src='{_png(600)}'>"
+    assert browser_check.layout_problems(_load(tab, tmp_path, body)) == []
+
+
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        (WIDE_TABLE, "table wider than its container"),
+        (PRINTED.format("y" * 300), "output block wider than its container"),
+        (
+            f"<img src='{_png(1600)}' style='max-width:100%'>",
+            "image shown at less than half its width: 688 of 1600 px",
+        ),
+    ],
+)
+def test_what_overflows_or_shrinks_is_reported(
+    tab, tmp_path: Path, body: str, problem: str
+) -> None:
+    problems = browser_check.layout_problems(_load(tab, tmp_path, body))
+    assert len(problems) == 1 and problems[0].startswith(problem), problems
+
+
+def test_a_table_that_scrolls_inside_its_wrapper_still_counts(
+    tab, tmp_path: Path
+) -> None:
+    body = f"<div style='overflow-x:auto'>{WIDE_TABLE}</div>"
+    problems = browser_check.layout_problems(_load(tab, tmp_path, body))
+    assert [p.split(":")[0] for p in problems] == ["table wider than its container"]
+
+
+def test_verdict_cells_must_be_in_view(tab, tmp_path: Path) -> None:
+    fits = _verdicts(["supported", "contradicted"])
+    assert browser_check.verdict_problems(_load(tab, tmp_path, fits), "here") == (2, [])
+    # a wide first column pushes the verdicts past a scrolling wrapper's edge
+    pushed = (
+        "<div style='overflow-x:auto'>"
+        + _verdicts(["supported", "inconclusive"], "width:1200px")
+        + "</div>"
+    )
+    total, out = browser_check.verdict_problems(_load(tab, tmp_path, pushed), "here")
+    assert total == 2 and len(out) == 2 and "'supported'" in out[0]

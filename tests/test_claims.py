@@ -395,14 +395,24 @@ def test_scorecard_lists_every_claim(tmp_path: Path) -> None:
 
 
 def test_forest_is_empty_safe() -> None:
-    import matplotlib.pyplot as plt
+    from normlab.figures import forest
 
-    fig = claims.forest([])
+    fig = forest([])
     assert "No empirical claim" in fig.axes[0].texts[0].get_text()
     out = claims.judge(claims.get("A8"), _fc_table(0.05))
-    fig = claims.forest([out])
+    fig = forest([out])
     assert len(fig.axes[0].get_yticklabels()) == 2
-    plt.close("all")
+
+
+def test_the_forest_colours_every_verdict_an_effect_can_have() -> None:
+    from normlab.figures.effects import VERDICT_COLOURS
+
+    assert set(VERDICT_COLOURS) == {
+        SUPPORTED,
+        CONTRADICTED,
+        INCONCLUSIVE,
+        claims.NOT_TRAINED,
+    }
 
 
 def test_cli_scorecard(tmp_path: Path, capsys) -> None:

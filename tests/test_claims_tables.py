@@ -8,7 +8,19 @@ import pandas as pd
 import pytest
 from normlab import claims
 
-COLUMNS = ["id", "claim", "paper", "ours", "n", "profile", "data", "verdict", "chapter"]
+COLUMNS = [
+    "id",
+    "claim",
+    "paper",
+    "ours",
+    "n",
+    "profile",
+    "data",
+    "verdict",
+    "chapter",
+    "note",
+]
+SHOWN = ["verdict", "id", "claim", "chapter"]
 
 
 def card() -> pd.DataFrame:
@@ -37,14 +49,29 @@ def test_chapter_link_points_at_the_notebook_when_it_exists(tmp_path: Path) -> N
 
 def test_part_markdown_holds_only_that_part_in_order(tmp_path: Path) -> None:
     (tmp_path / "15_robustness.ipynb").write_text("{}")
-    lines = claims.part_markdown(card(), "II", book=tmp_path).splitlines()
+    text = claims.part_markdown(card(), "II", book=tmp_path)
+    table, evidence = text.split("<details>")
+    lines = table.strip().splitlines()
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    assert header == COLUMNS and lines[1] == "|" + "---|" * len(COLUMNS)
-    assert [line.split("|")[1].strip() for line in lines[2:]] == ["N7", "N1"]
+    assert header == SHOWN and lines[1] == "|" + "---|" * len(SHOWN)
+    assert [line.split("|")[2].strip() for line in lines[2:]] == ["N7", "N1"]
+    assert lines[2].startswith("| N7 verdict |")  # the verdict comes first
     assert lines[2].endswith("| [15](15_robustness.ipynb) |")
     assert lines[3].endswith("| 11 |")  # no notebook: the bare number
     assert "a \\| b" in lines[2]  # a pipe inside a cell is escaped
-    assert "N7 ours" in lines[2] and "rule" not in lines[0]
+    assert "ours" not in table and "rule" not in table
+    items = [line for line in evidence.splitlines() if line.startswith("- ")]
+    assert [item.split("**")[1] for item in items] == ["N7", "N1"]
+    assert "ours: N7 ours" in items[0] and "note: N7 note" in items[0]
+    assert evidence.strip().endswith("</details>")
+
+
+def test_commands_are_set_as_code_so_they_copy_as_typed() -> None:
+    note = "needs a set: python -m normlab save batch_size --profile standard"
+    frame = card().assign(note=note)
+    text = claims.part_markdown(frame, "I")
+    assert "`python -m normlab save batch_size --profile standard`" in text
+    assert claims.markdown(frame[["id", "note"]]).count("`python -m normlab") == 4
 
 
 def test_the_parts_it_accepts_are_the_registrys() -> None:

@@ -10,6 +10,25 @@ from pathlib import Path
 from normlab.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
+SHARD = "0/20"  # three quick fc_normalisers runs with one seed
+
+
+def run_args(out: Path, *extra: str, shard: str = SHARD) -> list[str]:
+    """``python -m normlab run`` of one shard of quick fc_normalisers runs, one seed."""
+    return [
+        "run",
+        "fc_normalisers",
+        "--profile",
+        "quick",
+        "--out",
+        str(out),
+        "--seeds",
+        "1",
+        "--shard",
+        shard,
+        "--no-progress",
+        *extra,
+    ]
 
 
 def test_list(capsys) -> None:
@@ -24,21 +43,7 @@ def test_list(capsys) -> None:
 
 def test_run_then_report(tmp_path: Path, capsys) -> None:
     out = tmp_path / "results"
-    args = [
-        "run",
-        "fc_normalisers",
-        "--profile",
-        "quick",
-        "--out",
-        str(out),
-        "--seeds",
-        "1",
-        "--shard",
-        "1/20",
-        "--device",
-        "cpu",
-        "--no-progress",
-    ]
+    args = run_args(out, "--device", "cpu", shard="1/20")
     assert main(args) == 0
     from normlab import experiments
 

@@ -19,32 +19,15 @@ from normlab import experiments
 from normlab.__main__ import main
 from normlab._lock import FileLock
 from normlab.experiments import runner
+from test_cli import SHARD, run_args
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARD = "0/20"  # three quick fc_normalisers runs with one seed
 
 
 def shard_runs(shard: str = SHARD) -> list:
     return experiments.shard(
         experiments.get("fc_normalisers").runs("quick", seeds=1), shard
     )
-
-
-def run_args(out: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "fc_normalisers",
-        "--profile",
-        "quick",
-        "--out",
-        str(out),
-        "--seeds",
-        "1",
-        "--shard",
-        SHARD,
-        "--no-progress",
-        *extra,
-    ]
 
 
 def one_error_line(capsys) -> str:
@@ -118,9 +101,11 @@ def test_save_shows_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> N
         seen.update(kwargs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(experiments, "run", fake_run)
+    monkeypatch.setattr(runner, "run", fake_run)
     with pytest.raises(KeyboardInterrupt):
-        results.save("fc_normalisers", profile="cpu", root="unused")
+        results.save(
+            "fc_normalisers", experiments.RunSettings(profile="cpu"), root="unused"
+        )
     assert seen["progress"] is None
 
 

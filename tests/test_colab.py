@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(
     p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
 )
-INSTALL = re.compile(r'"normlab @ git\+(?P<url>[^@"]+)@(?P<branch>[^"]+)"')
+# The cell installs the ``notebooks`` extra: what the chapters import beyond the core.
+INSTALL = re.compile(r'"normlab\[notebooks\] @ git\+(?P<url>[^@"]+)@(?P<branch>[^"]+)"')
 
 
 def expected() -> tuple[str, str]:
@@ -39,7 +40,7 @@ def test_install_cell_uses_the_configured_repository(path: Path) -> None:
     source = "".join(install_cell(json.loads(path.read_text()))["source"])
     match = INSTALL.search(source)
     assert match is not None, (
-        f'{path.name}: no `pip install "normlab @ git+URL@BRANCH"` in the first cell'
+        f'{path.name}: no `pip install "normlab[notebooks] @ git+URL@BRANCH"` in the first cell'
     )
     assert (match["url"], match["branch"]) == expected(), (
         "rewrite with `python tests/test_colab.py --write`"
@@ -48,7 +49,7 @@ def test_install_cell_uses_the_configured_repository(path: Path) -> None:
 
 def test_the_pattern_reads_the_cell() -> None:
     """The guard itself: the pattern finds URL and branch in the cell as written."""
-    line = '    %pip install -q "normlab @ git+https://github.com/someone/fork@dev"'
+    line = '    %pip install -q "normlab[notebooks] @ git+https://github.com/someone/fork@dev"'
     match = INSTALL.search(line)
     assert match is not None and (match["url"], match["branch"]) == (
         "https://github.com/someone/fork",
@@ -62,7 +63,7 @@ def rewrite(path: Path) -> bool:
     cell = install_cell(nb)
     url, branch = expected()
     source = "".join(cell["source"])
-    new = INSTALL.sub(f'"normlab @ git+{url}@{branch}"', source)
+    new = INSTALL.sub(f'"normlab[notebooks] @ git+{url}@{branch}"', source)
     if new == source:
         return False
     cell["source"] = new.splitlines(keepends=True)

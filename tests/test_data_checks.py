@@ -11,7 +11,7 @@ from pathlib import Path
 import normlab
 import pytest
 import torch
-from normlab import training
+from normlab import _evaluation, training
 from normlab.data import DataSplit, load
 from normlab.training import FitConfig, evaluate, fit
 from torch import nn
@@ -201,9 +201,9 @@ def test_non_finite_regression_targets_are_refused() -> None:
 def test_the_finite_check_runs_once_per_fit(digits, monkeypatch) -> None:
     """One pass over both splits per fit, not one per epoch or batch."""
     calls = []
-    check = training._check_finite
+    check = _evaluation._check_finite
     monkeypatch.setattr(
-        training,
+        _evaluation,
         "_check_finite",
         lambda *splits: calls.append(len(splits)) or check(*splits),
     )
@@ -256,7 +256,7 @@ def test_large_finite_inputs_are_not_mistaken_for_non_finite(digits) -> None:
     x = torch.full((4, 3), 3e38)
     assert not torch.isfinite(x.sum())
     split = DataSplit(x, torch.zeros(4), "regression", "toy", "val")
-    training._check_finite(split)  # no error: every value is finite
+    _evaluation._check_finite(split)  # no error: every value is finite
     x[1, 2] = float("-inf")
     with pytest.raises(ValueError, match=r"1 non-finite value\(s\).*row 1"):
-        training._check_finite(split)
+        _evaluation._check_finite(split)

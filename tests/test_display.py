@@ -81,3 +81,55 @@ def test_table_names_a_wrong_argument():
 
     with pytest.raises(TypeError, match="frame must be a pandas DataFrame"):
         table([1, 2])
+
+
+def test_wrapped_lines_keep_their_indentation() -> None:
+    import html as html_lib
+    import re
+
+    from normlab.display import HANGING, _highlight
+
+    code = 'def f(x):\n    """A docstring line.\n\n        indented more."""\n    return x\n'
+    out = _highlight(code)
+    spans = re.findall(
+        r'<span style="display:block;padding-left:(\d+)ch;text-indent:-(\d+)ch">'
+        r"(.*?)\n</span>",
+        out,
+        flags=re.S,
+    )
+    lines = code.splitlines()
+    assert len(spans) == len(lines)
+    for (pad, indent, body), line in zip(spans, lines):
+        own = len(line) - len(line.lstrip(" "))
+        # a wrapped line continues HANGING columns right of its own indentation
+        assert int(pad) == int(indent) == own + HANGING
+        assert html_lib.unescape(re.sub(r"<[^>]+>", "", body)) == line
+
+
+def test_table_shows_each_normaliser_by_its_registered_name():
+    import pandas as pd
+    from normlab import normalisers
+    from normlab.display import table
+
+    frame = pd.DataFrame(
+        {"normaliser": ["none", "affine_like", "other"], "x": [1, 2, 3]}
+    )
+    html = table(frame).to_html()
+    assert normalisers.label("none") in html and ">none<" not in html
+    assert normalisers.label("affine_like") in html and ">other<" in html
+    indexed = table(frame.set_index("normaliser"), index=True).to_html()
+    assert normalisers.label("affine_like") in indexed
+
+
+def test_glue_records_the_value_for_the_prose_and_shows_nothing(monkeypatch):
+    import myst_nb
+    from normlab.display import glue
+
+    recorded = []
+    monkeypatch.setattr(
+        myst_nb,
+        "glue",
+        lambda name, value, display: recorded.append((name, value, display)),
+    )
+    assert glue("ratio", 2.5) == 2.5
+    assert recorded == [("ratio", 2.5, False)]

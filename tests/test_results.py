@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from normlab import experiments, results, verification
 from normlab.__main__ import main
+from normlab.experiments import RunSettings
 from normlab.experiments.grid import Grid
 from normlab.experiments.part1 import train_mlp
 
@@ -61,7 +62,7 @@ def made(tmp_path_factory) -> results.SavedSet:
     root = tmp_path_factory.mktemp("saved")
     return results.save(
         _tiny(),
-        profile="cpu",
+        RunSettings(profile="cpu"),
         root=root,
         command="python -m normlab save tiny --profile cpu",
     )
@@ -136,9 +137,13 @@ def test_save_resumes_and_says_which_commit_made_which_runs(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setattr(results, "_git_commit", lambda: "old")
-    first = results.save(_tiny(), profile="cpu", root=tmp_path, seeds=2, command="a")
+    first = results.save(
+        _tiny(), RunSettings(profile="cpu", seeds=2), root=tmp_path, command="a"
+    )
     monkeypatch.setattr(results, "_git_commit", lambda: "new")
-    again = results.save(_tiny(), profile="cpu", root=tmp_path, seeds=3, command="b")
+    again = results.save(
+        _tiny(), RunSettings(profile="cpu", seeds=3), root=tmp_path, command="b"
+    )
     old_ids = sorted(first.manifest["records"])
     assert again.manifest["commands"] == ["a", "b"]
     assert again.manifest["commits"]["old"] == old_ids  # kept, not re-run
@@ -152,7 +157,9 @@ def test_save_resumes_and_says_which_commit_made_which_runs(
 
 def test_save_refuses_the_quick_profile(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="quick"):
-        results.save(_tiny(), profile="quick", root=tmp_path)
+        results.save(_tiny(), RunSettings(profile="quick"), root=tmp_path)
+    with pytest.raises(ValueError, match="quick"):
+        results.save(_tiny(), RunSettings(), root=tmp_path)  # quick by default
 
 
 # ------------------------------------------------------------ verify: the re-runs
@@ -425,3 +432,19 @@ def test_other_kernels_verify_a_shipped_set_within_its_bands(name: str) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "compared with the band of each configuration's seeds" in done.stdout
+
+
+def test_the_command_names_a_root_relative_to_where_it_ran(
+    tmp_path: Path, monkeypatch
+) -> None:
+    sets = tmp_path / "sets"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(
+        sys, "argv", ["normlab", "save", TINY, "--root", str(sets), "--profile", "cpu"]
+    )
+    command = results._command(sets)
+    assert command == f"python -m normlab save {TINY} --root sets --profile cpu"
+    assert str(tmp_path) not in command
+    monkeypatch.setattr(sys, "argv", ["normlab", "save", TINY, "--root", str(sets)])
+    monkeypatch.setenv(results.RESULTS_ENV, str(sets))
+    assert results._command(sets) == f"python -m normlab save {TINY}"  # the default

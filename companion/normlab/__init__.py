@@ -24,10 +24,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._runtime import PROFILES, device, profile, seed_everything
+from ._runtime import PROFILES, VERSION, device, profile, seed_everything
 from .display import show_source
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 _SUBMODULES = (
     "layers",

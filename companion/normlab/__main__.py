@@ -18,13 +18,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from . import __version__
 from ._runtime import PROFILES
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .experiments import RunSettings
 
 # Scratch runs; shipped sets are made with `save` into normlab/saved/.
 DEFAULT_OUT = "runs"
@@ -177,9 +180,9 @@ def _list() -> None:
     )
 
 
-def _run_settings(args: argparse.Namespace) -> dict[str, Any]:
+def _run_settings(args: argparse.Namespace) -> RunSettings:
     """What ``run`` and ``save`` share: the name and shard are checked and torch's threads set
-    before anything runs; returns the keyword arguments both pass on."""
+    before anything runs; returns the settings both pass on."""
     from . import experiments
 
     experiments.get(args.name)
@@ -191,12 +194,9 @@ def _run_settings(args: argparse.Namespace) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(args.threads)
-    return {
-        "profile": args.profile,
-        "seeds": args.seeds,
-        "device": args.device,
-        "shard": args.shard,
-    }
+    return experiments.RunSettings(
+        profile=args.profile, seeds=args.seeds, device=args.device, shard=args.shard
+    )
 
 
 def _check_device(value: str | None) -> None:
@@ -353,12 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "run":
             settings = _run_settings(args)
             _check_writable(args.out, "--out")
-            done = experiments.run(
-                args.name,
-                out=args.out,
-                progress=False if args.no_progress else None,
-                **settings,
-            )
+            progress = False if args.no_progress else None
+            done = replace(settings, progress=progress).run(args.name, args.out)
             print(
                 f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "
                 f"records in {done.folder / 'runs'}, table {done.results_csv}"
@@ -369,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = _run_settings(args)
             if args.root is not None:
                 _check_writable(args.root, "--root")
-            saved = results.save(args.name, root=args.root, **settings)
+            saved = results.save(args.name, settings, root=args.root)
             print(f"{saved.label()}\nin {saved.folder}")
         elif args.command == "verify":
             return _verify(args.name, args.root, args.sample)

@@ -10,6 +10,9 @@ import torch
 
 from ._checks import seed as check_seed
 
+# The package's version, as pyproject.toml states it (also ``normlab.__version__``); run
+# records and manifests name it, so it lives below every module that writes them.
+VERSION = "0.1.0"
 PROFILES: tuple[str, ...] = ("quick", "cpu", "standard", "paper")
 # Every experiment declares these; ``cpu`` is optional (the saved result sets that ship).
 REQUIRED_PROFILES: tuple[str, ...] = ("quick", "standard", "paper")

@@ -75,3 +75,33 @@ class Callback:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
+
+
+class CallbackList(list):
+    """The callbacks of a run as one: each hook calls that hook of every callback, in order.
+
+    ``fit`` calls ``CallbackList(callbacks).on_epoch_end(state)`` where it would loop; the
+    list is also what a checkpoint saves and restores, callback by callback.
+    """
+
+    def _call(self, hook: str, state: TrainState) -> None:
+        for callback in self:
+            getattr(callback, hook)(state)
+
+    def on_train_start(self, state: TrainState) -> None:
+        self._call("on_train_start", state)
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        self._call("on_epoch_start", state)
+
+    def on_after_backward(self, state: TrainState) -> None:
+        self._call("on_after_backward", state)
+
+    def on_step_end(self, state: TrainState) -> None:
+        self._call("on_step_end", state)
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        self._call("on_epoch_end", state)
+
+    def on_train_end(self, state: TrainState) -> None:
+        self._call("on_train_end", state)

@@ -26,6 +26,8 @@ DEFAULT_MEMBERS = ("forward",)
 CHECK_PREFIXES = ("_check", "check_")
 ELIDED = "# (input checks elided: see the full source)"
 GATHERED = r"\begin{{gathered}}{}\end{{gathered}}"
+#: How many columns right of its line's indentation a wrapped listing line continues.
+HANGING = 4
 
 
 class SourceView:
@@ -92,13 +94,30 @@ class SourceView:
 
 
 def _highlight(code: str) -> str:
-    """Highlighted HTML whose long lines wrap in the column rather than scroll."""
+    """Highlighted HTML whose long lines wrap in the column rather than scroll, each wrapped
+    line continuing :data:`HANGING` columns right of its own indentation."""
     out = highlight(
         code, PythonLexer(), HtmlFormatter(noclasses=True, style="friendly")
     )
-    return out.replace(
+    start = out.index(">", out.index("<pre")) + 1
+    end = out.rindex("</pre>")
+    body = out[start:end].removeprefix("<span></span>")
+    lines = body.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    raw = code.splitlines()
+    spans = []
+    for i, line in enumerate(lines):
+        text = raw[i] if i < len(raw) else ""
+        hang = len(text) - len(text.lstrip(" ")) + HANGING
+        spans.append(
+            f'<span style="display:block;padding-left:{hang}ch;text-indent:-{hang}ch">'
+            f"{line}\n</span>"
+        )
+    pre = out[:start].replace(
         '<pre style="', '<pre style="white-space:pre-wrap;overflow-wrap:anywhere;', 1
     )
+    return pre + "".join(spans) + out[end:]
 
 
 def _docstring_maths(doc: str) -> list[str]:
@@ -195,6 +214,21 @@ def show_source(obj: Any, *members: str) -> SourceView:
     return SourceView(obj, members)
 
 
+def glue(name: str, value: Any) -> Any:
+    """Record ``value`` under ``name`` for the chapter's prose (myst-nb's ``glue``), shown
+    nowhere in the output; returns ``value``.
+
+    The text cites it as ``{glue:text}`name:.3f``` (a number, formatted) or ``{glue}`name```.
+    Where myst-nb is not installed (Colab, a plain Jupyter), nothing is recorded.
+    """
+    try:
+        from myst_nb import glue as record
+    except ImportError:
+        return value
+    record(name, value, display=False)
+    return value
+
+
 def table(
     frame: Any,
     *,
@@ -205,8 +239,10 @@ def table(
     """A results table as an HTML table that wraps to the page (a pandas ``Styler``).
 
     Floats show ``digits`` decimals; NaN shows as an empty cell; ``caption`` names what the
-    table holds (its data, its profile). Make it the last expression of a cell; in plain
-    text (``repr``) it falls back to the frame's own text form.
+    table holds (its data, its profile). A registered normaliser in a ``normaliser`` column
+    (or index) shows its registered display name (:func:`normlab.normalisers.label`), as in
+    the figures. Make it the last expression of a cell; in plain text (``repr``) it falls
+    back to the frame's own text form.
 
     Raises:
         TypeError: ``frame`` is not a pandas DataFrame.
@@ -215,6 +251,16 @@ def table(
 
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    from . import normalisers
+
+    def name(value: Any) -> Any:
+        registered = isinstance(value, str) and value in normalisers.NORMALISERS
+        return normalisers.label(value) if registered else value
+
+    if "normaliser" in frame.columns:
+        frame = frame.assign(normaliser=frame["normaliser"].map(name))
+    if frame.index.name == "normaliser":
+        frame = frame.rename(index=name)
     styler = frame.style.format(precision=digits, na_rep="").set_table_attributes(
         'class="normlab-table"'
     )

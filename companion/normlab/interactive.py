@@ -29,6 +29,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ._extras import require
 from ._io import write_text_atomic
 
 __all__ = [
@@ -54,8 +55,7 @@ MAX_DATA_BYTES = 300_000
 
 def vegalite_version() -> str:
     """Altair's Vega-Lite version as ``major.minor`` (the bundle's version must match it)."""
-    import altair
-
+    altair = require("altair", "normlab.interactive")
     major, minor = altair.SCHEMA_VERSION.lstrip("v").split(".")[:2]
     return f"{major}.{minor}"
 
@@ -63,8 +63,7 @@ def vegalite_version() -> str:
 def bundle() -> str:
     """The Vega, Vega-Lite and vega-embed script, inside a function that sets only
     ``window.vegaEmbed``, ``window.vega`` and ``window.vegaLite``."""
-    import vl_convert
-
+    vl_convert = require("vl_convert", "normlab.interactive")
     version = vegalite_version()
     if version not in vl_convert.get_vegalite_versions():
         raise RuntimeError(
@@ -86,8 +85,7 @@ def choice(
     """An Altair parameter bound to radio buttons over ``options`` (shown as ``labels``, by
     default the options themselves, numbers as ``%g``); with one option, a fixed parameter
     and no control."""
-    import altair
-
+    altair = require("altair", "normlab.interactive")
     if len(options) < 2:
         return altair.param(name=name, value=value)
     shown = labels or [f"{o:g}" if isinstance(o, float) else str(o) for o in options]
@@ -99,8 +97,7 @@ def _spec(chart: Any) -> dict[str, Any]:
     if isinstance(chart, dict):
         spec = chart
     else:
-        import altair
-
+        altair = require("altair", "normlab.interactive")
         # the size that matters is the page's, in bytes (MAX_DATA_BYTES), not Altair's row count
         with altair.data_transformers.enable("default", max_rows=None):
             spec = chart.to_dict()
@@ -176,8 +173,7 @@ class Interactive:
 
     def to_png(self) -> bytes:
         """The chart at its starting values, as PNG bytes (rendered by vl-convert)."""
-        import vl_convert
-
+        vl_convert = require("vl_convert", "normlab.interactive")
         return vl_convert.vegalite_to_png(
             self.spec, scale=1.5, vl_version=vegalite_version()
         )

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,10 @@ import torch
 
 from ._io import write_text_atomic
 from ._records import RUN_ID, dumps
-from ._runtime import PROFILES, check_profile
+from ._runtime import PROFILES, VERSION, check_profile
 from .experiments.runner import (
     PACKED,
+    RunSettings,
     finished_records,
     packed_records,
     records_table,
@@ -337,8 +338,6 @@ def pack(
     ``exact_on`` is the fingerprint on which re-runs reproduce the records exactly
     (default: this machine's when every record was made here, else the old manifest's).
     """
-    from . import __version__
-
     folder = Path(folder)
     records = list(finished_records(folder).values())
     if not records:
@@ -372,7 +371,7 @@ def pack(
         "hardware": hardware(device),
         "wall_seconds": float(old.get("wall_seconds", 0.0)) + wall_seconds,
         "exact_on": exact_on,
-        "normlab_version": __version__,
+        "normlab_version": VERSION,
         "torch_version": torch.__version__,
         "python": platform.python_version(),
         "created": old.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
@@ -391,57 +390,53 @@ def pack(
 
 def _command(root: Path | None) -> str:
     """The command that made the set, as a reader can copy it: no ``--root`` when it is the
-    default (a path of the machine that made the set means nothing elsewhere)."""
+    default, else ``--root`` relative to the working directory (a path of the machine that
+    made the set means nothing elsewhere)."""
     args = list(sys.argv[1:])
-    if root is None or root.resolve() == default_root().resolve():
-        for i, arg in enumerate(args):
-            if arg == "--root" and i + 1 < len(args):
+    default = root is None or root.resolve() == default_root().resolve()
+    for i, arg in enumerate(args):
+        if arg == "--root" and i + 1 < len(args):
+            if default:
                 del args[i : i + 2]
-                break
+            else:  # relative to where the command ran, never this machine's absolute path
+                args[i + 1] = os.path.relpath(Path(args[i + 1]).resolve())
+            break
     return " ".join(shlex.quote(a) for a in ["python", "-m", "normlab", *args])
 
 
 def save(
     experiment: str,
+    settings: RunSettings,
     *,
-    profile: str,
     root: str | Path | None = None,
-    shard: str | None = None,
-    seeds: int | None = None,
-    device: str = "cpu",
     command: str | None = None,
-    progress: bool | None = None,
 ) -> SavedSet:
-    """Run (or resume) ``experiment`` into the saved-results folder, then :func:`pack` it.
+    """Run (or resume) ``experiment`` with ``settings`` into the saved-results folder, then
+    :func:`pack` it.
 
-    The quick profile is refused: a saved set exists to show more than the live run does.
-    ``progress`` (None: on a terminal) shows the runs' and the training's progress bars.
+    ``settings.profile`` must be given, and the quick profile is refused: a saved set exists
+    to show more than the live run does. Without ``settings.device`` the runs are made on
+    the CPU. ``settings.progress`` (None: on a terminal) shows the progress bars.
     """
     from . import experiments
 
-    profile = check_profile(profile)
-    if profile == "quick":
+    profile = check_profile(settings.profile)
+    if settings.profile is None or profile == "quick":
         raise ValueError(
-            "profile='quick' is what chapters run live; save a cpu, standard or paper set"
+            f"settings.profile={settings.profile!r}: the quick profile (the default) is what "
+            "chapters run live; save a cpu, standard or paper set"
         )
     experiments.get(experiment).grid(profile)
+    settings = replace(settings, profile=profile, device=settings.device or "cpu")
     root_given = Path(root) if root is not None else None
     root = root_given or default_root()
     started = time.perf_counter()
-    done = experiments.run(
-        experiment,
-        profile=profile,
-        out=root,
-        seeds=seeds,
-        device=device,
-        shard=shard,
-        progress=progress,
-    )
+    done = settings.run(experiment, root)
     return pack(
         done.folder,
         command=command or _command(root_given),
         wall_seconds=time.perf_counter() - started,
-        device=device,
+        device=settings.device,
         made_here=done.ran,
     )
 
@@ -482,44 +477,29 @@ def beside(
     root: str | Path | None = None,
     title: str | None = None,
 ) -> Beside:
-    """Draw the live run and, beside it, the largest saved set of ``experiment``.
+    """Draw the live run and, below it, the largest saved set of ``experiment``.
 
     ``draw(results, ax)`` draws one results table on one matplotlib axis; it is called for the
     live table and for the saved set's, so the two panels differ only in their data. Each
-    panel is titled with its label (profile, data, seeds, hardware). Without a saved set the
-    figure has one panel and says so.
+    panel is titled with its label (profile, data, seeds, hardware); the drawing is
+    :func:`normlab.figures.beside`. Without a saved set the figure has one panel and says so.
     """
-    import matplotlib.pyplot as plt
+    from .figures import beside as draw_beside
 
     if not isinstance(live, pd.DataFrame) or live.empty:
         raise ValueError(
             "live must be a non-empty results table (experiments.load_results or report().results)"
         )
     saved = largest(experiment, root)
-    panels = 2 if saved is not None else 1
-    fig, axes = plt.subplots(
-        1, panels, figsize=(6.2 * panels, 4.2), squeeze=False, layout="constrained"
-    )
     label = live_label(live)
-    draw(live, axes[0, 0])
-    axes[0, 0].set_title(_wrap(label), fontsize=8)
-    if saved is not None:
-        draw(saved.results, axes[0, 1])
-        axes[0, 1].set_title(_wrap(saved.label()), fontsize=8)
-    else:
-        fig.text(
-            0.5,
-            -0.02,
-            f"No saved set of {experiment} yet: `python -m normlab save {experiment} --profile cpu`",
-            ha="center",
-            fontsize=8,
-        )
-    if title:
-        fig.suptitle(title)
-    return Beside(figure=fig, live_label=label, saved=saved)
-
-
-def _wrap(text: str, width: int = 70) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width))
+    figure = draw_beside(
+        live,
+        label,
+        draw,
+        saved=saved.results if saved is not None else None,
+        saved_label=saved.label() if saved is not None else "",
+        missing=f"No saved set of {experiment} yet: "
+        f"`python -m normlab save {experiment} --profile cpu`",
+        title=title,
+    )
+    return Beside(figure=figure, live_label=label, saved=saved)

@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import sympy as sp
-
 from ._checks import non_negative_int, one_of, positive_ints
+from ._extras import require
+
+sp = require("sympy", "normlab.symbolic")
 
 __all__ = [
     "KINDS",

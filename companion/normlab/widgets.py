@@ -199,7 +199,11 @@ def _entropy_panel(
     ax.set_ylabel("gate entropy (nats)")
     if legend:
         ax.legend(
-            fontsize=7, ncol=2, loc="upper right", title="layer", title_fontsize=7
+            fontsize=plots.MIN_FONT_PT,
+            ncol=2,
+            loc="upper right",
+            title="layer",
+            title_fontsize=plots.MIN_FONT_PT,
         )
 
 
@@ -213,16 +217,17 @@ def _weight_panel(ax: Any, shown: Shown) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("mean gate weight, last epoch")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=plots.MIN_FONT_PT, loc="lower right")
 
 
 def draw_gates(runs: GateRuns, setting: GateSetting) -> Figure:
-    """One setting: entropy per layer over training (freeze marked), final gate weight per layer."""
+    """One setting: entropy per layer over training (freeze marked) above the final gate
+    weight per layer, at the width of the text column."""
     shown = runs.select(setting)
     metrics = shown.record["metrics"]
     with plots.style():
-        figure = Figure(figsize=(10, 3.6), layout="constrained")
-        left, right = figure.subplots(1, 2, width_ratios=[1.6, 1])
+        figure, axes = plots.new_figure(nrows=2, size=(plots.COLUMN_INCHES, 3.0))
+        left, right = axes[:, 0]
         _entropy_panel(left, shown, setting)
         _weight_panel(right, shown)
         right.set_title(f"val accuracy {metrics['val_metric']:.3f}", fontsize=9)

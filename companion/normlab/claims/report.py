@@ -9,7 +9,7 @@ outcome names what it was tested on: the paper's dataset, or a stand-in (a mecha
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,9 +260,10 @@ def verdict_table(
 ) -> pd.DataFrame:
     """A chapter's verdict table: one row per effect of each claim, judged on the largest saved set.
 
-    Columns: ``id``, ``claim``, ``effect``, ``ours`` (mean ± 95 % CI across seeds), ``n``,
-    ``profile``, ``data``, ``verdict`` (of the effect), ``claim verdict`` and ``note`` (why no
-    verdict, or the seeds an equivalence needs). With ``live``
+    Columns, the verdict first so that a reader sees it at any width: ``verdict`` (of the
+    effect), ``id``, ``effect``, ``ours`` (mean ± 95 % CI across seeds), ``n``, ``claim
+    verdict``, ``claim``, ``profile``, ``data`` and ``note`` (why no verdict, or the seeds an
+    equivalence needs). With ``live``
     (a chapter's live results table) a ``live run`` column shows the same quantity measured
     there, which never decides a verdict.
     """
@@ -276,16 +277,16 @@ def verdict_table(
         effects = outcome.effects or [(outcome.note, None, outcome.verdict)]
         for label, ci, verdict in effects:
             row = {
+                "verdict": verdict,
                 "id": claim.id,
-                "claim": claim.sentence,
                 "effect": label,
                 "ours": f"{ci.mean:+.4f} ± {ci.half:.4f}" if ci is not None else "",
                 "n": ci.n if ci is not None else "",
+                "claim verdict": outcome.verdict,
+                "claim": claim.sentence,
                 "profile": outcome.source.get("profile", ""),
                 "data": outcome.source.get("data", ""),
-                "verdict": verdict,
-                "claim verdict": outcome.verdict,
-                "note": outcome.notes.get(label, ""),
+                "note": _code(outcome.notes.get(label, "")),
             }
             if live is not None:
                 row["live run"] = seen.get(label, "not measurable")
@@ -293,11 +294,22 @@ def verdict_table(
     return pd.DataFrame(rows)
 
 
+def _code(text: str) -> str:
+    """``text`` with each ``python -m normlab ...`` command in it set as code, so that the
+    book shows it as typed (in prose, ``--`` would become an en dash) and it can be copied."""
+    return COMMAND.sub(lambda m: f"`{m.group(0).strip()}`", str(text))
+
+
+#: A command a reader can copy, up to the end of its clause.
+COMMAND = re.compile(r"(?<!`)python -m normlab [^;,()`]*[^;,()`\s.]")
+
+
 def markdown(table: pd.DataFrame) -> str:
-    """A table as GitHub/MyST Markdown (``|`` in cells escaped), without extra dependencies."""
+    """A table as GitHub/MyST Markdown (``|`` in cells escaped, commands set as code),
+    without extra dependencies."""
 
     def cell(value: Any) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
+        return _code(str(value)).replace("|", "\\|").replace("\n", " ")
 
     lines = [
         "| " + " | ".join(map(cell, table.columns)) + " |",
@@ -310,66 +322,12 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def forest(outcomes: Sequence[Outcome], ax: Any = None) -> Any:
-    """Effect sizes with 95 % CIs, one row per effect of every judged empirical claim.
-
-    Returns the figure; with nothing judged yet it says so instead of drawing an empty axis.
-    """
-    import matplotlib.pyplot as plt
-
-    rows = [
-        (f"{o.claim.id}: {label}", ci, verdict)
-        for o in outcomes
-        for label, ci, verdict in o.effects
-    ]
-    if ax is None:
-        _, ax = plt.subplots(
-            figsize=(8, max(2.0, 0.35 * len(rows) + 1)), layout="constrained"
-        )
-    if not rows:
-        ax.text(
-            0.5,
-            0.5,
-            "No empirical claim has a saved result set yet:\nevery one is 'not yet tested' or "
-            "needs a larger profile.",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
-        ax.set_axis_off()
-        return ax.figure
-    colours = {
-        SUPPORTED: "#009E73",
-        CONTRADICTED: "#D55E00",
-        INCONCLUSIVE: "#7F7F7F",
-        NOT_TRAINED: "#CC79A7",
-    }
-    for y, (_, ci, verdict) in enumerate(rows):
-        half = ci.half if math.isfinite(ci.half) else 0.0
-        ax.errorbar(ci.mean, y, xerr=half, fmt="o", color=colours[verdict], capsize=3)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("effect (mean ± 95 % CI across seeds; units of the claim's quantity)")
-    for verdict, colour in colours.items():
-        ax.plot([], [], "o", color=colour, label=verdict)
-    ax.legend(loc="best", fontsize=8)
-    return ax.figure
-
-
 # ---------------------------------------------------------------- chapter 16's tables
 
-_PART_COLUMNS = (
-    "id",
-    "claim",
-    "paper",
-    "ours",
-    "n",
-    "profile",
-    "data",
-    "verdict",
-    "chapter",
-)
+#: The scorecard's table, short enough to fit a phone: the verdict first.
+_PART_COLUMNS = ("verdict", "id", "claim", "chapter")
+#: What each claim's evidence says below the table.
+_EVIDENCE_COLUMNS = ("paper", "ours", "n", "profile", "data", "note")
 
 
 def chapter_link(number: int, book: str | Path | None = None) -> str:
@@ -384,15 +342,28 @@ def part_markdown(
     card: pd.DataFrame, part: str, *, book: str | Path | None = None
 ) -> str:
     """The rows of ``card`` (a :func:`scorecard`) for Part ``part`` (``"I"`` or ``"II"``) as
-    a Markdown table of id, claim, paper, ours, n, profile, data, verdict and chapter, each
-    chapter number linked to its notebook (:func:`chapter_link`)."""
+    Markdown: a table of verdict, id, claim and chapter (each chapter number linked to its
+    notebook, :func:`chapter_link`), then the evidence behind each verdict (the paper's
+    number, ours, n, profile, data and note), one item per claim, folded behind a click."""
     one_of("part", part, ("I", "II"))
-    if not isinstance(card, pd.DataFrame) or not {"part", *_PART_COLUMNS} <= set(
-        card.columns
-    ):
+    needed = {"part", *_PART_COLUMNS, *_EVIDENCE_COLUMNS}
+    if not isinstance(card, pd.DataFrame) or not needed <= set(card.columns):
         raise ValueError(
-            f"card must be a scorecard table with the columns part, {', '.join(_PART_COLUMNS)}"
+            f"card must be a scorecard table with the columns {', '.join(sorted(needed))}"
         )
     rows = card[card["part"] == part]
     linked = rows.assign(chapter=[chapter_link(int(n), book) for n in rows["chapter"]])
-    return markdown(linked[list(_PART_COLUMNS)])
+    items = []
+    for row in linked.itertuples(index=False):
+        facts = "; ".join(
+            f"{column}: {_code(getattr(row, column))}"
+            for column in _EVIDENCE_COLUMNS
+            if str(getattr(row, column)).strip()
+        )
+        items.append(f"- **{row.id}** ({row.verdict}, chapter {row.chapter}): {facts}")
+    evidence = (
+        f"<details><summary>The evidence behind each verdict of Part {part}</summary>\n\n"
+        + "\n".join(items)
+        + "\n\n</details>\n"
+    )
+    return markdown(linked[list(_PART_COLUMNS)]) + "\n" + evidence

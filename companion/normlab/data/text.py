@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from .._extras import require
 from ._common import build_vocab, carve_val, check_split, encode, encode_tags
 from ._download import Resource, cache_root, check_reachable, ensure_extracted, extract
 from .types import DataSplit
@@ -70,13 +71,13 @@ def read_treebank(
 
     ``folder`` is appended to ``nltk.data.path``: NLTK (3.9+) reads corpora only from its
     data path."""
-    import nltk
-    from nltk.corpus.reader import BracketParseCorpusReader
+    nltk = require("nltk", "reading the Penn Treebank (normlab.data.text)")
+    reader_module = require("nltk.corpus.reader", "normlab.data.text")
 
     folder = str(Path(folder).resolve())
     if folder not in nltk.data.path:
         nltk.data.path.append(folder)
-    reader = BracketParseCorpusReader(str(folder), fileids)
+    reader = reader_module.BracketParseCorpusReader(str(folder), fileids)
     out = []
     for fileid in sorted(reader.fileids()):
         for sentence in reader.tagged_sents(fileid):
@@ -96,8 +97,7 @@ def _treebank_folder(root: str | Path | None, download: bool) -> Path:
             f"{folder} is missing and download=False. Run nltk.download('treebank', download_dir={str(base)!r}), "
             f"set ${WSJ_ENV} to a licensed WSJ copy, or use the quick-profile stand-in 'pos_grammar'."
         )
-    import nltk
-
+    nltk = require("nltk", "downloading the Penn Treebank (normlab.data.text)")
     check_reachable(
         TREEBANK_URL,
         resource_name="treebank.zip",

@@ -22,6 +22,7 @@ from .registry import Experiment, RunContext, get, names, register_experiment
 from .runner import (
     Report,
     RunReport,
+    RunSettings,
     at_chosen_lr,
     load_records,
     load_results,
@@ -42,6 +43,7 @@ __all__ = [
     "Run",
     "RunContext",
     "RunReport",
+    "RunSettings",
     "at_chosen_lr",
     "get",
     "larger_profiles",

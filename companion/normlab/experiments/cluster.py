@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from .._checks import one_of
 from .._runtime import check_profile
 from .grid import shard
 from .registry import get
-from .runner import DEFAULT_OUT, results_folder
+from .runner import DEFAULT_OUT, RunSettings, results_folder
 
 EXECUTORS: tuple[str, ...] = ("slurm", "local", "debug")
 MAX_ARRAY_SIZE = 1000  # Slurm's default MaxArraySize is 1001: task ids 0..1000
@@ -133,34 +133,17 @@ class ShardTask:
     """
 
     def __init__(
-        self,
-        name: str,
-        profile: str,
-        out: str,
-        seeds: int | None,
-        device: str | None,
-        threads: int | None,
+        self, name: str, out: str, settings: RunSettings, threads: int | None
     ) -> None:
-        self.settings = (name, profile, out, seeds, device, threads)
+        self.name, self.out, self.settings, self.threads = name, out, settings, threads
 
     def __call__(self, k: int, n: int) -> list[str]:
-        from . import runner
-
-        name, profile, out, seeds, device, threads = self.settings
-        if threads is not None:
+        if self.threads is not None:
             import torch
 
-            torch.set_num_threads(threads)
-        done = runner.run(
-            name,
-            profile=profile,
-            out=out,
-            seeds=seeds,
-            device=device,
-            shard=(k, n),
-            progress=False,
-        )
-        return done.ran
+            torch.set_num_threads(self.threads)
+        mine = replace(self.settings, shard=(k, n), progress=False)
+        return mine.run(self.name, self.out).ran
 
     def checkpoint(self, k: int, n: int) -> Any:
         return _submitit().helpers.DelayedSubmission(self, k, n)
@@ -249,7 +232,8 @@ def submit(
         max_array_size=resources.max_array_size,
     )
     folder = Path(logs) if logs else results_folder(name, out, profile) / "submitit"
-    task = ShardTask(name, profile, str(out), seeds, device, threads)
+    settings = RunSettings(profile=profile, seeds=seeds, device=device)
+    task = ShardTask(name, str(out), settings, threads)
     shards = list(cut.pending)
     if executor == "local":
         return Submission(
@@ -322,9 +306,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_from_args(args: argparse.Namespace, settings: dict[str, Any]) -> str:
+def run_from_args(args: argparse.Namespace, settings: RunSettings) -> str:
     """``run --executor ...``: submit, wait for local and debug jobs; the summary line."""
-    if settings.get("shard") is not None:
+    if settings.shard is not None:
         raise ValueError(
             "--shard and --executor exclude each other: the executor shards"
         )
@@ -340,10 +324,10 @@ def run_from_args(args: argparse.Namespace, settings: dict[str, Any]) -> str:
     done = submit(
         args.name,
         executor=args.executor,
-        profile=settings["profile"],
+        profile=settings.profile,
         out=args.out,
-        seeds=settings["seeds"],
-        device=settings["device"],
+        seeds=settings.seeds,
+        device=settings.device,
         threads=args.threads,
         resources=resources,
         logs=args.logs,
@@ -357,13 +341,13 @@ def run_from_args(args: argparse.Namespace, settings: dict[str, Any]) -> str:
         array = str(done.jobs[0].job_id).split("_")[0] if done.jobs else "(none)"
         return (
             f"{head}\nsubmitted as array job {array}; when it ends, run `python -m normlab "
-            f"report {args.name} --profile {check_profile(settings['profile'])} --out {args.out}` "
+            f"report {args.name} --profile {check_profile(settings.profile)} --out {args.out}` "
             "(run this command again to resume failed or cancelled tasks)"
         )
     ran, failed = done.wait()
     from .runner import report
 
-    merged = report(args.name, out=args.out, profile=settings["profile"], figures=False)
+    merged = report(args.name, out=args.out, profile=settings.profile, figures=False)
     lost = (
         f"; {failed} tasks failed or were cancelled: run again to resume"
         if failed

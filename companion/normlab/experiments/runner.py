@@ -27,7 +27,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from .. import training
 from .._io import write_atomic, write_text_atomic
 from .._lock import FileLock
 from .._records import RecordError, dumps, parse
-from .._runtime import check_profile
+from .._runtime import VERSION, check_profile
 from .._runtime import device as default_device
 from ..data.types import DataSplit
 from ..stats import mean_ci
@@ -312,6 +312,24 @@ class RunReport:
         return self.folder / "results.csv"
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """Which runs of an experiment :func:`run` does, and how: the one set of settings that
+    the command line's ``run`` and ``save``, :func:`normlab.results.save` and the cluster's
+    array tasks (:mod:`normlab.experiments.cluster`) pass on. The fields are :func:`run`'s
+    keywords of the same names."""
+
+    profile: str | None = None
+    seeds: int | None = None
+    device: str | None = None
+    shard: str | tuple[int, int] | None = None
+    progress: bool | None = None
+
+    def run(self, name: str, out: str | Path = DEFAULT_OUT) -> RunReport:
+        """:func:`run` of experiment ``name`` into ``out`` with these settings."""
+        return run(name, out=out, **asdict(self))
+
+
 def run(
     name: str,
     *,
@@ -464,8 +482,6 @@ def _execute(
     outcome = experiment.run_one(
         dict(item.config), RunContext(device=device, checkpoint_dir=checkpoint_dir)
     )
-    from .. import __version__
-
     record = {
         "run_id": item.run_id,
         "experiment": experiment.name,
@@ -474,7 +490,7 @@ def _execute(
         **outcome,
         "seconds": time.perf_counter() - started,
         "device": str(device),
-        "normlab_version": __version__,
+        "normlab_version": VERSION,
     }
     write_text_atomic(record_path, dumps(record, indent=1))
     if not keep_checkpoints:

@@ -1,0 +1,81 @@
+"""The book's figures, in one style sized to the text column; each returns a ``Figure``.
+
+- :mod:`~normlab.figures.column`: the style, the registered colours and display names, and
+  :func:`new_figure`, which keeps every figure to the width of the text column;
+- :mod:`~normlab.figures.curves`: a metric per epoch, or against a swept variable;
+- :mod:`~normlab.figures.heatmaps`: annotated tables of numbers;
+- :mod:`~normlab.figures.intervals`: means with their 95 % intervals, per row or normaliser;
+- :mod:`~normlab.figures.gates`: AutoNorm's gates during training;
+- :mod:`~normlab.figures.robustness`: accuracy under corruption;
+- :mod:`~normlab.figures.theory`: the Part I theory chapters' measurements;
+- :mod:`~normlab.figures.live_and_saved`: a live run above a saved set;
+- :mod:`~normlab.figures.effects`: the scorecard's effects with their intervals.
+
+Figures are built without pyplot, so nothing here calls ``plt.show`` or leaves a figure
+open; a figure returned as a cell's last expression is shown once.
+"""
+
+from __future__ import annotations
+
+from .column import (
+    COLUMN_INCHES,
+    COLUMN_PX,
+    DPI,
+    MIN_FONT_PT,
+    STYLE,
+    colours,
+    finish,
+    label,
+    new_figure,
+    style,
+)
+from .curves import metric_vs, training_curves
+from .effects import forest
+from .gates import entropy_curves, gate_heatmaps
+from .heatmaps import heatmap, normaliser_heatmap
+from .intervals import draw_by_normaliser, interval_bars
+from .live_and_saved import beside
+from .robustness import corruption_gallery, severity_curves
+from .theory import (
+    LAYER_KINDS,
+    make_layer,
+    plot_kernels,
+    plot_ratio_bars,
+    plot_ratio_scatter,
+    plot_update_size_curves,
+    plot_update_sizes,
+    update_sizes,
+)
+
+__all__ = [
+    "COLUMN_INCHES",
+    "COLUMN_PX",
+    "DPI",
+    "LAYER_KINDS",
+    "MIN_FONT_PT",
+    "STYLE",
+    "beside",
+    "colours",
+    "corruption_gallery",
+    "draw_by_normaliser",
+    "entropy_curves",
+    "finish",
+    "forest",
+    "gate_heatmaps",
+    "heatmap",
+    "interval_bars",
+    "label",
+    "make_layer",
+    "metric_vs",
+    "new_figure",
+    "normaliser_heatmap",
+    "plot_kernels",
+    "plot_ratio_bars",
+    "plot_ratio_scatter",
+    "plot_update_size_curves",
+    "plot_update_sizes",
+    "severity_curves",
+    "style",
+    "training_curves",
+    "update_sizes",
+]
