@@ -81,6 +81,9 @@ def _cnn_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]
     from .part1 import lr_sensitivity
 
     metric = results["metric"].iloc[0]
+    for axis in ("depth", "channels"):  # a grid may fix what another sweeps
+        if axis not in summary:
+            summary = summary.assign(**{axis: results[axis].iloc[0]})
     shapes = [f"{d}x{c}" for d, c in zip(summary["depth"], summary["channels"])]
     return {
         "heatmap": plots.normaliser_heatmap(
