@@ -37,7 +37,7 @@ from .._runtime import seed_everything
 from ..models.mlp import mlp_for
 from ..normalisers import PART1
 from .grid import Grid
-from .part1_analysis import (
+from .part1_analysis import (  # noqa: F401  (re-exported: the chapters' names)
     batch_slopes,
     kernel_coupling,
     load_histories,
@@ -49,19 +49,6 @@ from .part1_analysis import (
 )
 from .registry import Experiment, RunContext, register_experiment
 from .runner import at_chosen_lr, select_best, summarise, train_and_test
-
-__all__ = [
-    "batch_slopes",
-    "kernel_coupling",
-    "load_histories",
-    "lr_sensitivity",
-    "paired_lead",
-    "plateau_gap",
-    "plateau_table",
-    "seed_scores",
-    "train_mlp",
-    "train_mlp_measured",
-]
 
 NORMALISERS: tuple[str, ...] = (
     PART1  # the names the grids sweep, from normlab.normalisers
