@@ -502,7 +502,7 @@ FC_NORMALISERS = register_experiment(
                     "epochs": 26,
                     "batch_size": 32,
                 },
-                seeds=3,
+                seeds=5,
                 where=_cpu_fc_point,
             ),
             # standard: one GPU in about half an hour. tanh only (the paper's activation; the
@@ -603,7 +603,7 @@ BATCH_SIZE = register_experiment(
                     "epochs": 8,
                     "base_batch_size": 32,
                 },
-                seeds=3,
+                seeds=5,
                 where=_cpu_rates,
             ),
             # standard: one GPU in about half an hour: five batch sizes over a factor of 32,

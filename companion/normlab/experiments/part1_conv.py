@@ -156,7 +156,7 @@ CNN_NORMALISERS = register_experiment(
                     "epochs": 13,
                     "batch_size": 16,
                 },
-                seeds=3,
+                seeds=5,
                 where=_own_rates(rates=CPU_CNN_RATES, by="normaliser"),
             ),
             "standard": Grid(
