@@ -141,7 +141,7 @@ FIGURES = {
     ),
     "forest": lambda: figures.forest(_outcomes(30)),
     "forest, nothing judged": lambda: figures.forest([]),
-    "beside": lambda: figures.beside(
+    "draw_beside": lambda: figures.draw_beside(
         _summary(1),
         "live run: quick profile, stand-in data (digits), 3 seeds, 36 runs, "
         "a CPU with a long model name that wraps onto a second line",
@@ -204,12 +204,14 @@ def test_a_row_too_wide_for_the_column_wraps_and_keeps_its_indexing() -> None:
 
 
 def test_beside_stacks_the_saved_set_below_the_live_run() -> None:
-    figure = FIGURES["beside"]()
+    figure = FIGURES["draw_beside"]()
     live, saved = figure.axes
     assert live.get_title().startswith("live run") and "\n" in live.get_title()
     assert saved.get_title().startswith("saved set")
     assert live.get_position().y0 > saved.get_position().y1  # one above the other
-    alone = figures.beside(_summary(1), "live run", _draw, missing="no saved set yet")
+    alone = figures.draw_beside(
+        _summary(1), "live run", _draw, missing="no saved set yet"
+    )
     assert len(alone.axes) == 1 and "no saved set" in alone.get_supxlabel()
 
 

@@ -117,14 +117,6 @@ UPWARD_EXCEPTIONS: tuple[tuple[str, str, str], ...] = (
 
 #: Modules outside the presentation layer that draw today: (module, why).
 DRAWING_EXCEPTIONS: tuple[tuple[str, str], ...] = (
-    (
-        "normlab.claims.report",
-        "claims.forest draws the scorecard's forest plot (pyplot)",
-    ),
-    (
-        "normlab.results",
-        "results.beside draws the live run beside the saved set (pyplot)",
-    ),
     ("normlab.experiments.gate_study", "its report draws figures and an Altair chart"),
     (
         "normlab.experiments.part1",

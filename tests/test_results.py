@@ -15,7 +15,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from normlab import experiments, results, verification
+from normlab import experiments, figures, results, verification
 from normlab.__main__ import main
 from normlab.experiments import RunSettings
 from normlab.experiments.grid import Grid
@@ -368,18 +368,18 @@ def test_largest_and_beside(made: results.SavedSet) -> None:
     def draw(table: pd.DataFrame, ax) -> None:
         ax.bar(table["normaliser"], table["test_metric"])
 
-    both = results.beside(TINY, live, draw, root=root)
+    both = figures.beside(TINY, live, draw, root=root)
     titles = [ax.get_title() for ax in both.figure.axes]
     assert (
         len(titles) == 2
         and titles[0].startswith("live run: quick profile")
         and "saved set: cpu" in titles[1]
     )
-    alone = results.beside(TINY, live, draw, root=root / "empty")
+    alone = figures.beside(TINY, live, draw, root=root / "empty")
     assert len(alone.figure.axes) == 1 and alone.saved is None
     plt.close("all")
     with pytest.raises(ValueError, match="live"):
-        results.beside(TINY, pd.DataFrame(), draw, root=root)
+        figures.beside(TINY, pd.DataFrame(), draw, root=root)
 
 
 def test_cli_verify_exit_codes(copy: results.SavedSet, capsys) -> None:

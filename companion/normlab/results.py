@@ -14,7 +14,8 @@ Make or extend one (resumable; the runner's per-run files are its scratch form u
     python -m normlab save fc_normalisers --profile cpu --threads 1
     python -m normlab save autonorm_vision --profile standard --shard 3/8
 
-A chapter shows its live quick run beside the largest saved set with :func:`beside`;
+A chapter shows its live quick run beside the largest saved set with
+:func:`normlab.figures.beside`;
 :func:`normlab.verification.verify` checks a set against its manifest, its grid and
 re-runs of a sample of its records (``python -m normlab verify``).
 """
@@ -30,7 +31,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -60,7 +61,6 @@ __all__ = [
     "load",
     "pack",
     "save",
-    "beside",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -444,15 +444,6 @@ def save(
 # ---------------------------------------------------------------------------- beside
 
 
-@dataclass
-class Beside:
-    """What :func:`beside` showed: the figure, and the live and saved tables with their labels."""
-
-    figure: Any
-    live_label: str
-    saved: SavedSet | None
-
-
 def live_label(results: pd.DataFrame) -> str:
     """One line describing a live run's table: profile, data, seeds, runs and this machine."""
     from .data.registry import REAL
@@ -467,39 +458,3 @@ def live_label(results: pd.DataFrame) -> str:
         f"live run: {profile} profile, {'real' if real else 'stand-in'} data ({', '.join(datasets)}), "
         f"{seeds} seeds, {len(results)} runs, {_cpu_model()}"
     )
-
-
-def beside(
-    experiment: str,
-    live: pd.DataFrame,
-    draw: Callable[[pd.DataFrame, Any], None],
-    *,
-    root: str | Path | None = None,
-    title: str | None = None,
-) -> Beside:
-    """Draw the live run and, below it, the largest saved set of ``experiment``.
-
-    ``draw(results, ax)`` draws one results table on one matplotlib axis; it is called for the
-    live table and for the saved set's, so the two panels differ only in their data. Each
-    panel is titled with its label (profile, data, seeds, hardware); the drawing is
-    :func:`normlab.figures.beside`. Without a saved set the figure has one panel and says so.
-    """
-    from .figures import beside as draw_beside
-
-    if not isinstance(live, pd.DataFrame) or live.empty:
-        raise ValueError(
-            "live must be a non-empty results table (experiments.load_results or report().results)"
-        )
-    saved = largest(experiment, root)
-    label = live_label(live)
-    figure = draw_beside(
-        live,
-        label,
-        draw,
-        saved=saved.results if saved is not None else None,
-        saved_label=saved.label() if saved is not None else "",
-        missing=f"No saved set of {experiment} yet: "
-        f"`python -m normlab save {experiment} --profile cpu`",
-        title=title,
-    )
-    return Beside(figure=figure, live_label=label, saved=saved)

@@ -34,7 +34,7 @@ from .effects import forest
 from .gates import entropy_curves, gate_heatmaps
 from .heatmaps import heatmap, normaliser_heatmap
 from .intervals import draw_by_normaliser, interval_bars
-from .live_and_saved import beside
+from .live_and_saved import Beside, beside, draw_beside
 from .robustness import corruption_gallery, severity_curves
 from .theory import (
     LAYER_KINDS,
@@ -54,7 +54,9 @@ __all__ = [
     "LAYER_KINDS",
     "MIN_FONT_PT",
     "STYLE",
+    "Beside",
     "beside",
+    "draw_beside",
     "colours",
     "corruption_gallery",
     "draw_by_normaliser",
