@@ -90,7 +90,7 @@ def test_every_gate_study_declares_all_profiles() -> None:
     for name in ("gate_bottleneck", "gate_tau", "autonorm_s_sweep", "gate_widget"):
         experiment = experiments.get(name)
         assert {"quick", "cpu", "standard", "paper"} <= set(experiment.profiles)
-        assert experiment.grid("cpu").seeds >= (5 if name != "gate_widget" else 1)
+        assert experiment.grid("cpu").seeds >= (3 if name != "gate_widget" else 1)
         for profile, grid in experiment.profiles.items():
             assert grid.fixed["data_profile"] == (
                 "quick" if profile in ("quick", "cpu") else profile
@@ -98,6 +98,17 @@ def test_every_gate_study_declares_all_profiles() -> None:
             for config in grid.configs(1):
                 if "arm" in config:
                     gs.arm_settings(config)
+
+
+def test_cpu_budget_trains_and_decides_after_the_gates_can_learn() -> None:
+    """1,000+ steps a run on the 1,257 training digits, and the freeze after a quarter of
+    them but before half (the gates' entropy has fallen by then: chapter 11)."""
+    setup = gs.SETUP["cpu"]
+    steps_per_epoch = math.ceil(1257 / setup["batch_size"])
+    assert setup["epochs"] * steps_per_epoch >= 1000
+    assert 0.25 <= gs.T_FREEZE["cpu"] / setup["epochs"] < 0.5
+    for config in experiments.get("gate_bottleneck").grid("cpu").configs(1):
+        assert isinstance(config["patch_size"], int)
 
 
 def table(rows: list[dict]) -> pd.DataFrame:
