@@ -39,8 +39,8 @@ def test_kinds_parts_and_tests_agree() -> None:
         expected = claims.Test if c.kind == "empirical" else claims.Measurement
         assert isinstance(c.test, expected), c.id
     bad = claims.Claim("Z1", "I", "theorem", "x", 2)
-    with pytest.raises(ValueError, match="kind='theorem'; expected exact"):
-        claims._declare(bad)
+    with pytest.raises(ValueError, match="kind='theorem'.*expected a kind of exact"):
+        claims.declare(**vars(bad))
     assert "Z1" not in claims.CLAIMS
 
 
@@ -74,10 +74,10 @@ def test_a_test_must_name_a_registered_experiment() -> None:
         test=claims.Test("no_such_experiment", lambda r: [], claims.Directional(), "x"),
     )
     with pytest.raises(ValueError, match="fc_normalisers"):
-        claims._declare(bad)
+        claims.declare(**vars(bad))
     assert "Z1" not in claims.CLAIMS
     with pytest.raises(ValueError, match="declared twice"):
-        claims._declare(claims.get("A1"))
+        claims.declare(**vars(claims.get("A1")))
 
 
 def test_paper_numbers_are_the_papers() -> None:

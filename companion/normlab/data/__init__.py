@@ -13,7 +13,16 @@ from ._common import SPLITS
 from ._download import ChecksumError, OfflineError, cache_root
 from .corruptions import CORRUPTIONS, corrupt
 from .registry import REAL, load, names
-from .sources import OFFLINE_PROFILES, SOURCES, Source, for_profile, source
+from .sources import (
+    OFFLINE_PROFILES,
+    SOURCES,
+    TITLES,
+    Source,
+    for_profile,
+    served_by,
+    source,
+    title,
+)
 from .types import IGNORE_INDEX, PAD_ID, TASKS, DataSplit
 from .vision import CIFAR10_C_CORRUPTIONS, load_cifar10_c
 
@@ -31,11 +40,14 @@ __all__ = [
     "SPLITS",
     "Source",
     "TASKS",
+    "TITLES",
     "cache_root",
     "corrupt",
     "for_profile",
     "load",
     "load_cifar10_c",
     "names",
+    "served_by",
     "source",
+    "title",
 ]

@@ -53,6 +53,44 @@ SOURCES: dict[tuple[str, str], Source] = {
 }
 
 
+# What each dataset is called in prose, tables and figures.
+TITLES: dict[str, str] = {
+    "mnist": "MNIST",
+    "fashion_mnist": "Fashion-MNIST",
+    "cifar10": "CIFAR-10",
+    "cifar100": "CIFAR-100",
+    "svhn": "SVHN",
+    "cifar10_c": "CIFAR-10-C",
+    "ptb_pos": "PTB POS tagging",
+    "sst2": "SST-2",
+    "energy_efficiency": "Energy efficiency",
+    "california_housing": "California housing",
+    "digits": "8×8 digits",
+    "shapes_stationary": "synthetic shapes in one style",
+    "shapes_diverse": "synthetic shapes in diverse styles",
+    "shapes_diverse_c": "corrupted synthetic shapes",
+    "pos_grammar": "a synthetic tagging grammar",
+    "sentiment_grammar": "a synthetic sentiment grammar",
+    "diabetes": "scikit-learn's diabetes regression",
+}
+RESTYLED = "_restyled"  # a task whose every image is redrawn in its own style
+
+
+def title(name: str) -> str:
+    """The prose name of a dataset (``digits`` -> "8×8 digits"); a restyled task says so."""
+    base = name.removesuffix(RESTYLED)
+    one_of("name", base, tuple(TITLES))
+    return ("restyled " if name.endswith(RESTYLED) else "") + TITLES[base]
+
+
+def served_by(task: str, profile: str | None = None) -> str:
+    """The dataset that served ``task`` (a real task, or one restyled) in ``profile``."""
+    base = task.removesuffix(RESTYLED)
+    if base not in REAL:
+        return task
+    return source(base, profile).fit + (RESTYLED if task.endswith(RESTYLED) else "")
+
+
 def source(task: str, profile: str | None = None) -> Source:
     """The :class:`Source` of ``task`` in ``profile`` (None: the active profile)."""
     one_of("task", task, REAL)

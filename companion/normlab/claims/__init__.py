@@ -1,0 +1,96 @@
+"""Every claim of the two papers as data, each with the test that settles it.
+
+- :mod:`~normlab.claims.rules`: how an interval across seeds becomes a verdict, how a claim's
+  effects combine, and the learnability rule that comes first;
+- :mod:`~normlab.claims.registry`: :class:`Claim`, :class:`Test`, :class:`Measurement`,
+  :class:`Effect` and the table :data:`CLAIMS`, filled by :func:`declare`;
+- :mod:`~normlab.claims.paired`: the one paired comparison every rule and chapter uses;
+- :mod:`~normlab.claims.exact`, :mod:`~normlab.claims.part1`, :mod:`~normlab.claims.part2`:
+  the measurements, quantities and declarations of each part;
+- :mod:`~normlab.claims.report`: :func:`evaluate`, :func:`judge`, the scorecard and the
+  chapters' verdict tables.
+
+To attach a test to a claim, edit its one declaration (``test=Test(...)``) in its part's
+module.
+"""
+
+from __future__ import annotations
+
+from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS)
+from .paired import at_chosen_lr, chance_level, paired
+from .registry import (
+    CLAIMS,
+    Arm,
+    Check,
+    Claim,
+    Effect,
+    Measurement,
+    Test,
+    Unmeasurable,
+    declare,
+    get,
+    ids,
+)
+from .report import (
+    Outcome,
+    chapter_link,
+    chapter_notebook,
+    evaluate,
+    forest,
+    judge,
+    markdown,
+    part_markdown,
+    scorecard,
+    tested_on,
+    verdict_table,
+)
+from .rules import (
+    CONTRADICTED,
+    INCONCLUSIVE,
+    NOT_TRAINED,
+    NOT_YET_TESTED,
+    SUPPORTED,
+    VERDICTS,
+    AtLeast,
+    Directional,
+    Equivalent,
+    combine,
+)
+
+__all__ = [
+    "SUPPORTED",
+    "CONTRADICTED",
+    "INCONCLUSIVE",
+    "NOT_TRAINED",
+    "NOT_YET_TESTED",
+    "VERDICTS",
+    "Directional",
+    "Equivalent",
+    "AtLeast",
+    "combine",
+    "Arm",
+    "Effect",
+    "Check",
+    "Measurement",
+    "Test",
+    "Claim",
+    "Outcome",
+    "Unmeasurable",
+    "CLAIMS",
+    "declare",
+    "get",
+    "ids",
+    "at_chosen_lr",
+    "chance_level",
+    "paired",
+    "judge",
+    "evaluate",
+    "tested_on",
+    "scorecard",
+    "verdict_table",
+    "markdown",
+    "forest",
+    "chapter_notebook",
+    "chapter_link",
+    "part_markdown",
+]

@@ -1,0 +1,404 @@
+"""Part I's claims (the affine divergence, A1-A15): their quantities and declarations.
+
+A1-A7 are settled by the exact measurements of :mod:`normlab.claims.exact`. A8-A15 are judged
+on the saved sets of chapters 6-8 (8x8 digits on the CPU: a stand-in for CIFAR-10, so a
+verdict there tests the mechanism), every arm at its learning rate chosen on validation,
+through the one paired comparison (:func:`normlab.claims.paired.paired`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from ..experiments.part1 import CORRECTIONS, PART1_RIVALS, SCALE_INVARIANT
+from ..stats import paired_differences, slopes_log2
+from .exact import (
+    measure_a1,
+    measure_a2,
+    measure_a3,
+    measure_a4,
+    measure_a5,
+    measure_a6,
+    measure_a7,
+)
+from .paired import at_chosen_lr, difference, only, paired, per_seed
+from .registry import Arm, Effect, Measurement, Test, Unmeasurable, declare
+from .rules import AtLeast, Directional, Equivalent, Rule
+
+SLOPE_MARGIN = 0.01  # accuracy per doubling of batch size: one point is "roughly flat"
+ACCURACY_MARGIN = 0.01  # one accuracy point: "matches", "on par"
+_PAIRED = (
+    "paired by seed at the lr chosen on val per configuration, mean over configurations"
+)
+
+
+def _lead(best: pd.DataFrame) -> tuple[pd.Series, tuple[Arm, ...]]:
+    """The corrections' lead per (configuration, seed): the better correction minus the
+    strongest rival, each chosen on val."""
+    return difference(best, CORRECTIONS, PART1_RIVALS)
+
+
+def _a8(results: pd.DataFrame) -> list[Effect]:
+    best = at_chosen_lr(results)
+    return [
+        paired(best, "affine_like", "norm_like"),
+        paired(
+            best,
+            "norm_like",
+            PART1_RIVALS,
+            label="norm_like - strongest of none/BN/LN/RMS/L2",
+        ),
+    ]
+
+
+def _a9(results: pd.DataFrame) -> list[Effect]:
+    best = at_chosen_lr(results)
+    lead, arms = _lead(best)
+    lead = lead.rename("lead").reset_index()
+    effects = []
+    if lead["width"].nunique() >= 2:
+        by_width = lead.groupby(["width", "seed"], as_index=False)["lead"].mean()
+        effects.append(
+            Effect(
+                "slope of the lead per doubling of width",
+                slopes_log2(by_width, "width", "lead"),
+                arms=arms,
+            )
+        )
+    if lead["depth"].nunique() >= 2:
+        depth = lead.groupby(["depth", "seed"])["lead"].mean()
+        deep, shallow = depth.xs(lead["depth"].max()), depth.xs(lead["depth"].min())
+        effects.append(
+            Effect(
+                "lead at the largest minus the smallest depth",
+                paired_differences(deep.to_dict(), shallow.to_dict()),
+                arms=arms,
+            )
+        )
+    if not effects:
+        raise Unmeasurable("the set has one width and one depth")
+    return effects
+
+
+def _a10(results: pd.DataFrame) -> list[Effect]:
+    best = at_chosen_lr(results)
+    tanh, tanh_arms = _lead(only(best, activation="tanh"))
+    leaky, leaky_arms = _lead(only(best, activation="leaky_relu"))
+    return [
+        Effect(
+            "lead with tanh - lead with leaky-ReLU",
+            paired_differences(per_seed(tanh), per_seed(leaky)),
+            arms=(*tanh_arms, *leaky_arms),
+        )
+    ]
+
+
+def _a11(results: pd.DataFrame) -> list[Effect]:
+    best = at_chosen_lr(results)
+    return [
+        paired(
+            best,
+            "norm_like",
+            "affine_like",
+            within={"depth": 3, "width": 16},
+            label="norm_like - affine_like at depth 3, width 16",
+        )
+    ]
+
+
+def _per_optimizer(
+    quantity: Callable[[pd.DataFrame], list[Effect]],
+) -> Callable[[pd.DataFrame], list[Effect]]:
+    """Apply ``quantity`` to each optimiser's runs when a set has several, labelling the effects.
+
+    The derivation assumes SGD; chapter 6 also trains with Adam, so a verdict must say
+    whether it holds for each. An optimiser whose runs cannot measure the quantity (one width,
+    one activation) is left out; the set is unmeasurable only when no optimiser can.
+    """
+
+    def split(results: pd.DataFrame) -> list[Effect]:
+        if "optimizer" not in results or results["optimizer"].nunique() < 2:
+            return quantity(results)
+        effects, missing = [], []
+        for optimizer, part in results.groupby("optimizer", sort=True):
+            try:
+                effects += [
+                    Effect(f"{e.label} ({optimizer})", e.samples, e.rule, e.arms)
+                    for e in quantity(part)
+                ]
+            except Unmeasurable as err:
+                missing.append(f"{optimizer}: {err}")
+        if not effects:
+            raise Unmeasurable("; ".join(missing))
+        return effects
+
+    return split
+
+
+def _slopes(
+    results: pd.DataFrame, names: Sequence[str], rule: Rule | None = None
+) -> list[Effect]:
+    """Per budget convention and normaliser, one slope of test accuracy against log2(batch) per
+    seed, at the learning rates of :func:`normlab.experiments.part1.batch_slopes` (chosen on val
+    per batch size; for ``scaled_lr`` once at the base batch size, then scaled)."""
+    from ..experiments.part1 import batch_slopes
+
+    if results["batch_size"].nunique() < 2:
+        raise Unmeasurable("the set has one batch size")
+    _, scores = batch_slopes(results)
+    effects = []
+    for budget in sorted(scores["budget"].unique()):
+        part = scores[scores["budget"] == budget]
+        for name in names:
+            rows = part[part["normaliser"] == name]
+            if rows.empty:
+                raise Unmeasurable(f"no runs of {name}")
+            label = f"{name}: slope per doubling of batch size ({budget})"
+            effects.append(
+                Effect(label, slopes_log2(rows, "batch_size", "test_metric"), rule)
+            )
+    return effects
+
+
+def _a12(results: pd.DataFrame) -> list[Effect]:
+    return _slopes(results, CORRECTIONS)
+
+
+def _a13(results: pd.DataFrame) -> list[Effect]:
+    return [
+        *_slopes(results, ["layernorm"], Equivalent(SLOPE_MARGIN)),
+        *_slopes(results, ["batchnorm", "rmsnorm", "none"], AtLeast(SLOPE_MARGIN)),
+    ]
+
+
+def _a14(results: pd.DataFrame) -> list[Effect]:
+    best = at_chosen_lr(results)
+    return [
+        paired(
+            best,
+            CORRECTIONS,
+            ("layernorm", "rmsnorm"),
+            label="PatchNorm (better mode) - stronger of LayerNorm/RMSNorm",
+        )
+    ]
+
+
+def _a15(results: pd.DataFrame) -> list[Effect]:
+    best = at_chosen_lr(results)
+    return [
+        paired(
+            best,
+            "affine_like",
+            SCALE_INVARIANT,
+            label="affine_like - strongest scale-invariant normaliser",
+        )
+    ]
+
+
+_A = "I"
+
+declare(
+    id="A1",
+    part=_A,
+    kind="exact",
+    sentence="One SGD step on an affine layer z = Wx + b moves z by -eta (|x|^2 + 1) g, not the "
+    "ideal -eta g.",
+    chapter=2,
+    test=Measurement(
+        measure=measure_a1,
+        says="relative deviation of a real SGD step from the formula",
+    ),
+)
+declare(
+    id="A2",
+    part=_A,
+    kind="exact",
+    sentence="In a batch, the effective update is -(eta/B) sum_j (x_i . x_j + 1) g_j: kernel XX^T + 1, "
+    "with cross-sample terms.",
+    chapter=2,
+    test=Measurement(
+        measure=measure_a2, says="real step and tangent kernel against XX^T + 1"
+    ),
+)
+declare(
+    id="A3",
+    part=_A,
+    kind="exact",
+    sentence="Norm-like correction W (x/|x|) + b: kernel xh_i . xh_j + 1, diagonal exactly 2; "
+    "scale-invariant, loses the radial degree of freedom.",
+    chapter=3,
+    test=Measurement(
+        measure=measure_a3, says="tangent kernel and outputs under rescaling"
+    ),
+)
+declare(
+    id="A4",
+    part=_A,
+    kind="exact",
+    sentence="Affine-like correction (Wx + b)/sqrt(|x|^2 + 1): single-sample update exactly -eta g "
+    "(kernel = cosine Gram of [x; 1]); not scale-invariant.",
+    chapter=3,
+    test=Measurement(
+        measure=measure_a4,
+        says="single-sample steps, tangent kernel, outputs under rescaling",
+    ),
+)
+declare(
+    id="A5",
+    part=_A,
+    kind="exact",
+    sentence="A learned scale placed after the correction breaks the exact cancellation.",
+    chapter=3,
+    test=Measurement(
+        measure=measure_a5, says="single-sample step of affine-like followed by a gain"
+    ),
+)
+declare(
+    id="A6",
+    part=_A,
+    kind="exact",
+    sentence="In a convolution, shared weights couple output positions p, q through "
+    "patch_p . patch_q + 1, so the single-sample correction is only partial.",
+    chapter=4,
+    test=Measurement(
+        measure=measure_a6,
+        says="conv tangent kernel; PatchNorm kernel diagonal and single-sample step",
+    ),
+)
+declare(
+    id="A7",
+    part=_A,
+    kind="conceptual",
+    sentence="A normaliser is better seen as a nonlinear, activation-like map plus a "
+    "parameterised scale (e.g. RMSNorm = sqrt(d) * L2 map, then a gain).",
+    chapter=3,
+    test=Measurement(
+        measure=measure_a7,
+        says="RMSNorm against sqrt(d) L2 then a gain",
+        tolerance=1e-12,
+    ),
+)
+declare(
+    id="A8",
+    part=_A,
+    kind="empirical",
+    sentence="Fully-connected nets on CIFAR-10: affine-like is best, norm-like next, both ahead of "
+    "none, BatchNorm, LayerNorm, RMSNorm and L2.",
+    chapter=6,
+    datasets=("cifar10",),
+    test=Test(
+        experiment="fc_normalisers",
+        quantity=_per_optimizer(_a8),
+        rule=Directional(+1),
+        says=f"test accuracy differences, {_PAIRED}",
+    ),
+)
+declare(
+    id="A9",
+    part=_A,
+    kind="empirical",
+    sentence="The lead of the corrections grows with depth and width.",
+    chapter=6,
+    datasets=("cifar10",),
+    test=Test(
+        experiment="fc_normalisers",
+        quantity=_per_optimizer(_a9),
+        rule=Directional(+1),
+        says="the lead (best correction minus the strongest rival, chosen on val) against log2 width, "
+        "and deepest minus shallowest, per seed",
+    ),
+)
+declare(
+    id="A10",
+    part=_A,
+    kind="empirical",
+    sentence="The lead is clearest with tanh (against leaky-ReLU).",
+    chapter=6,
+    datasets=("cifar10",),
+    test=Test(
+        experiment="fc_normalisers",
+        quantity=_per_optimizer(_a10),
+        rule=Directional(+1),
+        says=f"lead with tanh minus lead with leaky-ReLU, {_PAIRED}",
+    ),
+)
+declare(
+    id="A11",
+    part=_A,
+    kind="empirical",
+    sentence="One exception: 3 layers, width 16, where norm-like is slightly ahead of "
+    "affine-like.",
+    chapter=6,
+    datasets=("cifar10",),
+    test=Test(
+        experiment="fc_normalisers",
+        quantity=_per_optimizer(_a11),
+        rule=Directional(+1),
+        says="norm_like minus affine_like at depth 3, width 16",
+    ),
+)
+declare(
+    id="A12",
+    part=_A,
+    kind="empirical",
+    sentence="Accuracy falls as the batch size grows for norm-like and affine-like "
+    "(significant negative slopes).",
+    chapter=7,
+    datasets=("cifar10",),
+    test=Test(
+        experiment="batch_size",
+        quantity=_a12,
+        rule=Directional(-1),
+        says="per seed, the least-squares slope of test accuracy against log2(batch size), per budget",
+    ),
+)
+declare(
+    id="A13",
+    part=_A,
+    kind="empirical",
+    sentence="LayerNorm is roughly flat over batch size; BatchNorm, RMSNorm and no "
+    "normalisation are flat or rising.",
+    chapter=7,
+    datasets=("cifar10",),
+    test=Test(
+        experiment="batch_size",
+        quantity=_a13,
+        rule=AtLeast(SLOPE_MARGIN),
+        says=f"slopes per doubling of batch size; LayerNorm within ±{SLOPE_MARGIN} (equivalence), the others "
+        f"at least -{SLOPE_MARGIN}",
+    ),
+)
+declare(
+    id="A14",
+    part=_A,
+    kind="empirical",
+    sentence="In convolutional nets, PatchNorm is roughly on par with LayerNorm and RMSNorm, "
+    "with smaller margins than in fully-connected nets.",
+    chapter=8,
+    datasets=("cifar10",),
+    test=Test(
+        experiment="cnn_normalisers",
+        quantity=_a14,
+        rule=Equivalent(ACCURACY_MARGIN),
+        says=f"PatchNorm's better mode minus the stronger of LayerNorm and RMSNorm, {_PAIRED}; margin "
+        f"{ACCURACY_MARGIN} (the margins in fully-connected nets are compared in the chapter, not "
+        f"judged)",
+    ),
+)
+declare(
+    id="A15",
+    part=_A,
+    kind="empirical",
+    sentence="Affine-like, which is not scale-invariant, matches or beats the scale-invariant "
+    "normalisers: scale invariance is not what makes normalisation work.",
+    chapter=6,
+    datasets=("cifar10",),
+    test=Test(
+        experiment="fc_normalisers",
+        quantity=_per_optimizer(_a15),
+        rule=AtLeast(ACCURACY_MARGIN),
+        says=f"affine_like minus the strongest scale-invariant normaliser, {_PAIRED}; margin {ACCURACY_MARGIN}",
+    ),
+)

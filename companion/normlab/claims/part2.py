@@ -1,0 +1,574 @@
+"""Part II's claims (AutoNorm and AutoNorm-S, N1-N14): their quantities and declarations.
+
+The gate studies of chapters 11 and 12 compare arms (the ``arm`` axis of
+:mod:`normlab.experiments.gate_study`, AutoNorm-S composed from the ``autonorm`` and
+``freeze_at_<T>`` runs of the same set); the task studies of chapters 13-15 compare
+normalisers. Every comparison of two arms goes through
+:func:`normlab.claims.paired.paired`. On the CPU, every dataset is a stand-in, so such a
+verdict tests the mechanism only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..normalisers import PART2
+from ..paper import EPS_H
+from ..stats import paired_differences
+from .paired import at_chosen_lr, difference, only, paired, per_seed
+from .registry import Effect, Test, Unmeasurable, declare
+from .rules import AtLeast, Directional, Equivalent
+
+# The task studies: the ``data`` axis names the dataset; the models are the named normalisers.
+VISION = ("mnist", "fashion_mnist", "svhn", "cifar10", "cifar100", "cifar10_c")
+
+
+def _on(
+    data: str, a: str, b: str | Sequence[str]
+) -> Callable[[pd.DataFrame], list[Effect]]:
+    def quantity(results: pd.DataFrame) -> list[Effect]:
+        rival = b if isinstance(b, str) else "strongest other"
+        best = at_chosen_lr(results)
+        label = f"{a} - {rival} on {data}"
+        return [paired(best, a, b, within={"data": data}, label=label)]
+
+    return quantity
+
+
+def _part2_lead(best: pd.DataFrame, data: str) -> dict[int, float]:
+    lead, _ = difference(best, "autonorm_s", "frozen_ln", within={"data": data})
+    return per_seed(lead)
+
+
+def _n4(results: pd.DataFrame) -> list[Effect]:
+    best = at_chosen_lr(results)
+    top = _part2_lead(best, "cifar100")
+    others = {
+        d: _part2_lead(best, d)
+        for d in VISION
+        if d != "cifar100" and d in set(best["data"])
+    }
+    if not others:
+        raise Unmeasurable("no vision dataset besides cifar100")
+    runner_up = max(others, key=lambda d: np.mean(list(others[d].values())))
+    return [
+        Effect(
+            f"lead on cifar100 - lead on {runner_up} (the next largest)",
+            paired_differences(top, others[runner_up]),
+        )
+    ]
+
+
+def _n12(results: pd.DataFrame) -> list[Effect]:
+    best = at_chosen_lr(results)
+    effects = []
+    for data in sorted(best["data"].unique()):
+        rows = only(best, data=data)
+        wide = rows.pivot_table(
+            index="seed", columns="normaliser", values="test_metric"
+        )
+        if not {"autonorm_s", "frozen_ln"} <= set(wide.columns):
+            raise Unmeasurable(f"no runs of autonorm_s and frozen_ln on {data}")
+        relative = (wide["autonorm_s"] - wide["frozen_ln"]) / wide["frozen_ln"]
+        effects.append(
+            Effect(
+                f"relative RMSE, autonorm_s vs frozen_ln, {_named(results, data)}",
+                relative.dropna().to_numpy(dtype=float),
+            )
+        )
+    return effects
+
+
+def _named(results: pd.DataFrame, task: str) -> str:
+    """``task``, with the stand-in that served it when the set ran offline (named in every verdict)."""
+    from ..data.sources import OFFLINE_PROFILES, source
+
+    profile = (
+        str(results["profile"].iloc[0]) if "profile" in results and len(results) else ""
+    )
+    if profile in OFFLINE_PROFILES:
+        return f"{task} (stand-in {source(task, profile).fit})"
+    return task
+
+
+def _versus(
+    task: str, a: str, rivals: Sequence[str], value: str = "test_metric", what: str = ""
+) -> Callable[[pd.DataFrame], list[Effect]]:
+    """``a`` minus each of ``rivals`` in ``value`` on ``task``, paired by seed at the lr chosen on val."""
+
+    def quantity(results: pd.DataFrame) -> list[Effect]:
+        best = at_chosen_lr(results)
+        return [
+            paired(
+                best,
+                a,
+                b,
+                value=value,
+                within={"data": task},
+                label=f"{a} - {b}{what} on {_named(results, task)}",
+            )
+            for b in rivals
+        ]
+
+    return quantity
+
+
+def _n7(results: pd.DataFrame) -> list[Effect]:
+    task = str(results["data"].iloc[0]) if len(results) else "cifar10"
+    return _versus(
+        task,
+        "autonorm_s",
+        ["frozen_ln"],
+        "mean_corruption_accuracy",
+        " mean corruption accuracy",
+    )(results)
+
+
+GATE_VISION = (
+    "fashion_mnist",
+    "cifar10",
+)  # the image task of autonorm_gates (stand-in, real)
+LANGUAGE = ("ptb_pos", "sst2")
+
+
+def _gates(results: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    vision = [d for d in GATE_VISION if d in set(results.get("data", ()))]
+    if not vision or not set(LANGUAGE) <= set(results["data"]):
+        raise Unmeasurable("the set needs gate runs on ptb_pos, sst2 and an image task")
+    return results, vision[0]
+
+
+def _gate_metric(results: pd.DataFrame, task: str, key: str) -> dict[int, float]:
+    rows = results[results["data"] == task]
+    return {int(s): float(v) for s, v in rows.groupby("seed")[key].mean().items()}
+
+
+def _n10(results: pd.DataFrame) -> list[Effect]:
+    results, vision = _gates(results)
+    images = _gate_metric(results, vision, "entropy_mean")
+    return [
+        Effect(
+            f"mean gate entropy over training, {_named(results, t)} - {_named(results, vision)}",
+            paired_differences(_gate_metric(results, t, "entropy_mean"), images),
+        )
+        for t in LANGUAGE
+    ]
+
+
+def _n11(results: pd.DataFrame) -> list[Effect]:
+    results, vision = _gates(results)
+    effects = [
+        Effect(
+            f"final weight on LayerNorm - 1/2, {_named(results, vision)}",
+            np.array(list(_gate_metric(results, vision, "p_ln_final").values())) - 0.5,
+        )
+    ]
+    for task in LANGUAGE:
+        effects.append(
+            Effect(
+                f"final gate entropy - eps_H ({EPS_H}), {_named(results, task)}",
+                np.array(list(_gate_metric(results, task, "entropy_final").values()))
+                - EPS_H,
+            )
+        )
+        effects.append(
+            Effect(
+                f"slope of the final weight on DyT over relative depth, {_named(results, task)}",
+                np.array(list(_gate_metric(results, task, "depth_slope").values())),
+            )
+        )
+    return effects
+
+
+# The gate studies (chapters 11 and 12). The cpu sets use stand-ins: ``mnist`` (stationary
+# digits) and ``mnist_restyled`` (the same digits, each in its own style: diverse); the GPU
+# profiles add the real vision datasets. AutoNorm-S is the paper's rule (H >= eps_H at
+# T_freeze), composed from the autonorm and freeze_at_<T> runs (gate_study.compose_schedule).
+
+
+def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
+    """Every arm (AutoNorm-S composed in) at the lr chosen on val per (data, arm)."""
+    from ..experiments import gate_study
+
+    if results.empty or "arm" not in results:
+        raise Unmeasurable("no gate-study runs (an 'arm' column) in this table")
+    table = results
+    if gate_study.freeze_epochs(results["arm"].unique()) and "autonorm" in set(
+        results["arm"]
+    ):
+        table = gate_study.with_schedules(results, EPS_H)
+    return gate_study.chosen(table)
+
+
+def _gate_diff(
+    best: pd.DataFrame, data: str, a: str, b: str, value: str = "test_metric"
+) -> Effect:
+    suffix = "" if value == "test_metric" else f" ({value})"
+    return paired(
+        best,
+        a,
+        b,
+        by="arm",
+        value=value,
+        within={"data": data},
+        higher_is_better=True,  # accuracies, and the area under the accuracy curve
+        label=f"{a} - {b} on {data}{suffix}",
+    )
+
+
+def _first(best: pd.DataFrame, *candidates: str) -> str:
+    for data in candidates:
+        if data in set(best["data"]):
+            return data
+    raise Unmeasurable(f"none of {', '.join(candidates)} in this set")
+
+
+def _gate_lead(best: pd.DataFrame, data: str) -> dict[int, float]:
+    lead, _ = difference(
+        best, "autonorm_s", "frozen_ln", by="arm", within={"data": data}
+    )
+    return per_seed(lead)
+
+
+def _n1_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    return [
+        _gate_diff(
+            best, _first(best, "cifar10", "mnist"), "autonorm", "autonorm_random"
+        )
+    ]
+
+
+def _n2_gate(results: pd.DataFrame) -> list[Effect]:
+    """Hottest against coldest temperature: the log of the gate's gradient SNR, and test accuracy."""
+    if "tau" not in results or results["tau"].nunique() < 2:
+        raise Unmeasurable("needs runs at two or more temperatures")
+    results = at_chosen_lr(results, by="tau")
+    hot, cold = results["tau"].max(), results["tau"].min()
+    effects = []
+    for data, part in results.groupby("data"):
+        at = {
+            tau: part[part["tau"] == tau]
+            .groupby("seed")[["gate_snr", "test_metric"]]
+            .mean()
+            for tau in (hot, cold)
+        }
+        for column, transform, what in (
+            ("gate_snr", math.log, "log gate SNR"),
+            ("test_metric", float, "test accuracy"),
+        ):
+            per_seed = {
+                tau: {int(k): transform(v) for k, v in at[tau][column].items()}
+                for tau in at
+            }
+            effects.append(
+                Effect(
+                    f"{what} at tau {hot:g} - at tau {cold:g} on {data}",
+                    paired_differences(per_seed[hot], per_seed[cold]),
+                )
+            )
+    return effects
+
+
+def _n3_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    data = _first(best, "cifar10", "mnist_restyled")
+    return [
+        _gate_diff(best, data, "autonorm_s", "frozen_ln"),
+        _gate_diff(best, data, "autonorm_s", "autonorm"),
+    ]
+
+
+def _n5_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    found = [d for d in ("mnist", "fashion_mnist") if d in set(best["data"])]
+    if not found:
+        raise Unmeasurable("no MNIST-like dataset in this set")
+    return [_gate_diff(best, d, "autonorm_s", "frozen_ln") for d in found]
+
+
+def _n13_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    return [
+        _gate_diff(best, data, "autonorm", "autonorm_hard", "val_curve_mean")
+        for data in sorted(set(best["data"]))
+    ]
+
+
+def _n14_gate(results: pd.DataFrame) -> list[Effect]:
+    best = _gate_best(results)
+    present = set(best["data"])
+    if {"cifar100", "cifar10"} <= present:
+        pairs = [
+            ("cifar100", "cifar10"),
+            *[("cifar10", d) for d in ("mnist", "fashion_mnist") if d in present],
+        ]
+    elif {"mnist_restyled", "mnist"} <= present:
+        pairs = [("mnist_restyled", "mnist")]
+    else:
+        raise Unmeasurable("needs a diverse and a stationary task")
+    return [
+        Effect(
+            f"lead of autonorm_s over frozen_ln on {a} - on {b}",
+            paired_differences(_gate_lead(best, a), _gate_lead(best, b)),
+        )
+        for a, b in pairs
+    ]
+
+
+# ---------------------------------------------------------------------- the claims
+
+
+_N = "II"
+
+declare(
+    id="N1",
+    part=_N,
+    kind="empirical",
+    sentence="On stationary vision, the learned gate (AutoNorm, unfrozen) does worse than the "
+    "Random Selector: the stabilisation bottleneck.",
+    chapter=11,
+    paper={"AutoNorm (CIFAR-10)": 84.35, "Random": 85.48},
+    datasets=("cifar10",),
+    test=Test(
+        experiment="gate_bottleneck",
+        quantity=_n1_gate,
+        rule=Directional(-1),
+        says="autonorm minus autonorm_random test accuracy, paired by seed, lr chosen on val (CIFAR-10 when "
+        "present, else the stationary digits)",
+    ),
+)
+declare(
+    id="N2",
+    part=_N,
+    kind="empirical",
+    sentence="The cause: the Gumbel-Softmax gate's gradient variance is high, so gates cannot "
+    "specialise before the backbone's features mature.",
+    chapter=11,
+    test=Test(
+        experiment="gate_tau",
+        quantity=_n2_gate,
+        rule=Directional(+1),
+        says="hottest minus coldest Gumbel-Softmax temperature, paired by seed: the log of the gate's median "
+        "gradient SNR, and test accuracy (a quieter gradient should let the gate help)",
+    ),
+)
+declare(
+    id="N3",
+    part=_N,
+    kind="empirical",
+    sentence="AutoNorm-S recovers and leads on CIFAR-10.",
+    chapter=12,
+    paper={
+        "AutoNorm-S": 86.35,
+        "AutoNorm-S CI": 0.22,
+        "FrozenLN": 82.97,
+        "AdaNorm": 84.20,
+    },
+    datasets=("cifar10",),
+    test=Test(
+        experiment="gate_bottleneck",
+        quantity=_n3_gate,
+        rule=Directional(+1),
+        says=f"autonorm_s (the paper's rule, eps_H {EPS_H:g}) minus frozen_ln and minus autonorm, paired by seed, on "
+        "CIFAR-10 when present, else the restyled (diverse) digits",
+    ),
+)
+declare(
+    id="N4",
+    part=_N,
+    kind="empirical",
+    sentence="CIFAR-100: AutoNorm-S has its largest vision lead.",
+    chapter=15,
+    paper={"AutoNorm-S": 67.15, "FrozenLN": 64.82},
+    datasets=("cifar100",),
+    test=Test(
+        experiment="autonorm_vision",
+        quantity=_n4,
+        rule=Directional(+1),
+        says="lead over frozen_ln on CIFAR-100 minus the next largest vision lead",
+        min_profile="standard",
+    ),
+)
+declare(
+    id="N5",
+    part=_N,
+    kind="empirical",
+    sentence="MNIST and Fashion-MNIST: no real gain (within the CI, or FrozenLN ahead).",
+    chapter=12,
+    paper={
+        "MNIST AutoNorm-S": 99.18,
+        "MNIST CI": 0.10,
+        "MNIST FrozenLN": 98.82,
+        "MNIST AdaNorm": 98.95,
+        "F-MNIST AutoNorm-S": 92.95,
+        "F-MNIST FrozenLN": 93.12,
+        "F-MNIST AdaNorm": 92.48,
+    },
+    datasets=("mnist", "fashion_mnist"),
+    test=Test(
+        experiment="gate_bottleneck",
+        quantity=_n5_gate,
+        rule=AtLeast(0.005, direction=-1),
+        says="autonorm_s minus frozen_ln on MNIST-like data; no gain beyond 0.005 (half an accuracy point)",
+    ),
+)
+declare(
+    id="N6",
+    part=_N,
+    kind="empirical",
+    sentence="SVHN: AdaNorm is best.",
+    chapter=15,
+    paper={"AdaNorm": 91.10, "FrozenLN": 90.37, "AutoNorm-S": 89.38},
+    datasets=("svhn",),
+    test=Test(
+        experiment="autonorm_vision",
+        quantity=_on("svhn", "adanorm", [n for n in PART2 if n != "adanorm"]),
+        rule=Directional(+1),
+        says="adanorm minus the strongest other normaliser (chosen on val) on SVHN",
+        min_profile="standard",
+    ),
+)
+declare(
+    id="N7",
+    part=_N,
+    kind="empirical",
+    sentence="AutoNorm-S is more robust to corruption, significantly (p < 0.05).",
+    chapter=15,
+    paper={"AutoNorm-S CIFAR-10-C": 72.8, "FrozenLN": 68.2, "AdaNorm": 70.8},
+    datasets=("cifar10_c",),
+    test=Test(
+        experiment="autonorm_robustness",
+        quantity=_n7,
+        rule=Directional(+1),
+        says="autonorm_s minus frozen_ln mean corruption accuracy (clean training; every corruption and "
+        "severity weighted alike), paired by seed at the lr chosen on clean val",
+    ),
+)
+declare(
+    id="N8",
+    part=_N,
+    kind="empirical",
+    sentence="PTB POS tagging: AutoNorm-S ahead (p < 0.01), lower perplexity.",
+    chapter=13,
+    paper={
+        "AutoNorm-S": 97.42,
+        "FrozenLN": 96.80,
+        "AdaNorm": 97.15,
+        "FiLM": 96.72,
+        "AutoNorm-S ppl": 38.6,
+        "FrozenLN ppl": 41.9,
+    },
+    datasets=("ptb_pos",),
+    test=Test(
+        experiment="autonorm_language",
+        quantity=_versus(
+            "ptb_pos", "autonorm_s", ["frozen_ln"], what=" token accuracy"
+        ),
+        rule=Directional(+1),
+        says="autonorm_s minus frozen_ln token accuracy, paired by seed at the lr chosen on "
+        "val (the perplexity half: chapter 13's bound)",
+    ),
+)
+declare(
+    id="N9",
+    part=_N,
+    kind="empirical",
+    sentence="SST-2: AutoNorm-S ahead.",
+    chapter=13,
+    paper={"AutoNorm-S": 91.25, "FrozenLN": 89.42, "AdaNorm": 90.15, "FiLM": 88.95},
+    datasets=("sst2",),
+    test=Test(
+        experiment="autonorm_language",
+        quantity=_versus("sst2", "autonorm_s", ["frozen_ln"], what=" accuracy"),
+        rule=Directional(+1),
+        says="autonorm_s minus frozen_ln sentence accuracy, paired by seed at the lr chosen "
+        "on val",
+    ),
+)
+declare(
+    id="N10",
+    part=_N,
+    kind="empirical",
+    sentence="Language gate entropy stays high for longer than vision's.",
+    chapter=13,
+    datasets=("ptb_pos", "sst2", "cifar10"),
+    test=Test(
+        experiment="autonorm_gates",
+        quantity=_n10,
+        rule=Directional(+1),
+        says="learned AutoNorm, one budget: mean gate entropy over layers and epochs, each language task "
+        "minus the image task, seeds paired by index (independent runs)",
+    ),
+)
+declare(
+    id="N11",
+    part=_N,
+    kind="empirical",
+    sentence="Per-layer gates: vision collapses to LayerNorm quickly; language keeps a mixed "
+    "gate, deeper layers preferring DyT.",
+    chapter=13,
+    datasets=("ptb_pos", "sst2", "cifar10"),
+    test=Test(
+        experiment="autonorm_gates",
+        quantity=_n11,
+        rule=Directional(+1),
+        says=f"at the last epoch: image p_LN - 1/2; per language task, gate entropy - eps_H ({EPS_H}) and the "
+        "slope of p_DyT over relative depth; every part must hold",
+    ),
+)
+declare(
+    id="N12",
+    part=_N,
+    kind="empirical",
+    sentence="Tabular regression: negligible differences.",
+    chapter=14,
+    paper={
+        "California AutoNorm-S": 0.4892,
+        "California FrozenLN": 0.4905,
+        "Energy AutoNorm-S": 22.75,
+        "Energy AdaNorm": 22.78,
+        "Energy FiLM": 22.82,
+    },
+    datasets=("california_housing", "energy_efficiency"),
+    test=Test(
+        experiment="autonorm_tabular",
+        quantity=_n12,
+        rule=Equivalent(0.02),
+        says="relative RMSE difference (autonorm_s - frozen_ln)/frozen_ln; equivalent within ±2 %",
+    ),
+)
+declare(
+    id="N13",
+    part=_N,
+    kind="empirical",
+    sentence="Hard (straight-through) gating converges slower than soft gating.",
+    chapter=11,
+    test=Test(
+        experiment="gate_bottleneck",
+        quantity=_n13_gate,
+        rule=Directional(+1),
+        says="soft minus hard gate: mean validation accuracy over the epochs (area under the learning curve), "
+        "paired by seed",
+    ),
+)
+declare(
+    id="N14",
+    part=_N,
+    kind="empirical",
+    sentence="Adaptive selection helps only when features are non-stationary: the lead orders "
+    "CIFAR-100 > CIFAR-10 > MNIST / Fashion-MNIST.",
+    chapter=12,
+    datasets=("cifar100", "cifar10", "mnist", "fashion_mnist"),
+    test=Test(
+        experiment="gate_bottleneck",
+        quantity=_n14_gate,
+        rule=Directional(+1),
+        says="lead of autonorm_s over frozen_ln on the more diverse data minus on the less diverse, paired by "
+        "seed (CIFAR-100 > CIFAR-10 > MNIST on a GPU; restyled > plain digits on the CPU)",
+    ),
+)
