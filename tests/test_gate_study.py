@@ -268,7 +268,7 @@ def test_gate_claims_on_constructed_data() -> None:
             ("mnist", "autonorm_hard"): 0.70,
             ("mnist", "freeze_at_3"): 0.90,
             ("mnist_restyled", "frozen_ln"): 0.50,
-            ("mnist_restyled", "autonorm_random"): 0.40,
+            ("mnist_restyled", "autonorm_random"): 0.50,
             ("mnist_restyled", "autonorm"): 0.45,
             ("mnist_restyled", "autonorm_hard"): 0.30,
             ("mnist_restyled", "freeze_at_3"): 0.60,
@@ -276,7 +276,7 @@ def test_gate_claims_on_constructed_data() -> None:
     )
     assert (
         claims.judge(claims.get("N1"), table).verdict == claims.SUPPORTED
-    )  # learned below random on mnist
+    )  # learned below random on the CIFAR-10 stand-in (the restyled digits)
     assert (
         claims.judge(claims.get("N13"), table).verdict == claims.SUPPORTED
     )  # soft ahead of hard
@@ -325,8 +325,10 @@ def test_n2_compares_the_hottest_and_coldest_temperatures() -> None:
         for seed in range(5)
     ]
     outcome = claims.judge(claims.get("N2"), pd.DataFrame(rows))
-    assert outcome.verdict == claims.SUPPORTED and len(outcome.effects) == 2
+    # both effects on the predicted side: at most consistent with the claim, not supported
+    assert outcome.verdict == claims.INCONCLUSIVE and len(outcome.effects) == 2
     assert outcome.effects[0][1].mean == pytest.approx(math.log(25.0))
+    assert all(ci.low > 0 for _, ci, _ in outcome.effects)
 
 
 def _two_rate_runs() -> pd.DataFrame:

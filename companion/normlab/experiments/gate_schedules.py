@@ -19,13 +19,35 @@ from ..paper import EPS_H
 from .gate_runs import FREEZE_PREFIX
 from .runner import at_chosen_lr, mean_ci, summarise
 
-_KEYS = ("data", "lr", "seed")
+# What makes one configuration of a gate study besides its task (those a table has).
+CONFIG_AXES = ("init", "readout", "selector_lr", "tau")
+
+
+def _keys(runs: pd.DataFrame, *last: str) -> list[str]:
+    return [k for k in ("data", *CONFIG_AXES, *last) if k in runs]
+
+
+def at_defaults(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs at the book's default initialisation and readout and the selector at the
+    backbone's rate (:mod:`.gate_grids`), where the table has those columns."""
+    from .gate_grids import DEFAULT_INIT, DEFAULT_READOUT
+
+    keep = pd.Series(True, index=runs.index)
+    for column, value in (
+        ("init", DEFAULT_INIT),
+        ("readout", DEFAULT_READOUT),
+        ("selector_lr", 1.0),
+    ):
+        if column in runs:
+            keep &= runs[column] == value
+    return runs[keep]
 
 
 def compose_schedule(
     runs: pd.DataFrame, t_freeze: int, eps_h: float, rule: str = "high"
 ) -> pd.DataFrame:
-    """The AutoNorm-S outcome of every (data, lr, seed), assembled from two runs (module docstring).
+    """The AutoNorm-S outcome of every (data, configuration, lr, seed), assembled from two
+    runs (module docstring); a configuration is the table's :data:`CONFIG_AXES`.
 
     ``runs`` is a :func:`run_table` holding ``autonorm`` runs and ``freeze_at_<t_freeze>``
     runs with otherwise equal settings. The rule is applied to the mean entropy over layers
@@ -40,8 +62,9 @@ def compose_schedule(
         )
     if not 0.0 <= eps_h <= math.log(2):
         raise ValueError(f"eps_h must lie in [0, ln 2], got {eps_h!r}")
-    never = runs[runs["arm"] == "autonorm"].set_index(list(_KEYS))
-    frozen = runs[runs["arm"] == f"{FREEZE_PREFIX}{t_freeze}"].set_index(list(_KEYS))
+    keys = _keys(runs, "lr", "seed")
+    never = runs[runs["arm"] == "autonorm"].set_index(keys)
+    frozen = runs[runs["arm"] == f"{FREEZE_PREFIX}{t_freeze}"].set_index(keys)
     if frozen.empty:
         raise ValueError(
             f"no {FREEZE_PREFIX}{t_freeze} runs to compose T_freeze={t_freeze} from"
@@ -59,21 +82,19 @@ def compose_schedule(
         chosen["fired"], chosen["decision_entropy"] = bool(fired), entropy
         chosen["t_freeze"], chosen["eps_h"], chosen["rule"] = t_freeze, eps_h, rule
         chosen["arm"] = "autonorm_s" if rule == "high" else "autonorm_s_low"
-        rows.append(chosen.rename(None).to_frame().T.assign(**dict(zip(_KEYS, key))))
+        rows.append(chosen.rename(None).to_frame().T.assign(**dict(zip(keys, key))))
     return pd.concat(rows, ignore_index=True).infer_objects()
 
 
-_ARM = ("data", "arm")
-
-
 def chosen(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every run at the learning rate chosen on validation data per task and arm.
+    """Every run at the learning rate chosen on validation data per task, configuration
+    (:data:`CONFIG_AXES`) and arm.
 
     With ``at_edge`` (the choice is the grid's smallest or largest rate) and
     ``candidates`` (how many rates were tried); a set with one rate per arm is returned
     whole.
     """
-    return at_chosen_lr(runs, _ARM, higher_is_better=True)
+    return at_chosen_lr(runs, _keys(runs, "arm"), higher_is_better=True)
 
 
 def at_lr_of(runs: pd.DataFrame, arm: str) -> pd.DataFrame:

@@ -43,8 +43,10 @@ from .gate_runs import (  # noqa: F401  (one run, for the chapters)
     train_gate,
 )
 from .gate_schedules import (  # noqa: F401  (AutoNorm-S composed, for the chapters)
+    CONFIG_AXES,
     EPS_GRID,
     arm_summary,
+    at_defaults,
     at_lr_of,
     chosen,
     compose_schedule,
