@@ -349,9 +349,12 @@ def _n5_gate(results: pd.DataFrame) -> list[Effect]:
 
 def _n13_gate(results: pd.DataFrame) -> list[Effect]:
     best = _gate_best(results)
+    tasks = sorted(set(best.loc[best["arm"] == "autonorm_hard", "data"]))
+    if not tasks:
+        raise Unmeasurable("no runs of autonorm_hard")
     return [
         _gate_diff(best, data, "autonorm", "autonorm_hard", "val_curve_mean")
-        for data in sorted(set(best["data"]))
+        for data in tasks
     ]
 
 

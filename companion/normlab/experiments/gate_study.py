@@ -70,10 +70,11 @@ ARM_ORDER = [
 
 
 def draw_arms(runs: pd.DataFrame, ax: Any) -> None:
-    """Test accuracy (mean, 95 % CI) per task and arm on one axis; AutoNorm-S composed in."""
+    """Test accuracy (mean, 95 % CI) per task and arm on one axis, at the book's default
+    configuration (:func:`at_defaults`); AutoNorm-S composed in."""
     from .. import plots
 
-    summary = arm_summary(with_schedules(runs))
+    summary = arm_summary(with_schedules(at_defaults(runs)))
     colours = plots.colours(ARM_ORDER)
     tasks = list(dict.fromkeys(summary["data"]))
     for _, row in summary.iterrows():
