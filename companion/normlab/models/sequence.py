@@ -98,13 +98,13 @@ class SequenceTransformer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init_linear(self.head, self.config.init)
         nn.init.trunc_normal_(self.embed.weight, std=0.02)
         with torch.no_grad():
             self.embed.weight[PAD_ID].zero_()
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         if self.cls_token is not None:
             nn.init.trunc_normal_(self.cls_token, std=0.02)
+        init_linear(self.head, self.config.init)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         c = self.config
