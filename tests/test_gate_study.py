@@ -90,7 +90,7 @@ def test_every_gate_study_declares_all_profiles() -> None:
     for name in ("gate_bottleneck", "gate_tau", "autonorm_s_sweep", "gate_widget"):
         experiment = experiments.get(name)
         assert {"quick", "cpu", "standard", "paper"} <= set(experiment.profiles)
-        assert experiment.grid("cpu").seeds >= (5 if name != "gate_widget" else 1)
+        assert experiment.grid("cpu").seeds >= (3 if name != "gate_widget" else 1)
         for profile, grid in experiment.profiles.items():
             assert grid.fixed["data_profile"] == (
                 "quick" if profile in ("quick", "cpu") else profile
@@ -98,6 +98,17 @@ def test_every_gate_study_declares_all_profiles() -> None:
             for config in grid.configs(1):
                 if "arm" in config:
                     gs.arm_settings(config)
+
+
+def test_cpu_budget_trains_and_decides_after_the_gates_can_learn() -> None:
+    """1,000+ steps a run on the 1,257 training digits, and the freeze after a quarter of
+    them but before half (the gates' entropy has fallen by then: chapter 11)."""
+    setup = gs.SETUP["cpu"]
+    steps_per_epoch = math.ceil(1257 / setup["batch_size"])
+    assert setup["epochs"] * steps_per_epoch >= 1000
+    assert 0.25 <= gs.T_FREEZE["cpu"] / setup["epochs"] < 0.5
+    for config in experiments.get("gate_bottleneck").grid("cpu").configs(1):
+        assert isinstance(config["patch_size"], int)
 
 
 def table(rows: list[dict]) -> pd.DataFrame:
@@ -257,7 +268,7 @@ def test_gate_claims_on_constructed_data() -> None:
             ("mnist", "autonorm_hard"): 0.70,
             ("mnist", "freeze_at_3"): 0.90,
             ("mnist_restyled", "frozen_ln"): 0.50,
-            ("mnist_restyled", "autonorm_random"): 0.40,
+            ("mnist_restyled", "autonorm_random"): 0.50,
             ("mnist_restyled", "autonorm"): 0.45,
             ("mnist_restyled", "autonorm_hard"): 0.30,
             ("mnist_restyled", "freeze_at_3"): 0.60,
@@ -265,7 +276,7 @@ def test_gate_claims_on_constructed_data() -> None:
     )
     assert (
         claims.judge(claims.get("N1"), table).verdict == claims.SUPPORTED
-    )  # learned below random on mnist
+    )  # learned below random on the CIFAR-10 stand-in (the restyled digits)
     assert (
         claims.judge(claims.get("N13"), table).verdict == claims.SUPPORTED
     )  # soft ahead of hard
@@ -314,8 +325,10 @@ def test_n2_compares_the_hottest_and_coldest_temperatures() -> None:
         for seed in range(5)
     ]
     outcome = claims.judge(claims.get("N2"), pd.DataFrame(rows))
-    assert outcome.verdict == claims.SUPPORTED and len(outcome.effects) == 2
+    # both effects on the predicted side: at most consistent with the claim, not supported
+    assert outcome.verdict == claims.INCONCLUSIVE and len(outcome.effects) == 2
     assert outcome.effects[0][1].mean == pytest.approx(math.log(25.0))
+    assert all(ci.low > 0 for _, ci, _ in outcome.effects)
 
 
 def _two_rate_runs() -> pd.DataFrame:

@@ -149,7 +149,7 @@ def test_padding_does_not_change_the_other_outputs(
     """Eval mode: a sentence alone, and the same sentence padded inside a longer batch."""
     torch.manual_seed(0)
     config = SequenceConfig(
-        vocab_size=30, max_len=16, num_outputs=4, task=task, pool=pool, **TINY
+        vocab_size=30, max_len=16, num_outputs=4, task=task, readout=pool, **TINY
     )
     model = SequenceTransformer(config, norm_layer(norm)).eval()
     for (
@@ -245,3 +245,48 @@ def test_bad_arguments_raise_clear_errors() -> None:
         ViTLite(norm_layer="groupnorm")
     with pytest.raises(TypeError, match="norm_layer"):
         ViTLite(norm_layer=3)
+
+
+@pytest.mark.parametrize("init", ["trunc_normal_0.02", "torch_default"])
+def test_init_schemes_set_every_linear_as_declared(init: str) -> None:
+    """std 0.02 (truncated at +-2) and zero biases, or torch's fan-in uniform in
+    +-1/sqrt(fan_in), whose std is 1/sqrt(3 fan_in); for every linear map and the head."""
+    torch.manual_seed(0)
+    config = ViTConfig(
+        img_size=8, in_chans=1, patch_size=2, init=init, **{**TINY, "dim": 64}
+    )
+    model = ViTLite(config)
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert len(linears) == 4 * config.depth + 1  # qkv, proj, fc1, fc2 per block; head
+    for layer in linears:
+        w, fan_in = layer.weight.detach(), layer.weight.shape[1]
+        if init == "torch_default":
+            bound = 1 / fan_in**0.5
+            assert w.abs().max() <= bound and layer.bias.abs().max() <= bound
+            assert w.std().item() == pytest.approx(bound / 3**0.5, rel=0.15)
+        else:
+            assert w.std().item() == pytest.approx(0.02, rel=0.15)
+            assert torch.equal(layer.bias, torch.zeros_like(layer.bias))
+
+
+def test_mean_readout_pools_the_patch_tokens_without_a_class_token() -> None:
+    torch.manual_seed(0)
+    config = ViTConfig(img_size=8, in_chans=1, patch_size=2, readout="mean", **TINY)
+    model = ViTLite(config).eval()
+    images = torch.rand(3, 1, 8, 8)
+    tokens = model.tokens(images)
+    assert model.cls_token is None and tokens.shape == (3, config.num_patches, 32)
+    expected = model.head(model.encoder(tokens).mean(dim=1))
+    torch.testing.assert_close(model(images), expected)
+    table = TabularTransformer(
+        TabularConfig(num_features=5, readout="mean", **TINY)
+    ).eval()
+    features = torch.randn(4, 5)
+    pooled = table.encoder(table.tokenizer(features)).mean(dim=1)
+    torch.testing.assert_close(table(features), table.head(pooled).squeeze(-1))
+
+
+@pytest.mark.parametrize("field", ["init", "readout"])
+def test_unknown_init_or_readout_is_named(field: str) -> None:
+    with pytest.raises(ValueError, match=f"{field}='nope' is not known"):
+        ViTConfig(**{field: "nope"})

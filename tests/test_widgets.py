@@ -189,3 +189,38 @@ def test_errors_name_what_is_missing(runs: w.GateRuns) -> None:
         w.GateWidget(runs).set(temperature=1.0)
     with pytest.raises(ValueError, match="no gate-widget runs"):
         w.GateRuns([])
+
+
+@pytest.fixture(scope="module")
+def small() -> w.GateRuns:
+    """The quick profile's shape: one task, one tau, soft only, one T_freeze."""
+    grid = itertools.product(["mnist"], [0.5], [1.0, 10.0], [False], [0, 2])
+    return w.GateRuns(fake_record(*point) for point in grid)
+
+
+def test_a_small_grid_offers_only_the_controls_it_serves(small: w.GateRuns) -> None:
+    widget = w.GateWidget(small)
+    assert set(widget.controls) == {"selector_lr", "freezing", "eps_h", "rule"}
+    for name, control in widget.controls.items():  # every option of every control
+        for value in getattr(control, "options", [control.value]):
+            widget.set(**{name: value[1] if isinstance(value, tuple) else value})
+            assert widget.figure is not None
+    with pytest.raises(ValueError, match="unknown control.*hard"):
+        widget.set(hard=True)  # no KeyError inside a callback: no such control
+
+
+def test_the_twin_opens_where_the_gates_collapse(small: w.GateRuns) -> None:
+    start = w.collapse_setting(small)
+    assert start.selector_lr == 10.0 and not start.freezing and start.t_freeze == 2
+    spec = w.static_twin(small).spec
+    assert {p["name"]: p["value"] for p in spec["params"]}["lr"] == 10.0
+    # the live widget opens at the slow selector, for the reader to move
+    assert w.GateWidget(small).setting.selector_lr == 1.0
+
+
+def test_draw_gates_shows_accuracy_beside_entropy(small: w.GateRuns) -> None:
+    record = small.select(w.collapse_setting(small)).record
+    figure = w.draw_gates(small, w.collapse_setting(small))
+    (accuracy,) = figure.axes[2].get_lines()
+    expected = [h["val_accuracy"] for h in record["history"]]
+    np.testing.assert_allclose(accuracy.get_ydata(), expected)

@@ -11,7 +11,8 @@ the ``freeze_at = T_freeze`` run (the rule fired) or the unfrozen one (it did no
 - :class:`GateRuns`: the runs, indexed by their settings; :meth:`GateRuns.select` applies
   a freezing rule.
 - :func:`draw_gates`: one setting as a figure (entropy per layer over training, the freeze
-  marked; the final gate weight per layer).
+  marked; the final gate weight per layer; validation accuracy over training), and
+  :func:`collapse_setting`, where the grid's gates collapse.
 - :class:`GateWidget`: ipywidgets controls wired to :func:`draw_gates`.
 - :func:`static_twin`: the same controls and views as a Vega-Lite chart that needs no
   kernel, for readers of the HTML book (:func:`twin_tables`: the runs it inlines).
@@ -19,6 +20,7 @@ the ``freeze_at = T_freeze`` run (the rule fired) or the unfrozen one (it did no
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable
@@ -220,23 +222,48 @@ def _weight_panel(ax: Any, shown: Shown) -> None:
     ax.legend(fontsize=plots.MIN_FONT_PT, loc="lower right")
 
 
+def _accuracy_panel(ax: Any, shown: Shown) -> None:
+    history = shown.record["history"]
+    colour = normalisers.colour("autonorm")
+    epochs = [h["epoch"] for h in history]
+    ax.plot(epochs, [h["val_accuracy"] for h in history], "o-", ms=2.5, color=colour)
+    ax.set(ylim=(0, 1), xlabel="epoch", ylabel="validation accuracy")
+    ax.set_title(
+        f"val accuracy {shown.record['metrics']['val_metric']:.3f}", fontsize=9
+    )
+
+
 def draw_gates(runs: GateRuns, setting: GateSetting) -> Figure:
-    """One setting: entropy per layer over training (freeze marked) above the final gate
-    weight per layer, at the width of the text column."""
+    """One setting: entropy per layer over training (freeze marked), the final gate
+    weight per layer and validation accuracy over training, stacked at the column's width."""
     shown = runs.select(setting)
-    metrics = shown.record["metrics"]
     with plots.style():
-        figure, axes = plots.new_figure(nrows=2, size=(plots.COLUMN_INCHES, 3.0))
-        left, right = axes[:, 0]
+        figure, axes = plots.new_figure(nrows=3, size=(plots.COLUMN_INCHES, 4.5))
+        left, middle, right = axes[:, 0]
         _entropy_panel(left, shown, setting)
-        _weight_panel(right, shown)
-        right.set_title(f"val accuracy {metrics['val_metric']:.3f}", fontsize=9)
+        _weight_panel(middle, shown)
+        _accuracy_panel(right, shown)
         figure.suptitle(setting.describe(), fontsize=10)
     return figure
 
 
+def collapse_setting(runs: GateRuns) -> GateSetting:
+    """Where the grid's gates collapse: its first task at the largest selector rate, the
+    first temperature and soft gate, no freezing (T_freeze: the grid's first)."""
+    return GateSetting(
+        data=runs.values("data")[0],
+        tau=runs.values("tau")[0],
+        selector_lr=runs.values("selector_lr")[-1],
+        hard=runs.values("hard")[0],
+        t_freeze=min(t for t in runs.values("freeze_at") if t),
+    )
+
+
 class GateWidget:
     """Sliders and toggles over :class:`GateRuns`; every change redraws :func:`draw_gates`.
+
+    It opens at ``setting`` (default: :func:`collapse_setting` at the grid's smallest
+    selector rate) and offers a control only for a setting the grid has several values of.
 
     ``controls`` maps each setting's name to its ipywidgets control; :meth:`redraw` is the
     callback they call (``seconds`` holds how long the last one took), ``figure`` the last
@@ -247,12 +274,11 @@ class GateWidget:
         import ipywidgets as widgets
 
         self.runs = runs
-        start = setting or GateSetting(
-            data=runs.values("data")[0],
-            t_freeze=min(t for t in runs.values("freeze_at") if t),
+        self.start = start = setting or dataclasses.replace(
+            collapse_setting(runs), selector_lr=runs.values("selector_lr")[0]
         )
         selection = {"description_width": "initial"}
-        self.controls: dict[str, Any] = {
+        controls: dict[str, Any] = {
             "data": widgets.ToggleButtons(
                 options=[(TASKS.get(d, d), d) for d in runs.values("data")],
                 value=start.data,
@@ -293,6 +319,20 @@ class GateWidget:
                 description="freeze if",
             ),
         }
+        # a setting with one value in the grid gets no control (it stays at ``start``)
+        freezes = [t for t in runs.values("freeze_at") if t]
+        values = {
+            **{axis: runs.values(axis) for axis in ("data", "tau", "selector_lr")},
+            "hard": runs.values("hard"),
+            "t_freeze": freezes,
+        }
+        if not freezes:  # no freeze runs: nothing to freeze
+            values.update(freezing=[], eps_h=[], rule=[])
+        self.controls = {
+            name: control
+            for name, control in controls.items()
+            if len(values.get(name, ("several", "values"))) > 1
+        }
         self.output = widgets.Output()
         self.figure: Figure | None = None
         self.seconds = math.nan
@@ -303,8 +343,9 @@ class GateWidget:
     @property
     def setting(self) -> GateSetting:
         """The setting the controls show now."""
-        return GateSetting(
-            **{name: control.value for name, control in self.controls.items()}
+        return dataclasses.replace(
+            self.start,
+            **{name: control.value for name, control in self.controls.items()},
         )
 
     def redraw(self, change: Any = None) -> Figure:
@@ -334,14 +375,16 @@ class GateWidget:
         """The controls above the figure, ready for ``display``."""
         import ipywidgets as widgets
 
-        c = self.controls
         rows = [
-            widgets.HBox([c["data"], c["hard"]]),
-            widgets.HBox([c["tau"], c["selector_lr"]]),
-            widgets.HBox([c["freezing"], c["t_freeze"], c["eps_h"]]),
-            c["rule"],
+            [self.controls[name] for name in row if name in self.controls]
+            for row in (
+                ("data", "hard"),
+                ("tau", "selector_lr"),
+                ("freezing", "t_freeze", "eps_h"),
+                ("rule",),
+            )
         ]
-        return widgets.VBox([*rows, self.output])
+        return widgets.VBox([*(widgets.HBox(row) for row in rows if row), self.output])
 
 
 # ------------------------------------------------------------------ the static twin
@@ -399,14 +442,13 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
     soft or hard, AutoNorm-S freezing, T_freeze when the grid has several, eps_H and the
     rule) pick a run of the grid, as :meth:`GateRuns.select` does; it draws the entropy per
     layer over training (the freeze marked), the weight on LayerNorm per layer and the
-    validation accuracy. A setting with one value in the grid gets no control."""
+    validation accuracy. A setting with one value in the grid gets no control. It opens at
+    ``setting``, by default :func:`collapse_setting`, so its static image (what a front end
+    without JavaScript shows) is the collapse."""
     import altair as alt
 
     tables = twin_tables(runs)
-    start = setting or GateSetting(
-        data=runs.values("data")[0],
-        t_freeze=min(t for t in runs.values("freeze_at") if t),
-    )
+    start = setting or collapse_setting(runs)
     layers = list(dict.fromkeys(tables["gates"]["l"]))
     epochs = int(tables["gates"]["e"].max())
     h_fields = [c for c in tables["runs"].columns if c.startswith("h")]

@@ -61,6 +61,8 @@ def build_model(train: data.DataSplit, config: dict[str, Any]) -> nn.Module:
             "layer_scale_init",
             "dropout",
             "attn_dropout",
+            "init",
+            "readout",
         )
         if key in config
     }

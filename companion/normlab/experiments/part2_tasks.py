@@ -99,7 +99,8 @@ _PAPER = {
     "warmup": 0.1,
 }
 # Methods trimmed in the quick profile (each chapter under 90 s) to the ones its claims compare;
-# the cpu, standard and paper grids run all eight, each with three learning rates.
+# the cpu, standard and paper grids run all eight, at four or five learning rates (cpu),
+# two (standard) or three (paper).
 QUICK_LANGUAGE = [
     "frozen_ln",
     "autonorm_s",
@@ -508,8 +509,8 @@ def equivalence_table(
     """Is ``reference`` equivalent to every other method within a stated margin (claim N12)?
 
     Per task, at each method's lr chosen on val: the paired difference by seed of the test
-    metric, ``reference`` minus the other, with its 90 % interval (the two one-sided tests
-    at alpha = 0.05). ``margin`` is ``margin_fraction`` of ``baseline``'s mean; a pair is
+    metric, ``reference`` minus the other, with its 95 % interval (the two one-sided tests
+    at alpha = 0.025: N12's rule, :class:`normlab.claims.Equivalent`). ``margin`` is ``margin_fraction`` of ``baseline``'s mean; a pair is
     ``equivalent`` when the interval lies inside (-margin, margin). ``smallest margin`` is
     the narrowest margin that the data would call equivalent.
     """
@@ -530,15 +531,15 @@ def equivalence_table(
             test = paired_test(
                 ours,
                 by_seed(part[part["normaliser"] == other], "test_metric"),
-                confidence=0.90,
+                confidence=0.95,
             )
             rows.append(
                 {
                     "data": task,
                     "minus": other,
                     "difference": test.mean,
-                    "90% low": test.low,
-                    "90% high": test.high,
+                    "95% low": test.low,
+                    "95% high": test.high,
                     "margin": margin,
                     "equivalent": -margin < test.low and test.high < margin,
                     "smallest margin": max(abs(test.low), abs(test.high)),

@@ -84,7 +84,19 @@ class LayerScale(nn.Module):
         return f"{self.gamma.numel()}, init={self.init}"
 
 
-def _init_linear(layer: nn.Linear) -> None:
+# How a backbone's linear maps start: "trunc_normal_0.02" (weights truncated normal with std
+# 0.02, biases zero: ViT's scheme, a scale chosen for width 768) or "torch_default" (torch's
+# own fan-in default, uniform within 1/sqrt(fan_in)). Chapter 11 compares the two.
+INITS: tuple[str, ...] = ("trunc_normal_0.02", "torch_default")
+READOUTS: tuple[str, ...] = ("cls", "mean")
+
+
+def init_linear(layer: nn.Linear | nn.Conv2d, init: str) -> None:
+    """Initialise ``layer`` in place by the scheme ``init`` (one of :data:`INITS`)."""
+    if init == "torch_default":
+        layer.reset_parameters()
+        return
+    one_of("init", init, INITS)
     nn.init.trunc_normal_(layer.weight, std=0.02)
     nn.init.zeros_(layer.bias)
 
@@ -96,9 +108,15 @@ class Attention(nn.Module):
     """
 
     def __init__(
-        self, dim: int, heads: int, attn_dropout: float = 0.0, dropout: float = 0.0
+        self,
+        dim: int,
+        heads: int,
+        attn_dropout: float = 0.0,
+        dropout: float = 0.0,
+        init: str = "trunc_normal_0.02",
     ) -> None:
         super().__init__()
+        self.init = one_of("init", init, INITS)
         if dim % heads:
             raise ValueError(f"dim={dim} must be divisible by heads={heads}")
         self.heads = heads
@@ -109,8 +127,8 @@ class Attention(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        _init_linear(self.qkv)
-        _init_linear(self.proj)
+        init_linear(self.qkv, self.init)
+        init_linear(self.proj, self.init)
 
     def forward(
         self, x: torch.Tensor, token_mask: torch.Tensor | None = None
@@ -132,8 +150,15 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     """The Transformer MLP: ``Linear(dim, hidden) -> GELU -> Linear(hidden, dim)``, with dropout."""
 
-    def __init__(self, dim: int, hidden: int, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        dim: int,
+        hidden: int,
+        dropout: float = 0.0,
+        init: str = "trunc_normal_0.02",
+    ) -> None:
         super().__init__()
+        self.init = one_of("init", init, INITS)
         self.fc1 = nn.Linear(dim, hidden)
         self.act = nn.GELU()
         self.fc2 = nn.Linear(hidden, dim)
@@ -141,8 +166,8 @@ class FeedForward(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        _init_linear(self.fc1)
-        _init_linear(self.fc2)
+        init_linear(self.fc1, self.init)
+        init_linear(self.fc2, self.init)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
@@ -155,7 +180,10 @@ class EncoderConfig:
     Defaults are the paper's vision setting (8 layers, 4 heads, dim 128; GELU, stochastic
     depth 0.1, LayerScale 1e-4, dropout 0.1). The paper gives no MLP ratio: 2 is our choice,
     after ViT-Lite; attention dropout 0.1 follows ViT-Lite too. ``drop_path`` is the rate of
-    the last block; :class:`Encoder` raises it linearly from 0 over the blocks.
+    the last block; :class:`Encoder` raises it linearly from 0 over the blocks. ``init``
+    names how every linear map starts (:data:`INITS`); ``readout`` how a backbone reads its
+    output from the final tokens: ``"cls"`` (the class token) or ``"mean"`` (the mean over
+    the real tokens, no class token).
     """
 
     dim: int = 128
@@ -166,6 +194,8 @@ class EncoderConfig:
     layer_scale_init: float | None = 1e-4
     dropout: float = 0.1
     attn_dropout: float = 0.1
+    init: str = "trunc_normal_0.02"
+    readout: str = "cls"
 
     def __post_init__(self) -> None:
         positive_ints(dim=self.dim, depth=self.depth, heads=self.heads)
@@ -174,6 +204,8 @@ class EncoderConfig:
         positive_number("mlp_ratio", self.mlp_ratio)
         for name in ("drop_path", "dropout", "attn_dropout"):
             fraction(name, getattr(self, name))
+        one_of("init", self.init, INITS)
+        one_of("readout", self.readout, READOUTS)
 
     def encoder(self, norm_layer: NormFactory) -> Encoder:
         """Build the :class:`Encoder` this config describes."""
@@ -201,11 +233,17 @@ class Block(nn.Module):
         dim, scale = config.dim, config.layer_scale_init
         self.norm1 = norm_layer(dim)
         self.attn = Attention(
-            dim, config.heads, attn_dropout=config.attn_dropout, dropout=config.dropout
+            dim,
+            config.heads,
+            attn_dropout=config.attn_dropout,
+            dropout=config.dropout,
+            init=config.init,
         )
         self.ls1 = LayerScale(dim, scale) if scale else nn.Identity()
         self.norm2 = norm_layer(dim)
-        self.mlp = FeedForward(dim, int(dim * config.mlp_ratio), dropout=config.dropout)
+        self.mlp = FeedForward(
+            dim, int(dim * config.mlp_ratio), dropout=config.dropout, init=config.init
+        )
         self.ls2 = LayerScale(dim, scale) if scale else nn.Identity()
         self.drop_path = DropPath(drop_path)
 

@@ -21,16 +21,16 @@ from torch import nn
 from .._checks import positive_ints
 from ..data.types import PAD_ID
 from ..normalisers import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig, named_config
+from .blocks import EncoderConfig, init_linear, named_config
 
 SEQUENCE_TASKS: tuple[str, ...] = ("tagging", "classification")
-POOLING: tuple[str, ...] = ("mean", "cls")
 
 
 @dataclass
 class SequenceConfig(EncoderConfig):
     """Shape of a :class:`SequenceTransformer`. Encoder defaults are the paper's NLP setting
-    (12 layers, dim 128, 8 heads); ``pool`` applies to classification only."""
+    (12 layers, dim 128, 8 heads); ``readout`` (default the masked mean) applies to
+    classification only."""
 
     depth: int = 12
     heads: int = 8
@@ -38,7 +38,7 @@ class SequenceConfig(EncoderConfig):
     max_len: int = 128
     num_outputs: int = 2
     task: str = "classification"
-    pool: str = "mean"
+    readout: str = "mean"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -51,14 +51,10 @@ class SequenceConfig(EncoderConfig):
             raise ValueError(
                 f"task={self.task!r} is not a sequence task; expected one of {', '.join(SEQUENCE_TASKS)}"
             )
-        if self.pool not in POOLING:
-            raise ValueError(
-                f"pool={self.pool!r} is not a pooling; expected one of {', '.join(POOLING)}"
-            )
 
     @property
     def uses_cls(self) -> bool:
-        return self.task == "classification" and self.pool == "cls"
+        return self.task == "classification" and self.readout == "cls"
 
 
 SEQUENCE_CONFIGS: dict[str, SequenceConfig] = {
@@ -108,8 +104,7 @@ class SequenceTransformer(nn.Module):
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         if self.cls_token is not None:
             nn.init.trunc_normal_(self.cls_token, std=0.02)
-        nn.init.trunc_normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        init_linear(self.head, self.config.init)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         c = self.config

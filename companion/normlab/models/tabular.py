@@ -3,7 +3,8 @@
 ::
 
     features (N, F) -> one token per feature: x_j * W_j + b_j -> [CLS] + tokens
-                    -> pre-norm blocks -> final norm -> CLS token -> linear -> prediction
+                    -> pre-norm blocks -> final norm -> CLS token (or the mean over
+                    feature tokens) -> linear -> prediction
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from torch import nn
 
 from .._checks import positive_ints
 from ..normalisers import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig, named_config
+from .blocks import EncoderConfig, init_linear, named_config
 
 
 @dataclass
@@ -91,15 +92,19 @@ class TabularTransformer(nn.Module):
         super().__init__()
         self.config = config = config or TabularConfig()
         self.tokenizer = FeatureTokenizer(config.num_features, config.dim)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, config.dim))
+        self.cls_token = (
+            nn.Parameter(torch.zeros(1, 1, config.dim))
+            if config.readout == "cls"
+            else None
+        )
         self.encoder = config.encoder(resolve_norm_layer(norm_layer))
         self.head = nn.Linear(config.dim, config.num_outputs)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.trunc_normal_(self.cls_token, std=0.02)
-        nn.init.trunc_normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        if self.cls_token is not None:
+            nn.init.trunc_normal_(self.cls_token, std=0.02)
+        init_linear(self.head, self.config.init)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         if features.dim() != 2 or features.shape[1] != self.config.num_features:
@@ -107,7 +112,10 @@ class TabularTransformer(nn.Module):
                 f"features of shape {tuple(features.shape)} do not match the config; "
                 f"expected (N, {self.config.num_features})"
             )
-        tokens = self.tokenizer(features)
-        x = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1)
-        out = self.head(self.encoder(x)[:, 0])
+        x = self.tokenizer(features)
+        if self.cls_token is None:
+            out = self.head(self.encoder(x).mean(dim=1))
+        else:
+            cls = self.cls_token.expand(x.shape[0], -1, -1)
+            out = self.head(self.encoder(torch.cat([cls, x], dim=1))[:, 0])
         return out.squeeze(-1) if self.config.num_outputs == 1 else out

@@ -4,6 +4,7 @@
 
     image -> conv patch embedding -> [CLS] + patches + position embedding
           -> pre-norm blocks -> final norm -> CLS token -> linear -> logits
+    (readout "mean": no class token; the mean over patch tokens goes to the linear head)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from torch import nn
 
 from .._checks import positive_ints
 from ..normalisers import NormFactory, resolve_norm_layer
-from .blocks import EncoderConfig, named_config
+from .blocks import EncoderConfig, init_linear, named_config
 
 
 @dataclass
@@ -79,9 +80,10 @@ class ViTLite(nn.Module):
             kernel_size=config.patch_size,
             stride=config.patch_size,
         )
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, config.dim))
+        cls = config.readout == "cls"
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, config.dim)) if cls else None
         self.pos_embed = nn.Parameter(
-            torch.zeros(1, config.num_patches + 1, config.dim)
+            torch.zeros(1, config.num_patches + int(cls), config.dim)
         )
         self.pos_drop = nn.Dropout(config.dropout)
         self.encoder = config.encoder(resolve_norm_layer(norm_layer))
@@ -89,13 +91,14 @@ class ViTLite(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.trunc_normal_(self.cls_token, std=0.02)
+        if self.cls_token is not None:
+            nn.init.trunc_normal_(self.cls_token, std=0.02)
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        nn.init.trunc_normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        init_linear(self.head, self.config.init)
 
     def tokens(self, images: torch.Tensor) -> torch.Tensor:
-        """Embed images as ``(N, 1 + num_patches, dim)`` tokens, class token first."""
+        """Embed images as ``(N, 1 + num_patches, dim)`` tokens, class token first
+        (``(N, num_patches, dim)`` for the mean readout)."""
         c = self.config
         if images.dim() != 4 or tuple(images.shape[1:]) != (
             c.in_chans,
@@ -107,9 +110,11 @@ class ViTLite(nn.Module):
                 f"expected (N, {c.in_chans}, {c.img_size}, {c.img_size})"
             )
         patches = self.patch_embed(images).flatten(2).transpose(1, 2)
-        cls = self.cls_token.expand(patches.shape[0], -1, -1)
-        return self.pos_drop(torch.cat([cls, patches], dim=1) + self.pos_embed)
+        if self.cls_token is not None:
+            cls = self.cls_token.expand(patches.shape[0], -1, -1)
+            patches = torch.cat([cls, patches], dim=1)
+        return self.pos_drop(patches + self.pos_embed)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.encoder(self.tokens(images))
-        return self.head(x[:, 0])
+        return self.head(x[:, 0] if self.cls_token is not None else x.mean(dim=1))

@@ -1,0 +1,360 @@
+"""Part II gate studies, one run: the arms, the data, the ViT-Lite and its training.
+
+The studies (:mod:`.gate_grids`) are the stabilisation bottleneck (chapter 11), AutoNorm-S
+at work (chapter 12) and the runs behind chapter 10's gate-collapse widget.
+
+Every run trains one small ViT-Lite on an image task with one *arm* in every
+normalisation slot:
+
+=================  ======================================================================
+arm                what runs
+=================  ======================================================================
+frozen_ln          plain LayerNorm (the paper's "FrozenLN")
+autonorm_random    AutoNorm with the Random Selector (fresh uniform weights per sample)
+autonorm           AutoNorm with its learned soft Gumbel-Softmax gate, never frozen
+autonorm_hard      the same gate with straight-through (hard) samples
+freeze_at_<T>      AutoNorm whose gates are all frozen at the end of epoch T
+=================  ======================================================================
+
+Why ``freeze_at_<T>`` rather than one run per AutoNorm-S setting: on the CPU the training
+loop is deterministic, so an AutoNorm-S run *is* the ``autonorm`` run up to its decision
+at the end of epoch T_freeze; after it, it is the ``freeze_at_<T>`` run when the rule
+fires and the ``autonorm`` run when it does not. :func:`compose_schedule` assembles any
+(T_freeze, eps_H, rule) from these two, taking the decision on the entropy that AutoNorm-S
+itself recorded (the ``freeze_at_<T>`` run holds it). Sweeps of eps_H and both readings of
+the rule then cost no extra training; chapter 12 checks the identity against a real
+AutoNorm-S run. A ``freeze_at_<T>`` run is :class:`normlab.gates.AutoNormS` with
+``eps_h=0`` under the paper's rule (every entropy is >= 0, so it always fires).
+
+The selector's learning rate is a multiple (``selector_lr``) of the backbone's, applied by
+:class:`SelectorLR`. Data come from :func:`normlab.data.for_profile`: ``mnist`` (a
+stationary task: one style of grey digits; scikit-learn's 8x8 digits offline) and
+``mnist_restyled`` (a diverse one: the same digits, each image with its own contrast,
+brightness, polarity and noise, :func:`restyle`); the GPU profiles add Fashion-MNIST,
+CIFAR-10 and CIFAR-100.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from .. import data
+from .._runtime import seed_everything
+from ..callbacks import Callback, TrainState
+from ..gates import AutoNormS, GateTelemetry, autonorm_layers, selector_parameters
+from ..models import ViTLite
+from ..models.vit import vit_config
+from ..normalisers import norm_layer
+from ..paper import TAU
+from .part2 import adamw_recipe
+from .registry import RunContext
+from .runner import train_and_test
+
+FREEZE_PREFIX = "freeze_at_"
+# arm -> (normaliser, gate settings it overrides)
+ARMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "frozen_ln": ("frozen_ln", {}),
+    "autonorm_random": ("autonorm_random", {}),
+    "autonorm": ("autonorm", {}),
+    "autonorm_hard": ("autonorm", {"hard": True}),
+}
+RESTYLED_SUFFIX = "_restyled"
+TASKS = {
+    "mnist": "stationary",
+    "mnist_restyled": "diverse",
+    "fashion_mnist": "stationary",
+    "cifar10": "diverse",
+    "cifar100": "diverse",
+}
+_SPLIT_SEED = {"train": 0, "val": 1, "test": 2}
+
+
+def restyle(split: data.DataSplit) -> data.DataSplit:
+    r"""The same images, each in its own style: a diverse (non-stationary) version of a task.
+
+    Image :math:`i` (pixels in [0, 1]) becomes :math:`g_i\, \tilde x_i + b_i + s_i \varepsilon`
+    with :math:`\tilde x_i` the image or its negative :math:`1 - x_i` (probability 1/2), a gain
+    :math:`g_i` log-uniform in [1/4, 4], an offset :math:`b_i \sim U(-1, 1)`, and pixel noise
+    :math:`\varepsilon \sim N(0, 1)` of size :math:`s_i \sim U(0, 0.2)`. Labels are unchanged,
+    so the task's content stays the same and only its input statistics vary from sample to
+    sample: the regime in which the paper expects a per-sample choice of normaliser to matter
+    (claim N14). Deterministic per split.
+    """
+    g = torch.Generator().manual_seed(1000 + _SPLIT_SEED[split.split])
+    n, x = len(split), split.x
+    shape = (n, *([1] * (x.dim() - 1)))
+    invert = (torch.rand(n, generator=g) < 0.5).reshape(shape)
+    gain = (
+        torch.empty(n)
+        .uniform_(math.log(0.25), math.log(4.0), generator=g)
+        .exp()
+        .reshape(shape)
+    )
+    offset = torch.empty(n).uniform_(-1.0, 1.0, generator=g).reshape(shape)
+    noise = torch.empty(n).uniform_(0.0, 0.2, generator=g).reshape(shape)
+    styled = (
+        gain * torch.where(invert, 1.0 - x, x)
+        + offset
+        + noise * torch.randn(x.shape, generator=g)
+    )
+    return data.DataSplit(
+        x=styled,
+        y=split.y,
+        task=split.task,
+        name=f"{split.name}{RESTYLED_SUFFIX}",
+        split=split.split,
+        meta={**split.meta, "restyled": True},
+    )
+
+
+def task_splits(task: str, data_profile: str) -> dict[str, data.DataSplit]:
+    """``train``/``val``/``test`` of a task of :data:`TASKS`: ``<name>_restyled`` is
+    :func:`restyle` applied to every split of ``<name>``."""
+    if task.endswith(RESTYLED_SUFFIX):
+        return {
+            name: restyle(split)
+            for name, split in data.for_profile(
+                task[: -len(RESTYLED_SUFFIX)], data_profile
+            ).items()
+        }
+    return data.for_profile(task, data_profile)
+
+
+class SelectorLR(Callback):
+    r"""Give every learned AutoNorm gate ``multiplier`` times the backbone's learning rate.
+
+    Before each optimiser step it copies the selectors' parameters; after the step it
+    replaces each move :math:`\Delta` by :math:`m \Delta`. For SGD and AdamW (whose decoupled
+    weight decay is also proportional to the learning rate) this is exactly a separate
+    parameter group with learning rate :math:`m \cdot \mathrm{lr}`, since Adam's moments do
+    not depend on the learning rate. Unlike a new parameter group it changes neither the
+    optimiser nor its saved state, so checkpoints resume. Frozen gates do not move, and
+    stay bit-identical.
+    """
+
+    def __init__(self, multiplier: float) -> None:
+        if (
+            isinstance(multiplier, bool)
+            or not isinstance(multiplier, (int, float))
+            or not 0 < multiplier < math.inf
+        ):
+            raise ValueError(
+                f"multiplier (the selector's learning-rate multiple) must be a finite float > 0, got {multiplier!r}"
+            )
+        self.multiplier = float(multiplier)
+        self._before: list[tuple[nn.Parameter, torch.Tensor]] = []
+
+    def on_after_backward(self, state: TrainState) -> None:
+        self._before = [
+            (p, p.detach().clone())
+            for _, layer in autonorm_layers(state.model)
+            for p in selector_parameters(layer)
+            if p.requires_grad
+        ]
+
+    def on_step_end(self, state: TrainState) -> None:
+        with torch.no_grad():
+            for param, before in self._before:
+                param.copy_(torch.lerp(before, param, self.multiplier))
+        self._before = []
+
+
+class SelectorSnapshots(Callback):
+    """Keep a copy of every learned gate's parameters at the end of each epoch.
+
+    ``snapshots[epoch][layer]`` is that layer's selector parameters by name (cloned
+    tensors), so a chapter can check that a frozen gate stays bit-identical after the freeze.
+    """
+
+    def __init__(self) -> None:
+        self.snapshots: dict[int, dict[str, dict[str, torch.Tensor]]] = {}
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        self.snapshots[state.epoch] = {
+            name: {
+                key: value.detach().clone()
+                for key, value in layer.selector.named_parameters()
+            }
+            for name, layer in autonorm_layers(state.model)
+            if layer.selector is not None
+        }
+
+    def unchanged_since(self, epoch: int) -> bool:
+        """True when every gate's parameters at every later epoch equal those at ``epoch`` bit for bit."""
+        if epoch not in self.snapshots:
+            raise ValueError(
+                f"no snapshot at epoch {epoch}; have {sorted(self.snapshots)}"
+            )
+        reference = self.snapshots[epoch]
+        return all(
+            torch.equal(reference[name][key], value)
+            for later, layers in self.snapshots.items()
+            if later > epoch
+            for name, params in layers.items()
+            for key, value in params.items()
+        )
+
+
+def arm_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The run's normaliser and gate settings: the config with its ``arm`` (if any) applied.
+
+    Returns the config plus ``normaliser``, ``hard`` (default False), ``freeze_at`` (0:
+    never), ``tau`` (default 0.5) and ``selector_lr`` (default 1). A config with ``rule``,
+    ``t_freeze`` and ``eps_h`` (and no ``freeze_at``) runs a real AutoNorm-S schedule.
+    """
+    settings = {"hard": False, "freeze_at": 0, "tau": TAU, "selector_lr": 1.0, **config}
+    arm = settings.get("arm")
+    if arm is not None:
+        if arm.startswith(FREEZE_PREFIX) and arm[len(FREEZE_PREFIX) :].isdigit():
+            settings.update(
+                normaliser="autonorm", freeze_at=int(arm[len(FREEZE_PREFIX) :])
+            )
+        elif arm in ARMS:
+            normaliser, overrides = ARMS[arm]
+            settings.update(normaliser=normaliser, **overrides)
+        else:
+            raise ValueError(
+                f"arm={arm!r} is not known; expected one of {', '.join(ARMS)} or {FREEZE_PREFIX}<epoch>"
+            )
+    if settings.get("normaliser") is None:
+        raise ValueError("a gate-study config needs an 'arm' or a 'normaliser'")
+    if settings["freeze_at"] and settings["normaliser"] != "autonorm":
+        raise ValueError(
+            f"freeze_at needs the learned gate (normaliser 'autonorm'), got {settings['normaliser']!r}"
+        )
+    return settings
+
+
+def gate_vit(train: data.DataSplit, settings: dict[str, Any]) -> ViTLite:
+    """The study's ViT-Lite for the split's images, with the arm's normaliser in every slot."""
+    kwargs = (
+        {"tau": settings["tau"], "hard": settings["hard"]}
+        if settings["normaliser"] == "autonorm"
+        else {}
+    )
+    _, channels, size, _ = train.x.shape
+    config = vit_config(
+        "paper_vision",
+        img_size=size,
+        in_chans=channels,
+        num_classes=train.num_classes,
+        patch_size=settings["patch_size"],
+        dim=settings["dim"],
+        depth=settings["depth"],
+        heads=settings["heads"],
+        dropout=0.0,
+        attn_dropout=0.0,
+        drop_path=0.0,
+        layer_scale_init=None,
+        init=settings["init"],
+        readout=settings["readout"],
+    )
+    return ViTLite(config, norm_layer(settings["normaliser"], **kwargs))
+
+
+def gate_callbacks(settings: dict[str, Any]) -> list[Callback]:
+    """Telemetry for any AutoNorm; the freeze and the selector's learning rate for a learned gate."""
+    callbacks: list[Callback] = []
+    if settings["normaliser"].startswith("autonorm"):
+        callbacks.append(GateTelemetry())
+    if settings["normaliser"] == "autonorm":
+        if settings["freeze_at"]:
+            callbacks.append(
+                AutoNormS(settings["freeze_at"], 0.0, tau=settings["tau"], rule="high")
+            )
+        elif (
+            settings.get("rule") is not None
+        ):  # a real AutoNorm-S run, to check compose_schedule against
+            callbacks.append(
+                AutoNormS(
+                    settings["t_freeze"],
+                    settings["eps_h"],
+                    tau=settings["tau"],
+                    rule=settings["rule"],
+                )
+            )
+        if settings["selector_lr"] != 1.0:
+            callbacks.append(SelectorLR(settings["selector_lr"]))
+    return callbacks
+
+
+def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """One gate-study run: build, train with AdamW (warm-up + cosine), test, record the gates."""
+    settings = arm_settings(config)
+    splits = task_splits(settings["data"], settings["data_profile"])
+    train = splits["train"]
+    seed_everything(settings["seed"])
+    model = gate_vit(train, settings)
+    callbacks = gate_callbacks(settings)
+    record = train_and_test(
+        model, splits, ctx, **adamw_recipe(settings, train.task), callbacks=callbacks
+    )
+    metrics = record["metrics"]
+    curve = [h[f"val_{record['metric']}"] for h in record["history"]]
+    metrics["val_curve_mean"] = sum(curve) / len(
+        curve
+    )  # area under the learning curve, per epoch
+    metrics["decision_entropy"] = metrics["gate_snr"] = metrics["final_entropy"] = (
+        math.nan
+    )
+    for callback in callbacks:
+        if isinstance(callback, GateTelemetry):
+            record["gates"] = callback.records
+            snr = sorted(r["snr"] for r in callback.records if math.isfinite(r["snr"]))
+            metrics["gate_snr"] = (
+                snr[len(snr) // 2] if snr else math.nan
+            )  # median over layers and epochs
+            last = [
+                r["entropy"]
+                for r in callback.records
+                if r["epoch"] == record["history"][-1]["epoch"]
+            ]
+            metrics["final_entropy"] = sum(last) / len(last) if last else math.nan
+        if isinstance(callback, AutoNormS):
+            record["frozen"] = callback.frozen
+            record["entropy_records"] = callback.entropy_records
+            # the mean gate entropy over layers at T_freeze, on which the rule decided
+            metrics["decision_entropy"] = (
+                callback.entropy_records[-1]["mean"]
+                if callback.entropy_records
+                else math.nan
+            )
+    return record
+
+
+# ------------------------------------------------------------------- reading the runs
+
+
+def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: its config and metrics, as :func:`normlab.experiments.load_results`
+    has them (with ``val_curve_mean``, ``decision_entropy``, ``gate_snr`` and ``final_entropy``)."""
+    return pd.DataFrame(
+        [{"run_id": r["run_id"], **r["config"], **r["metrics"]} for r in records]
+    )
+
+
+def gate_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run, epoch and gated layer: entropy, ``p_dyt``, ``p_ln``, ``grad_var``, ``snr``,
+    the layer's position (0 = first), and whether the gate was frozen by the end of that epoch."""
+    rows = []
+    for record in records:
+        config = record["config"]
+        freeze_at = arm_settings(config)["freeze_at"]
+        layers = list(dict.fromkeys(g["layer"] for g in record.get("gates", [])))
+        for gate in record.get("gates", []):
+            rows.append(
+                {
+                    "run_id": record["run_id"],
+                    **config,
+                    **gate,
+                    "position": layers.index(gate["layer"]),
+                    "frozen": bool(freeze_at) and gate["epoch"] >= freeze_at,
+                }
+            )
+    return pd.DataFrame(rows)

@@ -1,0 +1,213 @@
+"""AutoNorm-S composed from saved runs, and the paired tables of the gate studies.
+
+On the CPU the training loop is deterministic, so an AutoNorm-S run is the ``autonorm``
+run up to its decision at T_freeze and the ``freeze_at_<T>`` run after it when the rule
+fires (:func:`compose_schedule`); any eps_H and either reading of the rule then cost no
+extra training. The other helpers read a :func:`~.gate_runs.run_table` at the learning
+rate chosen on validation data.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+import pandas as pd
+
+from ..paper import EPS_H
+from .gate_runs import FREEZE_PREFIX
+from .runner import at_chosen_lr, mean_ci, summarise
+
+# What makes one configuration of a gate study besides its task (those a table has).
+CONFIG_AXES = ("init", "readout", "selector_lr", "tau")
+
+
+def _keys(runs: pd.DataFrame, *last: str) -> list[str]:
+    return [k for k in ("data", *CONFIG_AXES, *last) if k in runs]
+
+
+def at_defaults(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs at the book's default initialisation and readout and the selector at the
+    backbone's rate (:mod:`.gate_grids`), where the table has those columns."""
+    from .gate_grids import DEFAULT_INIT, DEFAULT_READOUT
+
+    keep = pd.Series(True, index=runs.index)
+    for column, value in (
+        ("init", DEFAULT_INIT),
+        ("readout", DEFAULT_READOUT),
+        ("selector_lr", 1.0),
+    ):
+        if column in runs:
+            keep &= runs[column] == value
+    return runs[keep]
+
+
+def compose_schedule(
+    runs: pd.DataFrame, t_freeze: int, eps_h: float, rule: str = "high"
+) -> pd.DataFrame:
+    """The AutoNorm-S outcome of every (data, configuration, lr, seed), assembled from two
+    runs (module docstring); a configuration is the table's :data:`CONFIG_AXES`.
+
+    ``runs`` is a :func:`run_table` holding ``autonorm`` runs and ``freeze_at_<t_freeze>``
+    runs with otherwise equal settings. The rule is applied to the mean entropy over layers
+    that the freeze run's AutoNorm-S recorded at epoch ``t_freeze``: ``"high"`` (the paper)
+    freezes when it is >= ``eps_h``, ``"low"`` when it is < ``eps_h``. Returns the chosen
+    rows with ``fired`` (bool), ``decision_entropy``, and ``arm`` set to ``autonorm_s`` (rule
+    high) or ``autonorm_s_low``.
+    """
+    if rule not in ("high", "low"):
+        raise ValueError(
+            f"rule={rule!r} is not a freezing rule; expected 'high' or 'low'"
+        )
+    if not 0.0 <= eps_h <= math.log(2):
+        raise ValueError(f"eps_h must lie in [0, ln 2], got {eps_h!r}")
+    keys = _keys(runs, "lr", "seed")
+    never = runs[runs["arm"] == "autonorm"].set_index(keys)
+    frozen = runs[runs["arm"] == f"{FREEZE_PREFIX}{t_freeze}"].set_index(keys)
+    if frozen.empty:
+        raise ValueError(
+            f"no {FREEZE_PREFIX}{t_freeze} runs to compose T_freeze={t_freeze} from"
+        )
+    missing = frozen.index.difference(never.index)
+    if len(missing):
+        raise ValueError(
+            f"{len(missing)} {FREEZE_PREFIX}{t_freeze} run(s) have no autonorm partner, e.g. {missing[0]}"
+        )
+    rows = []
+    for key, freeze_row in frozen.iterrows():
+        entropy = freeze_row["decision_entropy"]
+        fired = entropy >= eps_h if rule == "high" else entropy < eps_h
+        chosen = (freeze_row if fired else never.loc[key]).copy()
+        chosen["fired"], chosen["decision_entropy"] = bool(fired), entropy
+        chosen["t_freeze"], chosen["eps_h"], chosen["rule"] = t_freeze, eps_h, rule
+        chosen["arm"] = "autonorm_s" if rule == "high" else "autonorm_s_low"
+        rows.append(chosen.rename(None).to_frame().T.assign(**dict(zip(keys, key))))
+    return pd.concat(rows, ignore_index=True).infer_objects()
+
+
+def chosen(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every run at the learning rate chosen on validation data per task, configuration
+    (:data:`CONFIG_AXES`) and arm.
+
+    With ``at_edge`` (the choice is the grid's smallest or largest rate) and
+    ``candidates`` (how many rates were tried); a set with one rate per arm is returned
+    whole.
+    """
+    return at_chosen_lr(runs, _keys(runs, "arm"), higher_is_better=True)
+
+
+def at_lr_of(runs: pd.DataFrame, arm: str) -> pd.DataFrame:
+    """Every run at the learning rate chosen on validation data for ``arm``, per task: the
+    arms compared at one rate, as a mechanism (not a method) comparison needs."""
+    if arm not in set(runs["arm"]):
+        raise ValueError(
+            f"arm={arm!r} has no runs; expected one of {sorted(set(runs['arm']))}"
+        )
+    rates = chosen(runs[runs["arm"] == arm])[["data", "lr"]].drop_duplicates()
+    return runs.merge(rates, on=["data", "lr"])
+
+
+def paired_differences(
+    runs: pd.DataFrame, a: str, b: str, value: str = "test_metric"
+) -> pd.DataFrame:
+    """Per task, ``value`` of arm ``a`` minus arm ``b``, paired by seed, each arm at its own
+    learning rate chosen on validation data (:func:`chosen`): mean, 95 % CI, n.
+
+    Columns: ``data``, ``a``, ``b``, ``mean``, ``ci95`` (t-interval half-width), ``low``,
+    ``high``, ``n`` (pairs).
+    """
+    best = chosen(runs[runs["arm"].isin([a, b])])
+    rows = []
+    for task, part in best.groupby("data", sort=False):
+        left = part[part["arm"] == a].set_index("seed")[value]
+        right = part[part["arm"] == b].set_index("seed")[value]
+        diff = (left - right).dropna()
+        mean, half, n = mean_ci(diff)
+        rows.append(
+            {
+                "data": task,
+                "a": a,
+                "b": b,
+                "mean": mean,
+                "ci95": half,
+                "low": mean - half,
+                "high": mean + half,
+                "n": n,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def arm_summary(runs: pd.DataFrame, value: str = "test_metric") -> pd.DataFrame:
+    """Mean, 95 % CI and n of ``value`` per task and arm, each arm at its learning rate chosen
+    on validation data (``lr``, ``at_edge``); ``fired``: the share of seeds where AutoNorm-S's
+    rule fired (composed arms only)."""
+    best = chosen(runs)
+    summary = summarise(best, ["data", "arm"], value)
+    rates = best.groupby(["data", "arm"], sort=False)[["lr", "at_edge"]].first()
+    summary = summary.merge(rates.reset_index(), on=["data", "arm"])
+    if "fired" in best:
+        fired = best.groupby(["data", "arm"], sort=False)["fired"].mean()
+        summary = summary.merge(fired.reset_index(), on=["data", "arm"], how="left")
+    return summary
+
+
+def freeze_epochs(arms: Iterable[str]) -> list[int]:
+    """The epochs T of the ``freeze_at_<T>`` arms, sorted."""
+    return sorted(
+        int(m.group(1))
+        for a in arms
+        if (m := re.fullmatch(rf"{FREEZE_PREFIX}(\d+)", a))
+    )
+
+
+def with_schedules(runs: pd.DataFrame, eps_h: float = EPS_H) -> pd.DataFrame:
+    """``runs`` with AutoNorm-S under both rules composed in at the set's first ``freeze_at_<T>``
+    (and those freeze runs left out); unchanged when the set has no freeze run."""
+    epochs = freeze_epochs(runs["arm"].unique())
+    if not epochs:
+        return runs
+    composed = [
+        compose_schedule(runs, epochs[0], eps_h, rule) for rule in ("high", "low")
+    ]
+    arms = pd.concat([runs, *composed], ignore_index=True)
+    return arms[~arms["arm"].str.startswith(FREEZE_PREFIX)]
+
+
+EPS_GRID: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+
+
+def sweep_table(
+    runs: pd.DataFrame, eps_grid: Iterable[float] = EPS_GRID
+) -> pd.DataFrame:
+    """AutoNorm-S at every ``freeze_at_<T>`` of ``runs``, every eps_H and both rules.
+
+    Per task and cell: ``fired``, the share of seeds where the rule fired, and ``lead``, the
+    mean over seeds of AutoNorm-S's test accuracy minus FrozenLN's, each at its own learning
+    rate chosen on validation data (:func:`paired_differences`). ``runs`` needs ``frozen_ln``,
+    ``autonorm`` and the freeze runs.
+    """
+    reference = runs[runs["arm"] == "frozen_ln"]
+    cells = []
+    for t in freeze_epochs(runs["arm"].unique()):
+        for eps in eps_grid:
+            for rule in ("high", "low"):
+                arm = compose_schedule(runs, t, eps, rule)
+                name = arm["arm"].iloc[0]
+                lead = paired_differences(
+                    pd.concat([arm, reference], ignore_index=True), name, "frozen_ln"
+                ).set_index("data")["mean"]
+                fired = chosen(arm).groupby("data")["fired"].mean()
+                cells.extend(
+                    {
+                        "data": task,
+                        "rule": rule,
+                        "t_freeze": t,
+                        "eps_h": eps,
+                        "fired": fired[task],
+                        "lead": lead[task],
+                    }
+                    for task in lead.index
+                )
+    return pd.DataFrame(cells)
