@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from normlab import claims
-from normlab.claims.paired import difference
+from normlab.claims.pairing import difference
 from normlab.claims.rules import Equivalent, trained, trained_margin
 
 

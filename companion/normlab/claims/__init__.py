@@ -4,7 +4,7 @@
   effects combine, and the learnability rule that comes first;
 - :mod:`~normlab.claims.registry`: :class:`Claim`, :class:`Test`, :class:`Measurement`,
   :class:`Effect` and the table :data:`CLAIMS`, filled by :func:`declare`;
-- :mod:`~normlab.claims.paired`: the one paired comparison every rule and chapter uses;
+- :mod:`~normlab.claims.pairing`: the one paired comparison every rule and chapter uses;
 - :mod:`~normlab.claims.exact`, :mod:`~normlab.claims.part1`, :mod:`~normlab.claims.part2`:
   the measurements, quantities and declarations of each part;
 - :mod:`~normlab.claims.report`: :func:`evaluate`, :func:`judge`, the scorecard and the
@@ -17,7 +17,7 @@ module.
 from __future__ import annotations
 
 from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS)
-from .paired import at_chosen_lr, chance_level, paired
+from .pairing import at_chosen_lr, chance_level, paired
 from .registry import (
     CLAIMS,
     Arm,

@@ -3,7 +3,7 @@
 A1-A7 are settled by the exact measurements of :mod:`normlab.claims.exact`. A8-A15 are judged
 on the saved sets of chapters 6-8 (8x8 digits on the CPU: a stand-in for CIFAR-10, so a
 verdict there tests the mechanism), every arm at its learning rate chosen on validation,
-through the one paired comparison (:func:`normlab.claims.paired.paired`).
+through the one paired comparison (:func:`normlab.claims.pairing.paired`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .exact import (
     measure_a6,
     measure_a7,
 )
-from .paired import at_chosen_lr, difference, only, paired, per_seed
+from .pairing import at_chosen_lr, difference, only, paired, per_seed
 from .registry import Arm, Effect, Measurement, Test, Unmeasurable, declare
 from .rules import AtLeast, Directional, Equivalent, Rule
 
@@ -246,7 +246,7 @@ def _a12(results: pd.DataFrame) -> list[Effect]:
 
 
 def _own_slopes(table: pd.DataFrame, names: Sequence[str], rule: Rule) -> list[Effect]:
-    from .paired import chance_level
+    from .pairing import chance_level
 
     effects = []
     for name in names:

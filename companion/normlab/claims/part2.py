@@ -4,7 +4,7 @@ The gate studies of chapters 11 and 12 compare arms (the ``arm`` axis of
 :mod:`normlab.experiments.gate_study`, AutoNorm-S composed from the ``autonorm`` and
 ``freeze_at_<T>`` runs of the same set); the task studies of chapters 13-15 compare
 normalisers. Every comparison of two arms goes through
-:func:`normlab.claims.paired.paired`. On the CPU, every dataset is a stand-in, so such a
+:func:`normlab.claims.pairing.paired`. On the CPU, every dataset is a stand-in, so such a
 verdict tests the mechanism only.
 """
 
@@ -21,7 +21,7 @@ import pandas as pd
 from ..normalisers import PART2
 from ..paper import EPS_H
 from ..stats import Interval, paired_differences
-from .paired import at_chosen_lr, difference, only, paired, per_seed
+from .pairing import at_chosen_lr, difference, only, paired, per_seed
 from .registry import Effect, Test, Unmeasurable, declare
 from .rules import CONTRADICTED, INCONCLUSIVE, AtLeast, Directional, Equivalent
 

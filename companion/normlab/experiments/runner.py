@@ -316,7 +316,7 @@ class RunReport:
 class RunSettings:
     """Which runs of an experiment :func:`run` does, and how: the one set of settings that
     the command line's ``run`` and ``save``, :func:`normlab.results.save` and the cluster's
-    array tasks (:mod:`normlab.experiments.cluster`) pass on. The fields are :func:`run`'s
+    array tasks (``normlab.experiments.cluster``) pass on. The fields are :func:`run`'s
     keywords of the same names."""
 
     profile: str | None = None

@@ -81,7 +81,7 @@ class CNNConfig:
 
     ``conv_layer(in_channels, out_channels)`` builds each 3x3, padding-1 convolution;
     ``norm_layer(channels)`` (or None) follows each one. ``init`` is one of
-    :data:`normlab.models.mlp.INITS`.
+    ``normlab.models.mlp.INITS``.
     """
 
     in_channels: int
