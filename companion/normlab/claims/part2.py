@@ -13,17 +13,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..normalisers import PART2
 from ..paper import EPS_H
-from ..stats import Interval, paired_differences
+from ..stats import paired_differences
 from .pairing import at_chosen_lr, difference, only, paired, per_seed
 from .registry import Effect, Test, Unmeasurable, declare
-from .rules import CONTRADICTED, INCONCLUSIVE, AtLeast, Directional, Equivalent
+from .rules import AtLeast, ConsistentWith, Directional, Equivalent
 
 # The task studies: the ``data`` axis names the dataset; the models are the named normalisers.
 VISION = ("mnist", "fashion_mnist", "svhn", "cifar10", "cifar100", "cifar10_c")
@@ -304,30 +303,6 @@ def _n2_gate(results: pd.DataFrame) -> list[Effect]:
                 )
             )
     return effects
-
-
-@dataclass(frozen=True)
-class ConsistentWith:
-    """A mechanism that the experiment cannot isolate: a sign the mechanism predicts is at
-    most *consistent with* it. The verdict is never "supported" (an interval on the
-    predicted side is "inconclusive", and the chapter says "consistent with"); it is
-    "contradicted" when the interval lies on the other side."""
-
-    direction: int = 1
-
-    @property
-    def words(self) -> str:
-        return (
-            "at most consistent with the mechanism: "
-            + Directional(self.direction).words.replace(
-                "supported if", "consistent with if"
-            )
-            + " (consistent with is reported as inconclusive: nothing here isolates it)"
-        )
-
-    def verdict(self, ci: Interval) -> str:
-        seen = Directional(self.direction).verdict(ci)
-        return CONTRADICTED if seen == CONTRADICTED else INCONCLUSIVE
 
 
 def _n3_gate(results: pd.DataFrame) -> list[Effect]:
