@@ -172,33 +172,25 @@ class AtLeast:
 
 
 @dataclass(frozen=True)
-class ConsistentWith:
+class ConsistentWith(Directional):
     """A mechanism the experiment cannot isolate: an interval on the side the mechanism
     predicts is :data:`CONSISTENT` ("consistent with"), never "supported"; one on the other
     side is "contradicted"; one that straddles zero, "inconclusive"."""
-
-    direction: int = 1
-
-    def __post_init__(self) -> None:
-        if self.direction not in (1, -1):
-            raise ValueError(f"direction must be +1 or -1, got {self.direction!r}")
 
     @property
     def words(self) -> str:
         return (
             "at most consistent with the mechanism: "
-            + Directional(self.direction).words.replace(
-                "supported if", "consistent with if"
-            )
+            + super().words.replace("supported if", "consistent with if")
             + " (no run here isolates the mechanism, so never supported)"
         )
 
     def verdict(self, ci: Interval) -> str:
-        seen = Directional(self.direction).verdict(ci)
+        seen = super().verdict(ci)
         return CONSISTENT if seen == SUPPORTED else seen
 
 
-Rule = Directional | Equivalent | AtLeast | ConsistentWith
+Rule = Directional | Equivalent | AtLeast
 
 
 COMBINE_WORDS = (
