@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 import torch
 from normlab import data, experiments
-from normlab.data.corruptions import CORRUPTIONS
-from normlab.data.types import IGNORE_INDEX, DataSplit
-from normlab.experiments import RunContext
-from normlab.experiments import part2_tasks as tasks
-from normlab.robustness import (
+from normlab.corruption_suite import (
     accuracy_under_corruption,
     corruption_suite,
     mean_corruption_accuracy,
 )
+from normlab.data.corruptions import CORRUPTIONS
+from normlab.data.types import IGNORE_INDEX, DataSplit
+from normlab.experiments import RunContext
+from normlab.experiments import part2_tasks as tasks
 from scipy import stats
 from torch import nn
 

@@ -89,9 +89,10 @@ def at_chosen_lr(
 @functools.cache
 def _majority_share(task: str, data_profile: str) -> float:
     from .. import data
+    from ..data.sources import RESTYLED
     from ..data.types import IGNORE_INDEX
 
-    base = task.removesuffix("_restyled")  # a restyled task keeps its labels
+    base = task.removesuffix(RESTYLED)  # a restyled task keeps its labels
     labels = data.for_profile(base, data_profile)["test"].y.flatten()
     labels = labels[labels != IGNORE_INDEX]
     return float(labels.bincount().max() / labels.numel())

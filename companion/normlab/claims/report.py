@@ -121,10 +121,11 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
 def tested_on(claim: Claim, results: pd.DataFrame, profile: str) -> str:
     """What a verdict was measured on: the paper's dataset, or "mechanism, on <stand-in>"."""
     from ..data import REAL, served_by, title
+    from ..data.sources import RESTYLED
 
     tasks = sorted(set(results["data"])) if "data" in results else []
     used = ", ".join(dict.fromkeys(title(served_by(t, profile)) for t in tasks))
-    real = [t.removesuffix("_restyled") for t in tasks]
+    real = [t.removesuffix(RESTYLED) for t in tasks]
     if all(t in REAL for t in real) and used == ", ".join(
         dict.fromkeys(title(t) for t in tasks)
     ):

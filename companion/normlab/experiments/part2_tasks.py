@@ -34,12 +34,12 @@ import numpy as np
 import pandas as pd
 
 from .. import data
-from ..paper import EPS_H, TAU
-from ..robustness import (
+from ..corruption_suite import (
     accuracy_under_corruption,
     corruption_suite,
     mean_corruption_accuracy,
 )
+from ..paper import EPS_H, TAU
 from ..stats import paired_test
 from .grid import Grid
 from .part2 import ALL, fit_autonorm, train_autonorm
@@ -86,7 +86,7 @@ _SMALL = {
     "drop_path": 0.0,
     "layer_scale_init": None,
     "dropout": 0.0,
-    "patch_size": None,
+    "patch_size": None,  # a part2.PATCH_GRID x PATCH_GRID grid of patches
     "warmup": 0.05,
 }
 # standard and paper: the paper's backbones (dim 128, 8 heads for language and tabular).
@@ -320,7 +320,7 @@ def train_robust(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """Train on clean images (:func:`fit_autonorm`), then test at every corruption and severity.
 
     The record adds ``corruption`` (one row per condition, from
-    ``robustness.accuracy_under_corruption``), ``clean_accuracy`` (the test metric) and
+    ``corruption_suite.accuracy_under_corruption``), ``clean_accuracy`` (the test metric) and
     ``mean_corruption_accuracy``, also among the ``metrics`` so that the results table has
     it. ``config["eval_images"]`` caps the test images per condition (None: all).
     """
