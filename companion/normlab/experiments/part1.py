@@ -11,10 +11,9 @@ Datasets are named here by task and profile and loaded at run time through the
 :data:`normlab.data.SOURCES` table: ``mnist`` in the quick and cpu profiles (served offline by
 scikit-learn's 8x8 digits), ``cifar10`` in the GPU profiles.
 
-The analysis (:func:`seed_scores`, :func:`paired_lead`, :func:`batch_slopes`, the update
-kernel's cross-sample coupling :func:`kernel_coupling`, ...) lives in
-:mod:`normlab.experiments.part1_analysis` and is re-exported here; the chapters' figures
-are in :mod:`normlab.figures.part1`.
+The analysis (:func:`seed_scores`, :func:`batch_slopes`, the update kernel's cross-sample
+coupling :func:`kernel_coupling`, ...) lives in :mod:`normlab.experiments.part1_analysis`
+and is re-exported here; the chapters' figures are in :mod:`normlab.figures.part1`.
 
 The cpu sets train to a plateau (at least 1,000 SGD steps per run, 8x8 digits) on grids
 shrunk to the configurations their claims need; their weights are Xavier-normal with zero
@@ -42,7 +41,6 @@ from .part1_analysis import (  # noqa: F401  (re-exported: the chapters' names)
     kernel_coupling,
     load_histories,
     lr_sensitivity,
-    paired_lead,
     plateau_gap,
     plateau_table,
     seed_scores,

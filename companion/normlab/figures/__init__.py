@@ -49,6 +49,7 @@ from .heatmaps import heatmap, normaliser_heatmap
 from .intervals import draw_by_normaliser, interval_bars
 from .live_and_saved import Beside, beside, draw_beside
 from .part1 import (
+    correction_leads,
     draw_band,
     draw_batch_curves,
     draw_coupling,
@@ -78,6 +79,7 @@ __all__ = [
     "beside",
     "draw_beside",
     "colours",
+    "correction_leads",
     "corruption_gallery",
     "draw_arms",
     "draw_band",

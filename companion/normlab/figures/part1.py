@@ -18,18 +18,18 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ..claims.pairing import at_chosen_lr, paired
+from ..experiments import runner
 from ..experiments.part1 import (
     CORRECTIONS,
     LEAD_RIVALS,
     VERDICT_INIT,
     batch_slopes,
     lr_sensitivity,
-    paired_lead,
-    seed_scores,
     verdict_rows,
 )
-from ..experiments.runner import at_chosen_lr, summarise
 from ..normalisers import colour
+from ..stats import interval
 from .column import label, new_figure, style
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "draw_batch_curves",
     "draw_coupling",
     "draw_lr_sensitivity",
+    "correction_leads",
     "lead_figure",
 ]
 
@@ -94,7 +95,7 @@ def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
     """Test metric at the learning rate of ``budget``'s convention against the batch size
     (log axis), one line with its 95 % CI band per normaliser (see :func:`~normlab.experiments.part1.batch_slopes`)."""
     _, scores = batch_slopes(_only(results, {"budget": budget}))
-    table = summarise(scores, ["normaliser", "batch_size"])
+    table = runner.summarise(scores, ["normaliser", "batch_size"])
     for name in table["normaliser"].unique():
         draw_band(ax, table[table["normaliser"] == name], "batch_size", name)
     ax.set_xscale("log", base=2)
@@ -107,11 +108,11 @@ def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -
     """A kernel measurement of :func:`~normlab.experiments.part1.kernel_coupling` (``value``) against the batch size, one
     line (95 % band across seeds) per normaliser, from the runs of the first budget at the
     learning rate chosen on val per normaliser and batch size."""
-    rows = at_chosen_lr(
+    rows = runner.at_chosen_lr(
         results[results["budget"] == results["budget"].iloc[0]],
         ["normaliser", "batch_size"],
     )
-    curves = summarise(rows, ["normaliser", "batch_size"], value=value)
+    curves = runner.summarise(rows, ["normaliser", "batch_size"], value=value)
     for name in curves["normaliser"].unique():
         draw_band(ax, curves[curves["normaliser"] == name], "batch_size", name)
     ax.set_xscale("log", base=2)
@@ -123,6 +124,29 @@ def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -
         }.get(value, value)
     )
     ax.legend(fontsize=7)
+
+
+def correction_leads(results: pd.DataFrame) -> pd.DataFrame:
+    """Each correction's test-metric lead over the strongest of
+    :data:`~normlab.experiments.part1.LEAD_RIVALS` (chosen on val), per depth and width:
+    :func:`normlab.claims.paired` in each (depth, width), each arm at its rate chosen on
+    val. Columns ``depth``, ``width``, ``normaliser``, ``mean``, ``ci95``, ``n``."""
+    best = at_chosen_lr(results)
+    rows = []
+    for depth, width in sorted(set(zip(best["depth"], best["width"]))):
+        for name in CORRECTIONS:
+            where = {"depth": depth, "width": width}
+            lead = interval(paired(best, name, LEAD_RIVALS, within=where).samples)
+            rows.append(
+                {
+                    **where,
+                    "normaliser": name,
+                    "mean": lead.mean,
+                    "ci95": lead.half,
+                    "n": lead.n,
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def lead_figure(
@@ -137,13 +161,7 @@ def lead_figure(
     part = _only(
         verdict_rows(results, init), {"optimizer": optimizer, "activation": activation}
     )
-    scores = seed_scores(part, ["depth", "width", "normaliser"])
-    leads = pd.concat(
-        [
-            paired_lead(scores, ["depth", "width"], name, LEAD_RIVALS)
-            for name in CORRECTIONS
-        ]
-    )
+    leads = correction_leads(part)
     shallow, wide = leads["depth"].min(), leads["width"].max()
     panels = {
         f"width (depth {shallow})": (leads[leads["depth"] == shallow], "width"),
@@ -165,6 +183,6 @@ def lead_figure(
             ax.legend(fontsize=8)
         figure.suptitle(
             f"The corrections' lead over the strongest rival ({optimizer}, {activation}, "
-            f"{init} init; 8x8 digits, a stand-in for CIFAR-10)"
+            f"{init} init;\n8x8 digits, a stand-in for CIFAR-10)"
         )
     return figure
