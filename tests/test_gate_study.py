@@ -11,6 +11,7 @@ import pytest
 import torch
 from normlab import experiments, figures
 from normlab.callbacks import TrainState
+from normlab.claims.pairing import paired_table
 from normlab.data import load
 from normlab.experiments import RunContext
 from normlab.experiments import gate_study as gs
@@ -359,7 +360,7 @@ def test_arms_are_compared_each_at_its_rate_chosen_on_val() -> None:
     summary = gs.arm_summary(runs).set_index("arm")
     assert summary.loc["a", "lr"] == 0.01 and summary.loc["b", "lr"] == 0.001
     assert summary["at_edge"].all()  # both choices are the grid's ends: flagged
-    diff = gs.paired_differences(runs, "a", "b").iloc[0]
+    diff = paired_table(gs.chosen(runs), "a", "b", by="arm").iloc[0]
     assert diff["n"] == 4 and diff["mean"] == pytest.approx(0.05)
     assert diff["ci95"] == pytest.approx(0.0, abs=1e-12)
 

@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from . import normalisers
-from .stats import paired_test
+from .claims.pairing import paired
+from .stats import difference_test
 
 __all__ = ["paired_rows", "robustness_summary", "run_table"]
 
@@ -33,7 +34,8 @@ _CHOSEN_COLUMNS = ("data", "normaliser", "lr", "at_edge", "seed")
 
 def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per robustness run record (``part2_tasks.load_records``): its config, ``clean``
-    (clean test accuracy), ``mCA`` (:func:`normlab.corruption_suite.mean_corruption_accuracy`), ``val_metric`` (clean
+    (clean test accuracy, also as ``test_metric``), ``mCA``
+    (:func:`normlab.corruption_suite.mean_corruption_accuracy`), ``val_metric`` (clean
     validation accuracy, on which the learning rate is chosen) and ``higher_is_better``."""
     rows = []
     for record in records:
@@ -49,6 +51,7 @@ def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "clean": record["clean_accuracy"],
                 "mCA": record["mean_corruption_accuracy"],
                 "val_metric": record["metrics"]["val_metric"],
+                "test_metric": record["clean_accuracy"],
                 "higher_is_better": True,
             }
         )
@@ -147,8 +150,9 @@ def paired_rows(
     r"""Paired t-tests across seeds of ``reference`` minus each normaliser of ``against``.
 
     ``chosen`` holds each normaliser's runs at its learning rate chosen on clean validation
-    accuracy. Runs are paired by seed, and for each of ``values`` the per-seed differences
-    :math:`d_s = a_s - b_s` give (:func:`normlab.stats.paired_test`)
+    accuracy. Runs are paired by seed (:func:`normlab.claims.paired`), and for each of
+    ``values`` the per-seed differences :math:`d_s = a_s - b_s` give
+    (:func:`normlab.stats.difference_test`)
 
     .. math::
         \bar d, \qquad t = \frac{\bar d}{s_d / \sqrt n}, \qquad d_z = \frac{\bar d}{s_d}
@@ -161,15 +165,13 @@ def paired_rows(
     """
     _check_chosen(chosen, values)
     against = _others(chosen, reference, against)
-    by_seed = chosen.set_index("seed")
-    ours = by_seed[by_seed["normaliser"] == reference]
     rows = []
     for other in against:
-        theirs = by_seed[by_seed["normaliser"] == other]
         for value in values:
-            test = paired_test(
-                ours[value].to_dict(), theirs[value].to_dict(), confidence=confidence
+            effect = paired(
+                chosen, reference, other, value=value, higher_is_better=True
             )
+            test = difference_test(effect.samples, confidence)
             rows.append(
                 {
                     "normaliser": reference,

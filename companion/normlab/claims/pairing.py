@@ -12,6 +12,8 @@ Every empirical rule and every chapter compares arms this way:
 3. the :class:`~normlab.claims.registry.Effect` it returns carries each side's mean test
    metric and the task's chance level, so :func:`normlab.claims.report.judge` can refuse a
    verdict on an arm that did not train.
+
+:mod:`normlab.claims.tables` shows it as the chapters' tables.
 """
 
 from __future__ import annotations

@@ -36,15 +36,12 @@ from .gate_runs import (  # noqa: F401  (one run, for the chapters)
 )
 from .gate_schedules import (  # noqa: F401  (AutoNorm-S composed, for the chapters)
     CONFIG_AXES,
-    EPS_GRID,
     arm_summary,
     at_defaults,
     at_lr_of,
     chosen,
     compose_schedule,
     freeze_epochs,
-    paired_differences,
-    sweep_table,
     with_schedules,
 )
 from .runner import at_chosen_lr, load_records, summarise  # noqa: F401

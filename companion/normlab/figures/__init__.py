@@ -56,6 +56,7 @@ from .part1 import (
     draw_lr_sensitivity,
     lead_figure,
 )
+from .reports import report_figures
 from .robustness import corruption_gallery, severity_curves
 from .theory import (
     LAYER_KINDS,
@@ -108,6 +109,7 @@ __all__ = [
     "plot_ratio_scatter",
     "plot_update_size_curves",
     "plot_update_sizes",
+    "report_figures",
     "severity_curves",
     "style",
     "sweep_figure",
