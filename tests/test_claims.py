@@ -131,6 +131,14 @@ def test_paper_numbers_are_the_papers() -> None:
                 INCONCLUSIVE: (0.01, 0.01),
             },
         ),
+        (
+            claims.ConsistentWith(+1),
+            {
+                claims.CONSISTENT: (0.5, 0.2),
+                CONTRADICTED: (-0.5, 0.2),
+                INCONCLUSIVE: (0.1, 0.2),
+            },
+        ),
     ],
 )
 def test_each_rule_gives_each_verdict(rule, cases) -> None:
@@ -149,12 +157,17 @@ def test_rules_reject_bad_settings() -> None:
         claims.Equivalent(0)
     with pytest.raises(ValueError, match="margin"):
         claims.AtLeast(-1)
+    with pytest.raises(ValueError, match="direction"):
+        claims.ConsistentWith(2)
 
 
 def test_combine() -> None:
     assert claims.combine([SUPPORTED, SUPPORTED]) == SUPPORTED
     assert claims.combine([SUPPORTED, INCONCLUSIVE]) == INCONCLUSIVE
     assert claims.combine([SUPPORTED, CONTRADICTED]) == CONTRADICTED
+    assert claims.combine([SUPPORTED, claims.CONSISTENT]) == claims.CONSISTENT
+    assert claims.combine([claims.CONSISTENT, INCONCLUSIVE]) == INCONCLUSIVE
+    assert claims.combine([claims.CONSISTENT, CONTRADICTED]) == CONTRADICTED
     assert claims.combine([]) == INCONCLUSIVE
 
 
@@ -407,12 +420,7 @@ def test_forest_is_empty_safe() -> None:
 def test_the_forest_colours_every_verdict_an_effect_can_have() -> None:
     from normlab.figures.effects import VERDICT_COLOURS
 
-    assert set(VERDICT_COLOURS) == {
-        SUPPORTED,
-        CONTRADICTED,
-        INCONCLUSIVE,
-        claims.NOT_TRAINED,
-    }
+    assert set(VERDICT_COLOURS) == {*claims.VERDICTS, claims.NOT_TRAINED}
 
 
 def test_cli_scorecard(tmp_path: Path, capsys) -> None:

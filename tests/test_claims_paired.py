@@ -141,3 +141,24 @@ def test_a_verdict_names_its_stand_in() -> None:
     restyled = table().assign(data="mnist_restyled")
     assert "restyled 8×8 digits" in claims.tested_on(claims.get("N3"), restyled, "cpu")
     assert claims.tested_on(claims.get("A8"), table(), "standard") == "on MNIST"
+
+
+def test_a_verdict_names_only_the_data_its_effects_read() -> None:
+    both = pd.concat([table(), table().assign(data="mnist_restyled")])
+    effect = claims.paired(
+        claims.at_chosen_lr(both), "a", "b", within={"data": "mnist"}
+    )
+    assert effect.data == ("mnist",)
+    assert claims.paired(claims.at_chosen_lr(both), "a", "b").data == (
+        "mnist",
+        "mnist_restyled",
+    )
+    label = claims.tested_on(claims.get("N3"), both, "cpu", effect.data)
+    assert label == "mechanism, on 8×8 digits (a stand-in for CIFAR-10)"
+    assert "restyled" in claims.tested_on(claims.get("N3"), both, "cpu")
+
+
+def test_n1_and_n3_read_the_same_cifar10_stand_in() -> None:
+    n1, n3 = claims.evaluate("N1"), claims.evaluate("N3")  # the packaged saved set
+    assert n1.data == n3.data == ("mnist_restyled",)
+    assert n1.source["data"] == n3.source["data"]

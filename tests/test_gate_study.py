@@ -11,7 +11,7 @@ import pytest
 import torch
 from normlab import experiments, figures
 from normlab.callbacks import TrainState
-from normlab.claims.pairing import paired_table
+from normlab.claims.tables import paired_table
 from normlab.data import load
 from normlab.experiments import RunContext
 from normlab.experiments import gate_study as gs

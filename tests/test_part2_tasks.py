@@ -248,7 +248,11 @@ def test_regression_references_report_original_units() -> None:
 
 
 def gate_results(
-    language_entropy: float, vision_entropy: float, slope: float, depth: int = 4
+    language_entropy: float,
+    vision_entropy: float,
+    slope: float,
+    depth: int = 4,
+    sentence_accuracy: float = 0.9,
 ) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     rows = []
@@ -263,7 +267,9 @@ def gate_results(
                     "lr": 3e-3,
                     "seed": seed,
                     "val_metric": 0.9,
-                    "test_metric": 0.9,
+                    "test_metric": sentence_accuracy if task == "sst2" else 0.9,
+                    "metric": "accuracy",
+                    "data_profile": "quick",
                     "higher_is_better": True,
                     "entropy_mean": (vision_entropy if vision else language_entropy)
                     + 0.01 * rng.normal(),
@@ -297,6 +303,19 @@ def test_gate_claims_follow_their_rules_and_name_the_stand_ins() -> None:
     shallow = claims.judge(n11, gate_results(0.6, 0.2, 0.3, depth=1))
     assert shallow.verdict == claims.INCONCLUSIVE
     assert "not testable on this stand-in" in shallow.note
+
+
+def test_gates_of_a_network_at_chance_give_no_verdict() -> None:
+    """The sentence stand-in is two balanced classes: 0.53 is within 0.05 of chance."""
+    from normlab import claims
+
+    for claim in ("N10", "N11"):
+        outcome = claims.judge(claims.get(claim), gate_results(0.6, 0.2, 0.3, 4, 0.53))
+        assert outcome.verdict == claims.NOT_TRAINED, claim
+        assert "autonorm on sst2 at 0.530" in outcome.note
+        assert claims.judge(
+            claims.get(claim), gate_results(0.6, 0.2, 0.3, 4, 0.6)
+        ).verdict != (claims.NOT_TRAINED)
 
 
 def test_robustness_claim_reads_the_drop_under_corruption() -> None:

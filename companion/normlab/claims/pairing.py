@@ -245,4 +245,8 @@ def paired(
     text = label or f"{arms[0].name} - {arms[1].name}" + (
         f" ({where})" if where else ""
     )
-    return Effect(text, np.array([seeds[s] for s in sorted(seeds)]), rule, arms)
+    if within and "data" in within:
+        data: tuple[str, ...] = (str(within["data"]),)
+    else:
+        data = tuple(sorted(set(best["data"]))) if "data" in best else ()
+    return Effect(text, np.array([seeds[s] for s in sorted(seeds)]), rule, arms, data)

@@ -13,17 +13,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..normalisers import PART2
 from ..paper import EPS_H
-from ..stats import Interval, paired_differences
-from .pairing import at_chosen_lr, difference, only, paired, per_seed
-from .registry import Effect, Test, Unmeasurable, declare
-from .rules import CONTRADICTED, INCONCLUSIVE, AtLeast, Directional, Equivalent
+from ..stats import paired_differences
+from .pairing import at_chosen_lr, chance_level, difference, only, paired, per_seed
+from .registry import Arm, Effect, Test, Unmeasurable, declare
+from .rules import AtLeast, ConsistentWith, Directional, Equivalent
 
 # The task studies: the ``data`` axis names the dataset; the models are the named normalisers.
 VISION = ("mnist", "fashion_mnist", "svhn", "cifar10", "cifar100", "cifar10_c")
@@ -176,6 +175,15 @@ def _gate_metric(results: pd.DataFrame, task: str, key: str) -> dict[int, float]
     return {int(s): float(v) for s, v in rows.groupby("seed")[key].mean().items()}
 
 
+def _gate_arm(results: pd.DataFrame, task: str) -> Arm:
+    """The learned AutoNorm on ``task``: a gate read off a network that did not train
+    says nothing, so its test metric and chance level go to the learnability rule."""
+    rows = results[results["data"] == task]
+    return Arm(
+        f"autonorm on {task}", float(rows["test_metric"].mean()), chance_level(rows)
+    )
+
+
 def _n10(results: pd.DataFrame) -> list[Effect]:
     results, vision = _gates(results)
     images = _gate_metric(results, vision, "entropy_mean")
@@ -183,6 +191,8 @@ def _n10(results: pd.DataFrame) -> list[Effect]:
         Effect(
             f"mean gate entropy over training, {_named(results, t)} - {_named(results, vision)}",
             paired_differences(_gate_metric(results, t, "entropy_mean"), images),
+            arms=(_gate_arm(results, t), _gate_arm(results, vision)),
+            data=(t, vision),
         )
         for t in LANGUAGE
     ]
@@ -194,22 +204,27 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
         Effect(
             f"final weight on LayerNorm - 1/2, {_named(results, vision)}",
             np.array(list(_gate_metric(results, vision, "p_ln_final").values())) - 0.5,
+            arms=(_gate_arm(results, vision),),
+            data=(vision,),
         )
     ]
     for task in LANGUAGE:
-        effects.append(
-            Effect(
-                f"final gate entropy - eps_H ({EPS_H}), {_named(results, task)}",
-                np.array(list(_gate_metric(results, task, "entropy_final").values()))
-                - EPS_H,
+        for label, key, shift in (
+            (f"final gate entropy - eps_H ({EPS_H})", "entropy_final", EPS_H),
+            (
+                "slope of the final weight on DyT over relative depth",
+                "depth_slope",
+                0.0,
+            ),
+        ):
+            effects.append(
+                Effect(
+                    f"{label}, {_named(results, task)}",
+                    np.array(list(_gate_metric(results, task, key).values())) - shift,
+                    arms=(_gate_arm(results, task),),
+                    data=(task,),
+                )
             )
-        )
-        effects.append(
-            Effect(
-                f"slope of the final weight on DyT over relative depth, {_named(results, task)}",
-                np.array(list(_gate_metric(results, task, "depth_slope").values())),
-            )
-        )
     return effects
 
 
@@ -304,30 +319,6 @@ def _n2_gate(results: pd.DataFrame) -> list[Effect]:
                 )
             )
     return effects
-
-
-@dataclass(frozen=True)
-class ConsistentWith:
-    """A mechanism that the experiment cannot isolate: a sign the mechanism predicts is at
-    most *consistent with* it. The verdict is never "supported" (an interval on the
-    predicted side is "inconclusive", and the chapter says "consistent with"); it is
-    "contradicted" when the interval lies on the other side."""
-
-    direction: int = 1
-
-    @property
-    def words(self) -> str:
-        return (
-            "at most consistent with the mechanism: "
-            + Directional(self.direction).words.replace(
-                "supported if", "consistent with if"
-            )
-            + " (consistent with is reported as inconclusive: nothing here isolates it)"
-        )
-
-    def verdict(self, ci: Interval) -> str:
-        seen = Directional(self.direction).verdict(ci)
-        return CONTRADICTED if seen == CONTRADICTED else INCONCLUSIVE
 
 
 def _n3_gate(results: pd.DataFrame) -> list[Effect]:

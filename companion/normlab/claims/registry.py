@@ -60,12 +60,14 @@ class Arm:
 @dataclass(frozen=True)
 class Effect:
     """One measured quantity: a label, one value per seed, optionally its own rule (else the
-    test's), and the arms it compares (checked for learnability before any verdict)."""
+    test's), the arms it compares (checked for learnability before any verdict) and the
+    datasets it read (empty: the whole results table's)."""
 
     label: str
     samples: np.ndarray
     rule: Rule | None = None
     arms: tuple[Arm, ...] = ()
+    data: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

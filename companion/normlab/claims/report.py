@@ -51,6 +51,7 @@ class Outcome:
     notes: dict[str, str] = field(
         default_factory=dict
     )  # per effect label: power, training
+    data: tuple[str, ...] = ()  # the datasets the effects read (empty: the table's)
 
 
 def chapter_notebook(number: int, book: str | Path | None = None) -> Path | None:
@@ -91,6 +92,11 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
     except Unmeasurable as err:
         return Outcome(claim, INCONCLUSIVE, note=f"not measurable in this set: {err}")
     rows, notes, untrained = [], {}, []
+    read = (
+        tuple(dict.fromkeys(d for e in effects for d in e.data))
+        if all(e.data for e in effects)
+        else ()
+    )
     for effect in effects:
         ci = interval(effect.samples)
         rule = effect.rule or claim.test.rule
@@ -112,18 +118,29 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
             effects=rows,
             notes=notes,
             note="no verdict: did not train: " + "; ".join(untrained),
+            data=read,
         )
-    outcome = Outcome(claim, combine([v for _, _, v in rows]), effects=rows)
-    outcome.notes = notes
-    return outcome
+    verdict = combine([v for _, _, v in rows])
+    return Outcome(claim, verdict, effects=rows, notes=notes, data=read)
 
 
-def tested_on(claim: Claim, results: pd.DataFrame, profile: str) -> str:
-    """What a verdict was measured on: the paper's dataset, or "mechanism, on <stand-in>"."""
+def tested_on(
+    claim: Claim, results: pd.DataFrame, profile: str, data: Sequence[str] = ()
+) -> str:
+    """What a verdict was measured on: the paper's dataset, or "mechanism, on <stand-in>".
+
+    ``data`` are the datasets its effects read (:attr:`Outcome.data`); empty: every
+    dataset of ``results``."""
     from ..data import REAL, served_by, title
     from ..data.sources import RESTYLED
 
-    tasks = sorted(set(results["data"])) if "data" in results else []
+    tasks = (
+        sorted(data)
+        if data
+        else sorted(set(results["data"]))
+        if "data" in results
+        else []
+    )
     used = ", ".join(dict.fromkeys(title(served_by(t, profile)) for t in tasks))
     real = [t.removesuffix(RESTYLED) for t in tasks]
     if all(t in REAL for t in real) and used == ", ".join(
@@ -184,7 +201,7 @@ def evaluate(
     outcome = judge(claim, saved.results)
     outcome.source = {
         "profile": saved.profile,
-        "data": tested_on(claim, saved.results, saved.profile),
+        "data": tested_on(claim, saved.results, saved.profile, outcome.data),
         "label": saved.label(),
     }
     return outcome

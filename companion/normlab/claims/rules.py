@@ -1,8 +1,9 @@
 """The verdict rules: how a 95 % confidence interval across seeds becomes a verdict.
 
 Each rule reads one effect's interval (:class:`normlab.stats.Interval`): :class:`Directional`
-(the claimed sign), :class:`Equivalent` (no real difference, TOST-style) and
-:class:`AtLeast` (not worse by more than a margin). :func:`combine` joins the verdicts of a
+(the claimed sign), :class:`Equivalent` (no real difference, TOST-style),
+:class:`AtLeast` (not worse by more than a margin) and :class:`ConsistentWith` (the sign a
+mechanism predicts, where no run isolates the mechanism). :func:`combine` joins the verdicts of a
 claim's several effects; :func:`trained` is the learnability rule that comes before any of
 them: a comparison whose arm did not beat chance gets no verdict.
 """
@@ -21,6 +22,7 @@ __all__ = [
     "SUPPORTED",
     "CONTRADICTED",
     "INCONCLUSIVE",
+    "CONSISTENT",
     "NOT_TRAINED",
     "NOT_YET_TESTED",
     "VERDICTS",
@@ -30,6 +32,7 @@ __all__ = [
     "Directional",
     "Equivalent",
     "AtLeast",
+    "ConsistentWith",
     "Rule",
     "combine",
     "COMBINE_WORDS",
@@ -38,7 +41,10 @@ __all__ = [
 ]
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
-VERDICTS: tuple[str, ...] = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
+# The predicted sign, seen where the experiment cannot isolate the claimed cause: weaker
+# than "supported", and never counted as it.
+CONSISTENT = "consistent with"
+VERDICTS: tuple[str, ...] = (SUPPORTED, CONSISTENT, CONTRADICTED, INCONCLUSIVE)
 NOT_TRAINED = "did not train"  # no verdict: an arm of the comparison did not learn
 NOT_YET_TESTED = "not yet tested"
 # Learnability: at its chosen rate, an arm must beat chance by this much (an accuracy) to be
@@ -165,12 +171,32 @@ class AtLeast:
         )
 
 
+@dataclass(frozen=True)
+class ConsistentWith(Directional):
+    """A mechanism the experiment cannot isolate: an interval on the side the mechanism
+    predicts is :data:`CONSISTENT` ("consistent with"), never "supported"; one on the other
+    side is "contradicted"; one that straddles zero, "inconclusive"."""
+
+    @property
+    def words(self) -> str:
+        return (
+            "at most consistent with the mechanism: "
+            + super().words.replace("supported if", "consistent with if")
+            + " (no run here isolates the mechanism, so never supported)"
+        )
+
+    def verdict(self, ci: Interval) -> str:
+        seen = super().verdict(ci)
+        return CONSISTENT if seen == SUPPORTED else seen
+
+
 Rule = Directional | Equivalent | AtLeast
 
 
 COMBINE_WORDS = (
     "a claim with several effects is contradicted if any effect is, supported if every one "
-    "is, and inconclusive otherwise"
+    "is, consistent with if every one is supported or consistent with, and inconclusive "
+    "otherwise"
 )
 
 
@@ -180,7 +206,11 @@ def combine(verdicts: Sequence[str]) -> str:
         return INCONCLUSIVE
     if CONTRADICTED in verdicts:
         return CONTRADICTED
-    return SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE
+    if all(v == SUPPORTED for v in verdicts):
+        return SUPPORTED
+    if all(v in (SUPPORTED, CONSISTENT) for v in verdicts):
+        return CONSISTENT
+    return INCONCLUSIVE
 
 
 def trained_margin(chance: float) -> float:

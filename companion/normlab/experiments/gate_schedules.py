@@ -5,8 +5,8 @@ run up to its decision at T_freeze and the ``freeze_at_<T>`` run after it when t
 fires (:func:`compose_schedule`); any eps_H and either reading of the rule then cost no
 extra training. The other helpers read a :func:`~.gate_runs.run_table` at the learning
 rate chosen on validation data; two arms are compared with
-:func:`normlab.claims.pairing.paired_table` (and AutoNorm-S swept over eps_H with
-:func:`normlab.claims.part2.sweep_table`).
+:func:`normlab.claims.tables.paired_table` (and AutoNorm-S swept over eps_H with
+:func:`normlab.claims.tables.sweep_table`).
 """
 
 from __future__ import annotations

@@ -15,9 +15,10 @@ from .column import COLUMN_INCHES, MIN_FONT_PT, new_figure, style
 __all__ = ["VERDICT_COLOURS", "forest"]
 
 #: The colour of each verdict an effect can have (:mod:`normlab.claims.rules`' words): the
-#: palette's green, vermilion, grey and pink.
+#: palette's green, blue, vermilion, grey and pink.
 VERDICT_COLOURS = {
     "supported": "#009E73",
+    "consistent with": "#0072B2",
     "contradicted": "#D55E00",
     "inconclusive": "#7F7F7F",
     "did not train": "#CC79A7",
