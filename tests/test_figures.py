@@ -126,6 +126,14 @@ def _fc_runs() -> pd.DataFrame:
     )
 
 
+def test_every_report_belongs_to_a_registered_experiment() -> None:
+    from normlab import experiments
+    from normlab.figures.reports import REPORTS
+
+    assert set(REPORTS) <= set(experiments.names())
+    assert figures.report_figures("gate_widget") is None  # draws none
+
+
 def test_the_corrections_lead_is_over_the_rival_chosen_on_val() -> None:
     leads = figures.correction_leads(_fc_runs()).set_index(["width", "normaliser"])
     assert leads.loc[(8, "affine_like"), "mean"] == pytest.approx(0.26)  # - batchnorm

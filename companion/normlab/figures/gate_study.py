@@ -2,7 +2,7 @@
 swept over its thresholds, and the Gumbel-Softmax gradient against tau.
 
 - :func:`draw_arms`: test accuracy per task and arm on one axis;
-- :func:`sweep_figure`: heat maps of :func:`~normlab.experiments.gate_study.sweep_table`;
+- :func:`sweep_figure`: heat maps of :func:`~normlab.claims.tables.sweep_table`;
 - :func:`tau_figure`: the estimator's variance and SNR, and test accuracy, against tau.
 """
 
@@ -61,9 +61,9 @@ def draw_arms(runs: pd.DataFrame, ax: Any) -> None:
 
 
 def sweep_figure(table: pd.DataFrame) -> Figure:
-    """Heat maps of a :func:`~normlab.experiments.gate_study.sweep_table`, a row of panels per task and a column per rule:
-    rows T_freeze, columns eps_H, colour AutoNorm-S's lead over FrozenLN, numbers the share
-    of seeds where the rule fired."""
+    """Heat maps of a :func:`~normlab.claims.tables.sweep_table`, a row of panels per task
+    and a column per rule: rows T_freeze, columns eps_H, colour AutoNorm-S's lead over
+    FrozenLN, numbers the share of seeds where the rule fired."""
     tasks = list(table["data"].unique())
     limit = float(np.nanmax(np.abs(table["lead"])))
     with style():

@@ -93,7 +93,8 @@ def draw_lr_sensitivity(results: pd.DataFrame, ax: Any, **where: Any) -> None:
 
 def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
     """Test metric at the learning rate of ``budget``'s convention against the batch size
-    (log axis), one line with its 95 % CI band per normaliser (see :func:`~normlab.experiments.part1.batch_slopes`)."""
+    (log axis), one line with its 95 % CI band per normaliser (see
+    :func:`~normlab.experiments.part1.batch_slopes`)."""
     _, scores = batch_slopes(_only(results, {"budget": budget}))
     table = runner.summarise(scores, ["normaliser", "batch_size"])
     for name in table["normaliser"].unique():
@@ -105,9 +106,10 @@ def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
 
 
 def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
-    """A kernel measurement of :func:`~normlab.experiments.part1.kernel_coupling` (``value``) against the batch size, one
-    line (95 % band across seeds) per normaliser, from the runs of the first budget at the
-    learning rate chosen on val per normaliser and batch size."""
+    """A kernel measurement of :func:`~normlab.experiments.part1.kernel_coupling`
+    (``value``) against the batch size, one line (95 % band across seeds) per normaliser,
+    from the runs of the first budget at the learning rate chosen on val per normaliser and
+    batch size."""
     rows = runner.at_chosen_lr(
         results[results["budget"] == results["budget"].iloc[0]],
         ["normaliser", "batch_size"],
@@ -155,9 +157,9 @@ def lead_figure(
     activation: str = "tanh",
     init: str = VERDICT_INIT,
 ) -> Figure:
-    """Each correction's lead over the strongest of :data:`~normlab.experiments.part1.LEAD_RIVALS` (chosen on val),
-    paired by seed, against width (at the smallest depth) and depth (at the largest width),
-    on the :func:`~normlab.experiments.part1.verdict_rows` of initialisation ``init``."""
+    """:func:`correction_leads` against width (at the smallest depth) and depth (at the
+    largest width), on the :func:`~normlab.experiments.part1.verdict_rows` of
+    initialisation ``init``."""
     part = _only(
         verdict_rows(results, init), {"optimizer": optimizer, "activation": activation}
     )

@@ -18,14 +18,22 @@ from ..experiments.runner import select_best, summarise
 from .curves import metric_vs
 from .heatmaps import normaliser_heatmap
 
-__all__ = ["REPORTS", "report_figures"]
+__all__ = [
+    "REPORTS",
+    "autonorm_vision",
+    "batch_size",
+    "cnn_normalisers",
+    "fc_normalisers",
+    "report_figures",
+]
 
 ReportFigures = Callable[[pd.DataFrame, pd.DataFrame], dict[str, Figure]]
 
 
 def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
-    """Best-of figures per optimiser (every configuration column kept, swept or fixed) and the
-    learning-rate sweep at the shallowest depth's largest width, on the :func:`~normlab.experiments.part1.verdict_rows`."""
+    """Best-of figures per optimiser (every configuration column kept, swept or fixed) and
+    the learning-rate sweep at the shallowest depth's largest width, on the
+    :func:`~normlab.experiments.part1.verdict_rows`."""
     figures: dict[str, Figure] = {}
     results = verdict_rows(results)
     metric = results["metric"].iloc[0]
@@ -72,6 +80,8 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
 
 
 def batch_size(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
+    """Accuracy and the chosen learning rate against the batch size, per budget convention,
+    and the update kernel's cross-sample coupling where the runs measured it."""
     metric = results["metric"].iloc[0]
     _, scores = batch_slopes(results)
     best = summarise(scores, ["budget", "normaliser", "batch_size"])
@@ -115,6 +125,8 @@ def batch_size(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure
 
 
 def cnn_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
+    """The CNN's test metric per shape and normaliser, its learning-rate sweep and the
+    cross-position coupling against the channels."""
     metric = results["metric"].iloc[0]
     for axis in ("depth", "channels"):  # a grid may fix what another sweeps
         if axis not in summary:
@@ -148,6 +160,7 @@ def cnn_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, F
 
 
 def autonorm_vision(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
+    """The test metric per task and normaliser, each at its rate chosen on val."""
     metric = results["metric"].iloc[0]
     title = f"test {metric}, lr chosen on val"
     return {
