@@ -33,7 +33,7 @@ DIRECT = r"\bplt\.(?:subplots|figure|subplot_mosaic)\s*\(|\bFigure\s*\("
 
 def figure_functions() -> set[str]:
     """Names of the package's figure functions: those of ``normlab.figures`` returning a
-    Figure (``normlab.plots*`` re-export them)."""
+    Figure."""
     from matplotlib.figure import Figure
     from normlab import figures
 

@@ -1,24 +1,20 @@
 """Figures reach the reader: the book's kernels draw inline, each figure is shown once as a cell
 output, and the check that `make book` runs after building catches a page without its figures.
 
-The one way to show a figure: a package figure function (``normlab.plots*``) returns a
+The one way to show a figure: a package figure function (``normlab.figures``) returns a
 ``Figure`` not registered with pyplot, and the chapter makes it the cell's last expression,
 without ``;``. A figure a chapter draws itself with pyplot ends with ``plt.show()``.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib
 import json
 import os
-import pkgutil
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-import normlab
 import pytest
 from matplotlib.figure import Figure
 
@@ -80,28 +76,6 @@ def test_fixture_shows_each_figure_and_widget_once(tmp_path: Path) -> None:
             assert found == (1 if tag in tags else 0), (
                 f"code cell {index}: {found} {mime} output(s), tags {sorted(tags)}"
             )
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        m.name
-        for m in pkgutil.iter_modules(normlab.__path__)
-        if m.name.startswith("plots")
-    ],
-)
-def test_package_figures_bypass_pyplot(module: str) -> None:
-    """A figure registered with pyplot is shown twice when returned (once by the inline backend)."""
-    tree = ast.parse(
-        Path(importlib.import_module(f"normlab.{module}").__file__).read_text()
-    )
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            imported |= {f"{node.module}.{alias.name}" for alias in node.names}
-    assert "matplotlib.pyplot" not in imported
 
 
 def test_the_package_has_figure_functions() -> None:

@@ -98,7 +98,7 @@ def test_a_killed_task_resumes(plain: pd.DataFrame, tmp_path: Path) -> None:
     assert second.plan.pending == (0,)
     ran, failed = second.wait()
     assert failed == 0 and len(ran) == 9
-    experiments.report(NAME, profile="quick", out=tmp_path, figures=False)
+    experiments.report(NAME, profile="quick", out=tmp_path)
     pd.testing.assert_frame_equal(_metrics(tmp_path), plain, rtol=1e-6)
 
 
@@ -114,7 +114,7 @@ def test_debug_executor_runs_in_process(plain: pd.DataFrame, tmp_path: Path) -> 
     )
     ran, failed = done.wait()
     assert failed == 0 and len(ran) == 18 and done.plan.n_shards == 3
-    experiments.report(NAME, profile="quick", out=tmp_path, figures=False)
+    experiments.report(NAME, profile="quick", out=tmp_path)
     pd.testing.assert_frame_equal(_metrics(tmp_path), plain, rtol=1e-6)
 
 

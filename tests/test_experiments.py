@@ -21,6 +21,7 @@ from normlab.experiments import (
     shard,
     summarise,
 )
+from normlab.figures.reports import report_figures
 from scipy import stats
 
 
@@ -179,7 +180,7 @@ def test_part1_declarations() -> None:
 
 def test_every_grid_loads_its_data_through_the_sources_table() -> None:
     """Part I and Part II name a task and a profile; ``data.SOURCES`` decides what loads."""
-    from normlab.experiments.gate_study import RESTYLED_SUFFIX
+    from normlab.data.sources import RESTYLED
 
     checked = 0
     for name in experiments.names():
@@ -188,7 +189,7 @@ def test_every_grid_loads_its_data_through_the_sources_table() -> None:
             continue  # a toy experiment registered by another test
         for profile in exp.profiles:
             for config in exp.grid(profile).configs(seeds=1):
-                task = config["data"].removesuffix(RESTYLED_SUFFIX)
+                task = config["data"].removesuffix(RESTYLED)
                 assert (task, config["data_profile"]) in normlab.data.SOURCES, (
                     name,
                     profile,
@@ -361,7 +362,12 @@ def test_report_writes_summary_and_figures(tmp_path) -> None:
         device="cpu",
         progress=False,
     )
-    rep = experiments.report("fc_normalisers", profile="quick", out=out)
+    rep = experiments.report(
+        "fc_normalisers",
+        profile="quick",
+        out=out,
+        figures=report_figures("fc_normalisers"),
+    )
     assert (rep.folder / "summary.csv").exists()
     assert {"lr", "mean", "ci95", "n", "val_mean"} <= set(rep.summary.columns)
     assert all(p.exists() and p.stat().st_size > 0 for p in rep.paths.values())
@@ -380,7 +386,9 @@ def test_report_writes_summary_and_figures(tmp_path) -> None:
         device="cpu",
         progress=False,
     )
-    rep = experiments.report("batch_size", profile="quick", out=out)
+    rep = experiments.report(
+        "batch_size", profile="quick", out=out, figures=report_figures("batch_size")
+    )
     assert {"normaliser", "batch_size", "lr", "mean", "ci95"} <= set(
         rep.summary.columns
     )

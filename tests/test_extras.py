@@ -31,8 +31,6 @@ PACKAGE = ROOT / "companion" / "normlab"
 DIRECT_IMPORTS = (
     ("widgets.py", "ipywidgets", "widgets.py is being rewritten on another branch"),
     ("widgets.py", "altair", "widgets.py is being rewritten on another branch"),
-    ("experiments/gate_study.py", "ipywidgets", "gate_study.py: another branch"),
-    ("experiments/gate_study.py", "altair", "gate_study.py: another branch"),
 )
 
 

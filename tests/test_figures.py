@@ -101,7 +101,49 @@ def _outcomes(count: int) -> list[SimpleNamespace]:
     ]
 
 
+def _fc_runs() -> pd.DataFrame:
+    """Runs of Part I's correction-lead figure: at width 8 batchnorm wins on val but none on
+    test, so the lead is taken over batchnorm; at width 16 none wins on val."""
+    val = {8: {"none": 0.7, "batchnorm": 0.8}, 16: {"none": 0.8, "batchnorm": 0.7}}
+    test = {"none": 0.9, "batchnorm": 0.6, "affine_like": 0.85, "norm_like": 0.75}
+    return pd.DataFrame(
+        {
+            "optimizer": "sgd",
+            "activation": "tanh",
+            "depth": 2,
+            "width": width,
+            "normaliser": name,
+            "lr": 0.1,
+            "seed": seed,
+            "val_metric": val[width].get(name, 0.75),
+            "test_metric": test[name] + 0.01 * seed * (name == "affine_like"),
+            "metric": "accuracy",
+            "higher_is_better": True,
+        }
+        for width in (8, 16)
+        for name in test
+        for seed in range(3)
+    )
+
+
+def test_every_report_belongs_to_a_registered_experiment() -> None:
+    from normlab import experiments
+    from normlab.figures.reports import REPORTS
+
+    assert set(REPORTS) <= set(experiments.names())
+    assert figures.report_figures("gate_widget") is None  # draws none
+
+
+def test_the_corrections_lead_is_over_the_rival_chosen_on_val() -> None:
+    leads = figures.correction_leads(_fc_runs()).set_index(["width", "normaliser"])
+    assert leads.loc[(8, "affine_like"), "mean"] == pytest.approx(0.26)  # - batchnorm
+    assert leads.loc[(16, "affine_like"), "mean"] == pytest.approx(-0.04)  # - none
+    assert leads.loc[(8, "norm_like"), "mean"] == pytest.approx(0.15)
+    assert (leads["n"] == 3).all()
+
+
 FIGURES = {
+    "lead_figure": lambda: figures.lead_figure(_fc_runs()),
     "training_curves": lambda: figures.training_curves(
         {
             "layernorm": [

@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from normlab import experiments
+from normlab import experiments, figures
 from normlab.callbacks import TrainState
+from normlab.claims.tables import paired_table
 from normlab.data import load
 from normlab.experiments import RunContext
 from normlab.experiments import gate_study as gs
@@ -359,7 +360,7 @@ def test_arms_are_compared_each_at_its_rate_chosen_on_val() -> None:
     summary = gs.arm_summary(runs).set_index("arm")
     assert summary.loc["a", "lr"] == 0.01 and summary.loc["b", "lr"] == 0.001
     assert summary["at_edge"].all()  # both choices are the grid's ends: flagged
-    diff = gs.paired_differences(runs, "a", "b").iloc[0]
+    diff = paired_table(gs.chosen(runs), "a", "b", by="arm").iloc[0]
     assert diff["n"] == 4 and diff["mean"] == pytest.approx(0.05)
     assert diff["ci95"] == pytest.approx(0.0, abs=1e-12)
 
@@ -395,7 +396,7 @@ def synthetic_gates() -> pd.DataFrame:
 
 
 def test_entropy_twin_has_a_control_where_there_is_a_choice() -> None:
-    twin = gs.entropy_twin(synthetic_gates(), "tau", "synthetic")
+    twin = figures.entropy_twin(synthetic_gates(), "tau", "synthetic")
     params = {p["name"]: p for p in twin.spec["params"]}
     assert "bind" not in params["task"] and params["task"]["value"] == "mnist"
     assert params["v"]["bind"]["options"] == [0.5, 2.0]
@@ -411,7 +412,7 @@ def test_entropy_twin_draws_what_its_controls_choose(param: str, other: object) 
     import vl_convert
     from normlab.interactive import vegalite_version
 
-    spec = gs.entropy_twin(synthetic_gates(), "tau", "synthetic").spec
+    spec = figures.entropy_twin(synthetic_gates(), "tau", "synthetic").spec
     svgs = []
     for value in (
         next(p["value"] for p in spec["params"] if p["name"] == param),
@@ -425,7 +426,7 @@ def test_entropy_twin_draws_what_its_controls_choose(param: str, other: object) 
 
 
 def test_entropy_explorer_redraws_the_live_figure() -> None:
-    explorer = gs.entropy_explorer(synthetic_gates(), "tau", "synthetic")
+    explorer = figures.entropy_explorer(synthetic_gates(), "tau", "synthetic")
     live = explorer.live
     assert "tau 2" in live.result._suptitle.get_text()
     live.kwargs_widgets[1].value = 0.5

@@ -5,9 +5,6 @@ module (read with ``ast``, lazy imports inside functions included, as in
 ``tests/test_imports.py``) must point at the same layer or a lower one, and no modules
 may import each other in a circle. A second rule: only the presentation layer draws
 (imports matplotlib or Altair, or calls a plotting API).
-
-Where today's code breaks a rule in modules under other work in progress, the break is
-listed below, named and explained, for the lead to empty after merging.
 """
 
 from __future__ import annotations
@@ -48,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab.training",
             "normlab.gates",
             "normlab.perplexity",
+            "normlab.corruption_suite",
             # confidence intervals and paired tests: pure maths, which the experiments'
             # summaries and the analysis both use
             "normlab.stats",
@@ -68,60 +66,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "presentation",  # figures, tables and widgets for the chapters
         (
             "normlab.figures",
-            "normlab.plots",
-            "normlab.plots_tasks",
-            "normlab.plots_theory",
             "normlab.display",
             "normlab.interactive",
             "normlab.widgets",
         ),
     ),
     ("entry points", ("normlab", "normlab.__main__")),
-)
-
-#: Upward imports of today's code, in modules other branches are changing:
-#: (importer, imported, why). The lead empties this after merging.
-UPWARD_EXCEPTIONS: tuple[tuple[str, str, str], ...] = (
-    (
-        "normlab.experiments.gate_study",
-        "normlab.plots",
-        "the gate study's report draws its figures; they move to normlab.figures",
-    ),
-    (
-        "normlab.experiments.gate_study",
-        "normlab.interactive",
-        "the gate study builds chapter 11's interactive chart; it moves to normlab.figures",
-    ),
-    (
-        "normlab.experiments.part1",
-        "normlab.plots",
-        "Part I's reports draw their figures; they move to normlab.figures",
-    ),
-    (
-        "normlab.experiments.part1_conv",
-        "normlab.plots",
-        "the CNN report draws its figures; they move to normlab.figures",
-    ),
-    (
-        "normlab.experiments.part2",
-        "normlab.plots",
-        "Part II's reports draw their figures; they move to normlab.figures",
-    ),
-    (
-        "normlab.experiments.part2_tasks",
-        "normlab.robustness",
-        "it runs robustness's corruption suite, which measures (library) beside "
-        "robustness's tables (analysis); split robustness when the paired comparison lands",
-    ),
-)
-
-#: Modules outside the presentation layer that draw today: (module, why).
-DRAWING_EXCEPTIONS: tuple[tuple[str, str], ...] = (
-    ("normlab.experiments.gate_study", "its report draws figures and an Altair chart"),
-    (
-        "normlab.experiments.part1",
-        "draw_lr_sensitivity and draw_batch_curves draw on an axis",
-    ),
 )
 
 #: Calls that draw (on a matplotlib axis or figure) and the constructor of a figure.
@@ -222,14 +172,11 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_no_module_imports_from_a_higher_layer() -> None:
-    found = upward_imports(import_graph(COMPANION))
-    allowed = {(a, b) for a, b, _ in UPWARD_EXCEPTIONS}
-    new = sorted(found - allowed)
-    assert not new, "upward imports: " + "; ".join(
+    found = sorted(upward_imports(import_graph(COMPANION)))
+    assert not found, "upward imports: " + "; ".join(
         f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
-        for a, b in new
+        for a, b in found
     )
-    assert allowed <= found, f"no longer needed, remove: {sorted(allowed - found)}"
 
 
 def test_no_import_circle() -> None:
@@ -238,10 +185,7 @@ def test_no_import_circle() -> None:
 
 def test_only_the_presentation_layer_draws() -> None:
     found = drawing_modules(COMPANION)
-    allowed = {name for name, _ in DRAWING_EXCEPTIONS}
-    new = {name: what for name, what in found.items() if name not in allowed}
-    assert not new, f"draw in normlab.figures instead: {new}"
-    assert allowed <= set(found), f"no longer needed, remove: {allowed - set(found)}"
+    assert not found, f"draw in normlab.figures instead: {found}"
 
 
 # ------------------------------------------------------------------ the guards themselves
@@ -262,13 +206,13 @@ def test_the_guards_find_a_planted_upward_import_and_a_drawing(tmp_path: Path) -
         "def ci(ax):\n    ax.errorbar([0], [1])\n"
         "def chart():\n    return require('altair', 'x')\n"
     )
-    (package / "plots.py").write_text(
+    (package / "figures.py").write_text(
         "from matplotlib.figure import Figure\nFigure()\n"
     )
     graph = import_graph(tmp_path)
     assert upward_imports(graph) == {("normlab.layers.norms", "normlab.claims")}
     found = drawing_modules(tmp_path)
-    assert set(found) == {"normlab.claims", "normlab.stats"}  # plots may draw
+    assert set(found) == {"normlab.claims", "normlab.stats"}  # figures may draw
     assert found["normlab.claims"] == ["2: imports matplotlib"]
     assert sorted(found["normlab.stats"]) == ["2: calls errorbar", "4: imports altair"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from matplotlib.colors import to_rgb
-from normlab import experiments, normalisers, plots, plots_theory
+from normlab import experiments, figures, normalisers
 from normlab.experiments import part1, part2
 from normlab.layers import AffineLikeLinear, AutoNorm, L2Norm, NormLikeLinear
 from normlab.models import mlp_for
@@ -279,13 +279,23 @@ def test_experiment_grids_use_registered_names() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [plots, plots_theory, part1, part2], ids=lambda m: m.__name__
+    "module",
+    [
+        figures.column,
+        figures.curves,
+        figures.heatmaps,
+        figures.theory,
+        figures.part1,
+        part1,
+        part2,
+    ],
+    ids=lambda m: m.__name__,
 )
 def test_package_figures_and_experiments_use_registered_names(module: object) -> None:
     source = inspect.getsource(module)
     assert _names_in_code(source) <= set(NORMALISERS)
     assert not _misspelled(source)
-    assert set(plots_theory.LAYER_KINDS) <= set(PART1)
+    assert set(figures.LAYER_KINDS) <= set(PART1)
 
 
 @pytest.mark.parametrize("notebook", sorted(BOOK.glob("*.ipynb")), ids=lambda p: p.name)

@@ -379,31 +379,6 @@ def test_plateau_gap() -> None:
         part1.plateau_gap([])
 
 
-def test_paired_lead_picks_the_rival_on_val() -> None:
-    rows = []
-    for seed in range(3):
-        for name, (val, test) in {
-            "affine_like": (0.9, 0.90),
-            "layernorm": (0.85, 0.80),
-            "batchnorm": (0.80, 0.95),
-        }.items():
-            rows.append(
-                {
-                    "normaliser": name,
-                    "seed": seed,
-                    "val_metric": val,
-                    "test_metric": test + 0.01 * seed,
-                }
-            )
-    lead = part1.paired_lead(
-        pd.DataFrame(rows), [], "affine_like", ["layernorm", "batchnorm"]
-    )
-    assert (
-        lead.loc[0, "rival"] == "layernorm"
-    )  # batchnorm would win on test, but val decides
-    assert lead.loc[0, "mean"] == pytest.approx(0.10) and lead.loc[0, "n"] == 3
-
-
 def test_runs_record_the_measurements(tmp_path) -> None:
     ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "a")
     config = {

@@ -10,15 +10,16 @@ import pandas as pd
 import pytest
 import torch
 from normlab import data, experiments
-from normlab.data.corruptions import CORRUPTIONS
-from normlab.data.types import IGNORE_INDEX, DataSplit
-from normlab.experiments import RunContext
-from normlab.experiments import part2_tasks as tasks
-from normlab.robustness import (
+from normlab.claims.tables import equivalence_table
+from normlab.corruption_suite import (
     accuracy_under_corruption,
     corruption_suite,
     mean_corruption_accuracy,
 )
+from normlab.data.corruptions import CORRUPTIONS
+from normlab.data.types import IGNORE_INDEX, DataSplit
+from normlab.experiments import RunContext
+from normlab.experiments import part2_tasks as tasks
 from scipy import stats
 from torch import nn
 
@@ -386,12 +387,12 @@ def test_equivalence_table_applies_the_margin_to_the_paired_interval() -> None:
                         "test_metric": rmse + penalty,
                     }
                 )
-    table = tasks.equivalence_table(pd.DataFrame(rows), 0.02).set_index("minus")
+    table = equivalence_table(pd.DataFrame(rows), 0.02).set_index("minus")
     assert table.loc["near", "equivalent"] and not table.loc["far", "equivalent"]
     assert table.loc["far", "difference"] == pytest.approx(-5.0)
     assert table["margin"].iloc[0] == pytest.approx(0.02 * 50.02)
     assert table.loc["near", "smallest margin"] < table.loc["near", "margin"]
     with pytest.raises(ValueError, match="reference='dyt'"):
-        tasks.equivalence_table(pd.DataFrame(rows), reference="dyt")
+        equivalence_table(pd.DataFrame(rows), reference="dyt")
     with pytest.raises(ValueError, match="margin_fraction"):
-        tasks.equivalence_table(pd.DataFrame(rows), 1.5)
+        equivalence_table(pd.DataFrame(rows), 1.5)

@@ -1,4 +1,4 @@
-"""normlab.plots and plots_theory: figures are returned (never shown), in one style, with the
+"""normlab.figures (curves, heat maps, the theory figures): figures are returned (never shown), in one style, with the
 registry's colours and labels; data are drawn as given."""
 
 from __future__ import annotations
@@ -10,29 +10,31 @@ import pytest
 import torch
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
-from normlab import normalisers, plots, plots_theory
+from normlab import figures, normalisers
 from scipy import stats
 
 
 def test_colours_and_labels_come_from_the_registry() -> None:
-    assert plots.colours(["affine_like"]) == {
+    assert figures.colours(["affine_like"]) == {
         "affine_like": normalisers.colour("affine_like")
     }
     assert (
-        plots.label("affine_like") == "affine-like"
-        and plots.label("layernorm") == "LayerNorm"
+        figures.label("affine_like") == "affine-like"
+        and figures.label("layernorm") == "LayerNorm"
     )
     assert (
-        plots.label("batch_size") == "batch-size"
+        figures.label("batch_size") == "batch-size"
     )  # not a normaliser: underscores shown as hyphens
     # names outside the registry take palette colours that no name of the same figure has
-    mixed = plots.colours(["none", "budget_a", "affine_like", "budget_b"])
+    mixed = figures.colours(["none", "budget_a", "affine_like", "budget_b"])
     assert len(set(mixed.values())) == 4 and set(mixed.values()) <= set(
         normalisers.PALETTE
     )
     assert mixed["none"] == normalisers.colour("none")
-    assert plots.colours(["x", "y"]) == plots.colours(["x", "y"])
-    assert plots.STYLE["axes.prop_cycle"].by_key()["color"] == list(normalisers.PALETTE)
+    assert figures.colours(["x", "y"]) == figures.colours(["x", "y"])
+    assert figures.STYLE["axes.prop_cycle"].by_key()["color"] == list(
+        normalisers.PALETTE
+    )
 
 
 def test_training_curves_mean_and_ci_band() -> None:
@@ -43,7 +45,7 @@ def test_training_curves_mean_and_ci_band() -> None:
             for seq in ([0.5, 0.7, 0.8], [0.6, 0.8, 0.9], [0.4, 0.75, 0.85])
         ]
     }
-    figure = plots.training_curves(histories, key="val_accuracy")
+    figure = figures.training_curves(histories, key="val_accuracy")
     assert (
         isinstance(figure, Figure) and plt.get_fignums() == before
     )  # nothing registered with pyplot
@@ -68,7 +70,7 @@ def test_metric_vs_draws_means_and_error_bars() -> None:
             "ci95": [0.01, 0.02, 0.03, 0.0, 0.01, 0.05],
         }
     )
-    figure = plots.metric_vs(table, "batch_size", logx=True, base=2)
+    figure = figures.metric_vs(table, "batch_size", logx=True, base=2)
     ax = figure.axes[0]
     assert ax.get_xscale() == "log"
     assert {t.get_text() for t in figure.legends[0].get_texts()} == {
@@ -101,7 +103,7 @@ def test_metric_vs_panels() -> None:
             "activation": ["tanh", "relu"],
         }
     )
-    figure = plots.metric_vs(table, "lr", col="activation")
+    figure = figures.metric_vs(table, "lr", col="activation")
     assert [ax.get_title() for ax in figure.axes] == [
         "activation = relu",
         "activation = tanh",
@@ -114,7 +116,7 @@ def test_heatmap_annotates_every_cell() -> None:
         index=["none", "affine_like"],
         columns=[16, 64, 256],
     )
-    figure = plots.heatmap(table, fmt=".1f")
+    figure = figures.heatmap(table, fmt=".1f")
     texts = sorted(t.get_text() for t in figure.axes[0].texts)
     assert texts == sorted(["0.1", "0.2", "nan", "0.4", "0.5", "0.6"])
     assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == [
@@ -124,21 +126,21 @@ def test_heatmap_annotates_every_cell() -> None:
 
 
 THEORY_FIGURES = {
-    "plot_update_sizes": lambda: plots_theory.plot_update_sizes(3.0, 0.05, 2),
-    "plot_update_size_curves": lambda: plots_theory.plot_update_size_curves(
+    "plot_update_sizes": lambda: figures.plot_update_sizes(3.0, 0.05, 2),
+    "plot_update_size_curves": lambda: figures.plot_update_size_curves(
         [1.0, 3.0], 0.01, [1, 4]
     ),
-    "plot_ratio_scatter": lambda: plots_theory.plot_ratio_scatter(
+    "plot_ratio_scatter": lambda: figures.plot_ratio_scatter(
         torch.tensor([1.0, 4.0]),
         {
             "norm_like": torch.tensor([2.0, 2.0]),
             "one at a time": torch.tensor([2.0, 5.0]),
         },
     ),
-    "plot_kernels": lambda: plots_theory.plot_kernels(
+    "plot_kernels": lambda: figures.plot_kernels(
         {"none": torch.eye(3), "affine_like": torch.eye(3)}
     ),
-    "plot_ratio_bars": lambda: plots_theory.plot_ratio_bars(
+    "plot_ratio_bars": lambda: figures.plot_ratio_bars(
         {"SGD": {"none": 3.0, "affine_like": 1.0}}, ylabel="r"
     ),
 }
@@ -149,7 +151,7 @@ def test_theory_figures_share_the_style_without_pyplot(name: str) -> None:
     before = plt.get_fignums()
     figure = THEORY_FIGURES[name]()
     assert isinstance(figure, Figure) and plt.get_fignums() == before
-    assert figure.get_dpi() == plots.STYLE["figure.dpi"]
+    assert figure.get_dpi() == figures.STYLE["figure.dpi"]
     drawn = {
         to_hex(c)
         for ax in figure.axes
@@ -168,40 +170,19 @@ def test_theory_figures_share_the_style_without_pyplot(name: str) -> None:
 
 
 def test_theory_figures_colour_each_layer_kind_by_the_registry() -> None:
-    figure = plots_theory.plot_update_size_curves([1.0, 3.0], 0.01, [1])
+    figure = figures.plot_update_size_curves([1.0, 3.0], 0.01, [1])
     lines = {
         t.get_text(): line
         for t, line in zip(
             figure.axes[0].get_legend().get_texts(), figure.axes[0].lines
         )
     }
-    assert set(lines) == {normalisers.label(k) for k in plots_theory.LAYER_KINDS}
-    for kind in plots_theory.LAYER_KINDS:
+    assert set(lines) == {normalisers.label(k) for k in figures.LAYER_KINDS}
+    for kind in figures.LAYER_KINDS:
         assert (
             to_hex(lines[normalisers.label(kind)].get_color())
             == normalisers.colour(kind).lower()
         )
-    assert set(plots_theory.LAYER_KINDS) == {"none", "norm_like", "affine_like"}
+    assert set(figures.LAYER_KINDS) == {"none", "norm_like", "affine_like"}
     with pytest.raises(ValueError, match="kind='norm-like' is not known"):
-        plots_theory.make_layer("norm-like", 2, 2)
-
-
-@pytest.mark.parametrize("module", [plots, plots_theory])
-def test_no_pyplot_inside(module: object) -> None:
-    import ast
-    import inspect
-
-    tree = ast.parse(inspect.getsource(module))
-    imported = {
-        alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    }
-    imported |= {
-        f"{node.module}.{alias.name}"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    }
-    assert not any("pyplot" in name for name in imported)
+        figures.make_layer("norm-like", 2, 2)

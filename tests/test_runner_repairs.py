@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from normlab import _io, _records, experiments, results
 from normlab.__main__ import main
+from normlab.figures.reports import report_figures
 
 EXPERIMENT = "cnn_normalisers"
 
@@ -113,7 +114,7 @@ def test_a_damaged_record_is_named_not_dropped(
     with pytest.raises(ValueError, match=path.name):
         experiments.load_records(EXPERIMENT, out, "quick")
     with pytest.raises(ValueError, match=path.name):
-        experiments.report(EXPERIMENT, out=out, profile="quick", figures=False)
+        experiments.report(EXPERIMENT, out=out, profile="quick")
     assert main(["report", EXPERIMENT, "--profile", "quick", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and path.name in err and len(err.splitlines()) == 1
@@ -221,11 +222,12 @@ def test_report_works_for_every_experiment_and_profile(
 
     experiment = experiments.get(name)
     n = _fabricate(name, profile, tmp_path)
-    rep = experiments.report(name, out=tmp_path, profile=profile, figures=False)
+    rep = experiments.report(name, out=tmp_path, profile=profile)
     assert len(rep.results) == n and not rep.summary.empty
     assert set(experiment.group_by(profile)) <= set(rep.summary.columns)
     assert pd.read_csv(rep.paths["summary"]).shape[0] == len(rep.summary)
-    if experiment.figures is not None:
-        made = experiment.figures(rep.results, rep.summary)
+    figures = report_figures(name)
+    if figures is not None:
+        made = figures(rep.results, rep.summary)
         assert made and all(hasattr(f, "savefig") for f in made.values())
     plt.close("all")

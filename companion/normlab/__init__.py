@@ -12,7 +12,7 @@ Submodules (imported on first use, so ``import normlab`` stays light):
 - ``normlab.callbacks``: the callback protocol of the training loop.
 - ``normlab.experiments``: declared experiment grids and their runner.
 - ``normlab.gates``: AutoNorm gate telemetry and the AutoNorm-S schedule.
-- ``normlab.plots``: the book's figures; ``normlab.plots_theory``: Part I's theory figures.
+- ``normlab.figures``: the book's figures, the only module that draws.
 - ``normlab.normalisers``: the one registry of normaliser names, labels, colours and layers.
 - ``normlab.claims``: every claim of both papers, with its test and verdict rule.
 - ``normlab.results``: saved result sets that ship with the book, and their checks.
@@ -40,8 +40,7 @@ _SUBMODULES = (
     "callbacks",
     "experiments",
     "gates",
-    "plots",
-    "plots_theory",
+    "figures",
     "normalisers",
     "claims",
     "results",

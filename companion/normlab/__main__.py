@@ -372,7 +372,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "scorecard":
             _scorecard(args.format, args.out, args.root)
         else:
-            rep = experiments.report(args.name, out=args.out, profile=args.profile)
+            from .figures.reports import report_figures
+
+            rep = experiments.report(
+                args.name,
+                out=args.out,
+                profile=args.profile,
+                figures=report_figures(args.name),
+            )
             import pandas as pd
 
             with pd.option_context(

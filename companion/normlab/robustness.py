@@ -1,142 +1,24 @@
-"""Accuracy under corruption: every (corruption, severity) of a clean-trained image classifier.
+"""Chapter 15's tables of the robustness runs (accuracy under corruption, measured by
+:mod:`normlab.corruption_suite`).
 
-:func:`corruption_suite` yields the test sets: for ``cifar10`` with real data, the
-CIFAR-10-C files (19 corruptions x 5 severities, ``normlab.data.load_cifar10_c``);
-with the offline stand-ins, the stand-in's clean test images under every corruption of
-:func:`normlab.data.corrupt` (10 x 5), made here with a seed per condition so every run
-sees the same images. :func:`accuracy_under_corruption` evaluates a
-model on each; :func:`mean_corruption_accuracy` is the benchmark's summary, the mean over
-corruptions and severities (Hendrycks & Dietterich report errors; we report accuracy, as
-the AutoNorm paper does).
-
-Chapter 15's tables: :func:`run_table` turns run records into one row per run; once each
-normaliser is taken at its learning rate chosen on clean validation accuracy
-(``part2_tasks.at_chosen_lr``), :func:`robustness_summary` gives its accuracies and
-:func:`paired_rows` the paired tests across seeds between one normaliser and the others.
+:func:`run_table` turns run records into one row per run; once each normaliser is taken at
+its learning rate chosen on clean validation accuracy (``part2_tasks.at_chosen_lr``),
+:func:`robustness_summary` gives its accuracies and :func:`paired_rows` the paired tests
+across seeds between one normaliser and the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from functools import lru_cache
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
-from . import data, normalisers, training
-from ._runtime import check_profile
-from .data.corruptions import CORRUPTIONS, corrupt
-from .data.sources import OFFLINE_PROFILES
-from .data.types import DataSplit
-from .stats import paired_test
+from . import normalisers
+from .claims.pairing import paired
+from .stats import difference_test
 
-__all__ = [
-    "SEVERITIES",
-    "accuracy_under_corruption",
-    "corruption_suite",
-    "mean_corruption_accuracy",
-    "paired_rows",
-    "robustness_summary",
-    "run_table",
-]
-
-SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
-
-
-@lru_cache(maxsize=4)
-def _stand_in_suite(
-    task: str, images: int | None
-) -> tuple[tuple[str, int, DataSplit], ...]:
-    clean = data.for_profile(task, "quick")["test"]
-    if images is not None:
-        clean = clean.subset(slice(0, images))
-    suite = []
-    for c, name in enumerate(CORRUPTIONS):
-        for severity in SEVERITIES:
-            generator = torch.Generator().manual_seed(1000 * c + severity)
-            x = corrupt(clean.x, name, severity, generator=generator)
-            meta = {**clean.meta, "corruption": name, "severity": severity}
-            suite.append(
-                (
-                    name,
-                    severity,
-                    DataSplit(
-                        x=x,
-                        y=clean.y,
-                        task=clean.task,
-                        name=f"{clean.name}_c",
-                        split="test",
-                        meta=meta,
-                    ),
-                )
-            )
-    return tuple(suite)
-
-
-def corruption_suite(
-    task: str, data_profile: str | None = None, *, images: int | None = None
-) -> Iterator[tuple[str, int, DataSplit]]:
-    """``(corruption, severity, test split)`` for every condition of ``task``'s corrupted test.
-
-    ``data_profile`` ``quick`` (the stand-ins, also used by the ``cpu`` profile) corrupts the
-    stand-in's clean test images; ``standard``/``paper`` read CIFAR-10-C (``task`` must be
-    ``cifar10``). ``images`` keeps the first ``images`` test images of each condition (None:
-    all). Stand-in suites are built once per process and cached; CIFAR-10-C conditions are
-    read one at a time.
-    """
-    if images is not None and (
-        isinstance(images, bool) or not isinstance(images, int) or images < 1
-    ):
-        raise ValueError(f"images must be a positive int or None, got {images!r}")
-    if check_profile(data_profile) in OFFLINE_PROFILES:
-        yield from _stand_in_suite(task, images)
-        return
-    if task != "cifar10":
-        raise ValueError(
-            f"task={task!r} has no real corrupted test set; only 'cifar10' (CIFAR-10-C) has one"
-        )
-    from .data.vision import CIFAR10_C_CORRUPTIONS, load_cifar10_c
-
-    for name in CIFAR10_C_CORRUPTIONS:
-        for severity in SEVERITIES:
-            split = load_cifar10_c(name, severity)
-            yield (
-                name,
-                severity,
-                split if images is None else split.subset(slice(0, images)),
-            )
-
-
-def accuracy_under_corruption(
-    model: nn.Module,
-    suite: Iterator[tuple[str, int, DataSplit]],
-    *,
-    device: torch.device | str | None = None,
-) -> list[dict[str, Any]]:
-    """One ``{"corruption", "severity", "accuracy", "n"}`` row per condition of ``suite``."""
-    rows = []
-    for name, severity, split in suite:
-        scores = training.evaluate(model, split, device=device)
-        rows.append(
-            {
-                "corruption": name,
-                "severity": severity,
-                "accuracy": scores["accuracy"],
-                "n": len(split),
-            }
-        )
-    return rows
-
-
-def mean_corruption_accuracy(rows: Sequence[dict[str, Any]]) -> float:
-    """The mean accuracy over every (corruption, severity) row: each condition weighs the same."""
-    if not rows:
-        raise ValueError("rows is empty: no corrupted test sets were evaluated")
-    return float(np.mean([row["accuracy"] for row in rows]))
-
+__all__ = ["paired_rows", "robustness_summary", "run_table"]
 
 # ------------------------------------------------------------------ chapter 15's tables
 
@@ -152,7 +34,8 @@ _CHOSEN_COLUMNS = ("data", "normaliser", "lr", "at_edge", "seed")
 
 def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per robustness run record (``part2_tasks.load_records``): its config, ``clean``
-    (clean test accuracy), ``mCA`` (:func:`mean_corruption_accuracy`), ``val_metric`` (clean
+    (clean test accuracy, also as ``test_metric``), ``mCA``
+    (:func:`normlab.corruption_suite.mean_corruption_accuracy`), ``val_metric`` (clean
     validation accuracy, on which the learning rate is chosen) and ``higher_is_better``."""
     rows = []
     for record in records:
@@ -168,6 +51,7 @@ def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "clean": record["clean_accuracy"],
                 "mCA": record["mean_corruption_accuracy"],
                 "val_metric": record["metrics"]["val_metric"],
+                "test_metric": record["clean_accuracy"],
                 "higher_is_better": True,
             }
         )
@@ -266,8 +150,9 @@ def paired_rows(
     r"""Paired t-tests across seeds of ``reference`` minus each normaliser of ``against``.
 
     ``chosen`` holds each normaliser's runs at its learning rate chosen on clean validation
-    accuracy. Runs are paired by seed, and for each of ``values`` the per-seed differences
-    :math:`d_s = a_s - b_s` give (:func:`normlab.stats.paired_test`)
+    accuracy. Runs are paired by seed (:func:`normlab.claims.paired`), and for each of
+    ``values`` the per-seed differences :math:`d_s = a_s - b_s` give
+    (:func:`normlab.stats.difference_test`)
 
     .. math::
         \bar d, \qquad t = \frac{\bar d}{s_d / \sqrt n}, \qquad d_z = \frac{\bar d}{s_d}
@@ -280,15 +165,13 @@ def paired_rows(
     """
     _check_chosen(chosen, values)
     against = _others(chosen, reference, against)
-    by_seed = chosen.set_index("seed")
-    ours = by_seed[by_seed["normaliser"] == reference]
     rows = []
     for other in against:
-        theirs = by_seed[by_seed["normaliser"] == other]
         for value in values:
-            test = paired_test(
-                ours[value].to_dict(), theirs[value].to_dict(), confidence=confidence
+            effect = paired(
+                chosen, reference, other, value=value, higher_is_better=True
             )
+            test = difference_test(effect.samples, confidence)
             rows.append(
                 {
                     "normaliser": reference,

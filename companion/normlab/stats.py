@@ -21,6 +21,7 @@ __all__ = [
     "interval",
     "paired_differences",
     "paired_test",
+    "difference_test",
     "slope_log2",
     "slopes_log2",
     "tost",
@@ -132,7 +133,15 @@ def paired_test(
     a: dict[int, float], b: dict[int, float], confidence: float = 0.95
 ) -> PairedTest:
     """Paired t-test of ``a[s] - b[s]`` over the seeds ``s`` present in both (:func:`paired_differences`)."""
-    d = paired_differences(a, b)
+    return difference_test(paired_differences(a, b), confidence)
+
+
+def difference_test(
+    differences: Iterable[float], confidence: float = 0.95
+) -> PairedTest:
+    """The t-test of :func:`paired_test` on paired differences already taken, one a seed
+    (e.g. the samples of a :func:`normlab.claims.paired` effect)."""
+    d = np.asarray(list(differences), dtype=float)
     if len(d) < 2:
         raise ValueError(f"a paired test needs at least 2 common seeds, got {len(d)}")
     ci = interval(d, confidence)

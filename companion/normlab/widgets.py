@@ -33,8 +33,9 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from . import normalisers, plots
+from . import normalisers
 from .experiments.gate_study import TASKS, load_records
+from .figures import column
 from .interactive import Interactive, choice
 from .paper import EPS_H, TAU
 
@@ -201,11 +202,11 @@ def _entropy_panel(
     ax.set_ylabel("gate entropy (nats)")
     if legend:
         ax.legend(
-            fontsize=plots.MIN_FONT_PT,
+            fontsize=column.MIN_FONT_PT,
             ncol=2,
             loc="upper right",
             title="layer",
-            title_fontsize=plots.MIN_FONT_PT,
+            title_fontsize=column.MIN_FONT_PT,
         )
 
 
@@ -219,7 +220,7 @@ def _weight_panel(ax: Any, shown: Shown) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("mean gate weight, last epoch")
-    ax.legend(fontsize=plots.MIN_FONT_PT, loc="lower right")
+    ax.legend(fontsize=column.MIN_FONT_PT, loc="lower right")
 
 
 def _accuracy_panel(ax: Any, shown: Shown) -> None:
@@ -237,8 +238,8 @@ def draw_gates(runs: GateRuns, setting: GateSetting) -> Figure:
     """One setting: entropy per layer over training (freeze marked), the final gate
     weight per layer and validation accuracy over training, stacked at the column's width."""
     shown = runs.select(setting)
-    with plots.style():
-        figure, axes = plots.new_figure(nrows=3, size=(plots.COLUMN_INCHES, 4.5))
+    with column.style():
+        figure, axes = column.new_figure(nrows=3, size=(column.COLUMN_INCHES, 4.5))
         left, middle, right = axes[:, 0]
         _entropy_panel(left, shown, setting)
         _weight_panel(middle, shown)

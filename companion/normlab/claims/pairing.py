@@ -12,6 +12,8 @@ Every empirical rule and every chapter compares arms this way:
 3. the :class:`~normlab.claims.registry.Effect` it returns carries each side's mean test
    metric and the task's chance level, so :func:`normlab.claims.report.judge` can refuse a
    verdict on an arm that did not train.
+
+:mod:`normlab.claims.tables` shows it as the chapters' tables.
 """
 
 from __future__ import annotations
@@ -89,9 +91,10 @@ def at_chosen_lr(
 @functools.cache
 def _majority_share(task: str, data_profile: str) -> float:
     from .. import data
+    from ..data.sources import RESTYLED
     from ..data.types import IGNORE_INDEX
 
-    base = task.removesuffix("_restyled")  # a restyled task keeps its labels
+    base = task.removesuffix(RESTYLED)  # a restyled task keeps its labels
     labels = data.for_profile(base, data_profile)["test"].y.flatten()
     labels = labels[labels != IGNORE_INDEX]
     return float(labels.bincount().max() / labels.numel())

@@ -132,6 +132,7 @@ def tested_on(
     ``data`` are the datasets its effects read (:attr:`Outcome.data`); empty: every
     dataset of ``results``."""
     from ..data import REAL, served_by, title
+    from ..data.sources import RESTYLED
 
     tasks = (
         sorted(data)
@@ -141,7 +142,7 @@ def tested_on(
         else []
     )
     used = ", ".join(dict.fromkeys(title(served_by(t, profile)) for t in tasks))
-    real = [t.removesuffix("_restyled") for t in tasks]
+    real = [t.removesuffix(RESTYLED) for t in tasks]
     if all(t in REAL for t in real) and used == ", ".join(
         dict.fromkeys(title(t) for t in tasks)
     ):

@@ -347,7 +347,7 @@ def run_from_args(args: argparse.Namespace, settings: RunSettings) -> str:
     ran, failed = done.wait()
     from .runner import report
 
-    merged = report(args.name, out=args.out, profile=settings.profile, figures=False)
+    merged = report(args.name, out=args.out, profile=settings.profile)
     lost = (
         f"; {failed} tasks failed or were cancelled: run again to resume"
         if failed

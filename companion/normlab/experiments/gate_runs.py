@@ -47,6 +47,7 @@ from torch import nn
 from .. import data
 from .._runtime import seed_everything
 from ..callbacks import Callback, TrainState
+from ..data.sources import RESTYLED
 from ..gates import AutoNormS, GateTelemetry, autonorm_layers, selector_parameters
 from ..models import ViTLite
 from ..models.vit import vit_config
@@ -64,7 +65,6 @@ ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "autonorm": ("autonorm", {}),
     "autonorm_hard": ("autonorm", {"hard": True}),
 }
-RESTYLED_SUFFIX = "_restyled"
 TASKS = {
     "mnist": "stationary",
     "mnist_restyled": "diverse",
@@ -107,7 +107,7 @@ def restyle(split: data.DataSplit) -> data.DataSplit:
         x=styled,
         y=split.y,
         task=split.task,
-        name=f"{split.name}{RESTYLED_SUFFIX}",
+        name=f"{split.name}{RESTYLED}",
         split=split.split,
         meta={**split.meta, "restyled": True},
     )
@@ -116,11 +116,11 @@ def restyle(split: data.DataSplit) -> data.DataSplit:
 def task_splits(task: str, data_profile: str) -> dict[str, data.DataSplit]:
     """``train``/``val``/``test`` of a task of :data:`TASKS`: ``<name>_restyled`` is
     :func:`restyle` applied to every split of ``<name>``."""
-    if task.endswith(RESTYLED_SUFFIX):
+    if task.endswith(RESTYLED):
         return {
             name: restyle(split)
             for name, split in data.for_profile(
-                task[: -len(RESTYLED_SUFFIX)], data_profile
+                task.removesuffix(RESTYLED), data_profile
             ).items()
         }
     return data.for_profile(task, data_profile)

@@ -1,10 +1,12 @@
-"""AutoNorm-S composed from saved runs, and the paired tables of the gate studies.
+"""AutoNorm-S composed from saved runs, and the gate studies' tables of arms.
 
 On the CPU the training loop is deterministic, so an AutoNorm-S run is the ``autonorm``
 run up to its decision at T_freeze and the ``freeze_at_<T>`` run after it when the rule
 fires (:func:`compose_schedule`); any eps_H and either reading of the rule then cost no
 extra training. The other helpers read a :func:`~.gate_runs.run_table` at the learning
-rate chosen on validation data.
+rate chosen on validation data; two arms are compared with
+:func:`normlab.claims.tables.paired_table` (and AutoNorm-S swept over eps_H with
+:func:`normlab.claims.tables.sweep_table`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 
 from ..paper import EPS_H
 from .gate_runs import FREEZE_PREFIX
-from .runner import at_chosen_lr, mean_ci, summarise
+from .runner import at_chosen_lr, summarise
 
 # What makes one configuration of a gate study besides its task (those a table has).
 CONFIG_AXES = ("init", "readout", "selector_lr", "tau")
@@ -108,37 +110,6 @@ def at_lr_of(runs: pd.DataFrame, arm: str) -> pd.DataFrame:
     return runs.merge(rates, on=["data", "lr"])
 
 
-def paired_differences(
-    runs: pd.DataFrame, a: str, b: str, value: str = "test_metric"
-) -> pd.DataFrame:
-    """Per task, ``value`` of arm ``a`` minus arm ``b``, paired by seed, each arm at its own
-    learning rate chosen on validation data (:func:`chosen`): mean, 95 % CI, n.
-
-    Columns: ``data``, ``a``, ``b``, ``mean``, ``ci95`` (t-interval half-width), ``low``,
-    ``high``, ``n`` (pairs).
-    """
-    best = chosen(runs[runs["arm"].isin([a, b])])
-    rows = []
-    for task, part in best.groupby("data", sort=False):
-        left = part[part["arm"] == a].set_index("seed")[value]
-        right = part[part["arm"] == b].set_index("seed")[value]
-        diff = (left - right).dropna()
-        mean, half, n = mean_ci(diff)
-        rows.append(
-            {
-                "data": task,
-                "a": a,
-                "b": b,
-                "mean": mean,
-                "ci95": half,
-                "low": mean - half,
-                "high": mean + half,
-                "n": n,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def arm_summary(runs: pd.DataFrame, value: str = "test_metric") -> pd.DataFrame:
     """Mean, 95 % CI and n of ``value`` per task and arm, each arm at its learning rate chosen
     on validation data (``lr``, ``at_edge``); ``fired``: the share of seeds where AutoNorm-S's
@@ -173,41 +144,3 @@ def with_schedules(runs: pd.DataFrame, eps_h: float = EPS_H) -> pd.DataFrame:
     ]
     arms = pd.concat([runs, *composed], ignore_index=True)
     return arms[~arms["arm"].str.startswith(FREEZE_PREFIX)]
-
-
-EPS_GRID: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
-
-
-def sweep_table(
-    runs: pd.DataFrame, eps_grid: Iterable[float] = EPS_GRID
-) -> pd.DataFrame:
-    """AutoNorm-S at every ``freeze_at_<T>`` of ``runs``, every eps_H and both rules.
-
-    Per task and cell: ``fired``, the share of seeds where the rule fired, and ``lead``, the
-    mean over seeds of AutoNorm-S's test accuracy minus FrozenLN's, each at its own learning
-    rate chosen on validation data (:func:`paired_differences`). ``runs`` needs ``frozen_ln``,
-    ``autonorm`` and the freeze runs.
-    """
-    reference = runs[runs["arm"] == "frozen_ln"]
-    cells = []
-    for t in freeze_epochs(runs["arm"].unique()):
-        for eps in eps_grid:
-            for rule in ("high", "low"):
-                arm = compose_schedule(runs, t, eps, rule)
-                name = arm["arm"].iloc[0]
-                lead = paired_differences(
-                    pd.concat([arm, reference], ignore_index=True), name, "frozen_ln"
-                ).set_index("data")["mean"]
-                fired = chosen(arm).groupby("data")["fired"].mean()
-                cells.extend(
-                    {
-                        "data": task,
-                        "rule": rule,
-                        "t_freeze": t,
-                        "eps_h": eps,
-                        "fired": fired[task],
-                        "lead": lead[task],
-                    }
-                    for task in lead.index
-                )
-    return pd.DataFrame(cells)

@@ -11,10 +11,9 @@ Datasets are named here by task and profile and loaded at run time through the
 :data:`normlab.data.SOURCES` table: ``mnist`` in the quick and cpu profiles (served offline by
 scikit-learn's 8x8 digits), ``cifar10`` in the GPU profiles.
 
-Besides the declarations, this module holds the chapters' figures; the analysis
-(:func:`seed_scores`, :func:`paired_lead`, :func:`batch_slopes`, the update kernel's
-cross-sample coupling :func:`kernel_coupling`, ...) lives in
-:mod:`normlab.experiments.part1_analysis` and is re-exported here.
+The analysis (:func:`seed_scores`, :func:`batch_slopes`, the update kernel's cross-sample
+coupling :func:`kernel_coupling`, ...) lives in :mod:`normlab.experiments.part1_analysis`
+and is re-exported here; the chapters' figures are in :mod:`normlab.figures.part1`.
 
 The cpu sets train to a plateau (at least 1,000 SGD steps per run, 8x8 digits) on grids
 shrunk to the configurations their claims need; their weights are Xavier-normal with zero
@@ -42,13 +41,12 @@ from .part1_analysis import (  # noqa: F401  (re-exported: the chapters' names)
     kernel_coupling,
     load_histories,
     lr_sensitivity,
-    paired_lead,
     plateau_gap,
     plateau_table,
     seed_scores,
 )
 from .registry import Experiment, RunContext, register_experiment
-from .runner import at_chosen_lr, select_best, summarise, train_and_test
+from .runner import summarise, train_and_test  # noqa: F401  (summarise: the chapters')
 
 NORMALISERS: tuple[str, ...] = (
     PART1  # the names the grids sweep, from normlab.normalisers
@@ -147,93 +145,7 @@ def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any
     return record
 
 
-# ------------------------------------------------------------------------- figures
-
-
-def _only(results: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
-    for key, value in where.items():
-        results = results[results[key] == value]
-    if results.empty:
-        raise ValueError(f"no runs with {dict(where)}")
-    return results
-
-
-def draw_band(ax: Any, table: pd.DataFrame, x: str, name: str) -> None:
-    """One normaliser's mean line and 95 % CI band, in its registered colour."""
-    from .. import normalisers, plots
-
-    rows = table.sort_values(x)
-    low, high = (
-        rows["mean"] - rows["ci95"].fillna(0.0),
-        rows["mean"] + rows["ci95"].fillna(0.0),
-    )
-    colour = normalisers.colour(name)
-    ax.plot(
-        rows[x],
-        rows["mean"],
-        marker="o",
-        markersize=3,
-        color=colour,
-        label=plots.label(name),
-    )
-    ax.fill_between(rows[x], low, high, color=colour, alpha=0.15, linewidth=0)
-
-
-def _metric_axis(ax: Any, results: pd.DataFrame, split: str) -> None:
-    metric = results["metric"].iloc[0]
-    ax.set_ylabel(f"{split} {metric}")
-    if metric == "accuracy":
-        ax.set_ylim(0.0, 1.0)
-    ax.legend(fontsize=7)
-
-
-def draw_lr_sensitivity(results: pd.DataFrame, ax: Any, **where: Any) -> None:
-    """Mean validation metric against the learning rate, one line (95 % CI band) per normaliser.
-
-    ``where`` selects the runs (e.g. ``optimizer="sgd", width=64``); pin every configuration
-    axis, since the runs of what is left are pooled. Draws on the matplotlib axis ``ax``.
-    """
-    curves = lr_sensitivity(_only(results, where), ["normaliser"])
-    for name in curves["normaliser"].unique():
-        draw_band(ax, curves[curves["normaliser"] == name], "lr", name)
-    ax.set_xscale("log")
-    ax.set_xlabel("learning rate")
-    _metric_axis(ax, results, "val")
-
-
-def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
-    """Test metric at the learning rate of ``budget``'s convention against the batch size
-    (log axis), one line with its 95 % CI band per normaliser (see :func:`batch_slopes`)."""
-    _, scores = batch_slopes(_only(results, {"budget": budget}))
-    table = summarise(scores, ["normaliser", "batch_size"])
-    for name in table["normaliser"].unique():
-        draw_band(ax, table[table["normaliser"] == name], "batch_size", name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_title(budget.replace("_", " "))
-    _metric_axis(ax, results, "test")
-
-
-def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
-    """A kernel measurement of :func:`kernel_coupling` (``value``) against the batch size, one
-    line (95 % band across seeds) per normaliser, from the runs of the first budget at the
-    learning rate chosen on val per normaliser and batch size."""
-    rows = at_chosen_lr(
-        results[results["budget"] == results["budget"].iloc[0]],
-        ["normaliser", "batch_size"],
-    )
-    curves = summarise(rows, ["normaliser", "batch_size"], value=value)
-    for name in curves["normaliser"].unique():
-        draw_band(ax, curves[curves["normaliser"] == name], "batch_size", name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_ylabel(
-        {
-            "gram_offdiag": "off-diagonal share of |K|",
-            "gram_cosine": "pair coupling |K_ij| / sqrt(K_ii K_jj)",
-        }.get(value, value)
-    )
-    ax.legend(fontsize=7)
+# ------------------------------------------------------------------------ analysis
 
 
 def verdict_rows(results: pd.DataFrame, init: str = VERDICT_INIT) -> pd.DataFrame:
@@ -244,148 +156,6 @@ def verdict_rows(results: pd.DataFrame, init: str = VERDICT_INIT) -> pd.DataFram
     if "head" in results:
         results = results[results["head"] == "same"]
     return results
-
-
-def lead_figure(
-    results: pd.DataFrame,
-    optimizer: str = "sgd",
-    activation: str = "tanh",
-    init: str = VERDICT_INIT,
-) -> Any:
-    """Each correction's lead over the strongest of :data:`LEAD_RIVALS` (chosen on val),
-    paired by seed, against width (at the smallest depth) and depth (at the largest width),
-    on the :func:`verdict_rows` of initialisation ``init``."""
-    from .. import plots
-
-    part = _only(
-        verdict_rows(results, init), {"optimizer": optimizer, "activation": activation}
-    )
-    scores = seed_scores(part, ["depth", "width", "normaliser"])
-    leads = pd.concat(
-        [
-            paired_lead(scores, ["depth", "width"], name, LEAD_RIVALS)
-            for name in CORRECTIONS
-        ]
-    )
-    shallow, wide = leads["depth"].min(), leads["width"].max()
-    panels = {
-        f"width (depth {shallow})": (leads[leads["depth"] == shallow], "width"),
-        f"depth (width {wide})": (leads[leads["width"] == wide], "depth"),
-    }
-    with plots.style():
-        figure, axes = plots.new_figure(ncols=2, size=(5.0, 3.8))
-        for ax, (title, (rows, x)) in zip(axes[0], panels.items()):
-            for name in CORRECTIONS:
-                draw_band(ax, rows[rows["normaliser"] == name], x, name)
-            ax.axhline(0.0, color="black", linewidth=0.8)
-            if x == "width":
-                ax.set_xscale("log", base=2)
-            ax.set_xticks(
-                sorted(rows[x].unique()), [str(v) for v in sorted(rows[x].unique())]
-            )
-            ax.set_xlabel(title)
-            ax.set_ylabel("lead in test accuracy")
-            ax.legend(fontsize=8)
-        figure.suptitle(
-            f"The corrections' lead over the strongest rival ({optimizer}, {activation}, "
-            f"{init} init; 8x8 digits, a stand-in for CIFAR-10)"
-        )
-    return figure
-
-
-def _fc_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
-    """Best-of figures per optimiser (every configuration column kept, swept or fixed) and the
-    learning-rate sweep at the shallowest depth's largest width, on the :func:`verdict_rows`."""
-    from .. import plots
-
-    figures: dict[str, Any] = {}
-    results = verdict_rows(results)
-    metric = results["metric"].iloc[0]
-    by = ["optimizer", "activation", "depth", "width", "normaliser"]
-    best = select_best(
-        results, by, "lr", higher_is_better=bool(results["higher_is_better"].iloc[0])
-    )
-    for optimizer, part in best.groupby("optimizer"):
-        figures[f"best_by_width_{optimizer}"] = plots.metric_vs(
-            part,
-            "width",
-            hue="normaliser",
-            col="activation",
-            logx=True,
-            base=2,
-            ylabel=f"test {metric} (lr chosen on val)",
-            title=f"Fully-connected nets by width ({optimizer})",
-        )
-        shapes = [f"{d}x{w}" for d, w in zip(part["depth"], part["width"])]
-        shaped = part.assign(**{"depth x width": shapes})
-        for activation, rows in shaped.groupby("activation"):
-            figures[f"heatmap_{optimizer}_{activation}"] = plots.normaliser_heatmap(
-                rows,
-                "depth x width",
-                metric=metric,
-                title=f"test {metric}, {activation}, {optimizer}",
-            )
-    shallow = results[results["depth"] == results["depth"].min()]
-    sweep = shallow[
-        (shallow["width"] == shallow["width"].max())
-        & (shallow["activation"] == shallow["activation"].iloc[0])
-    ]
-    figures["lr_sensitivity"] = plots.metric_vs(
-        lr_sensitivity(sweep, ["optimizer", "normaliser"]),
-        "lr",
-        hue="normaliser",
-        col="optimizer",
-        logx=True,
-        ylabel=f"val {metric}",
-        title=f"Learning-rate sweep ({sweep['activation'].iloc[0]}, depth "
-        f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]})",
-    )
-    return figures
-
-
-def _batch_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
-    from .. import plots
-
-    metric = results["metric"].iloc[0]
-    _, scores = batch_slopes(results)
-    best = summarise(scores, ["budget", "normaliser", "batch_size"])
-    figures = {
-        "best_by_batch_size": plots.metric_vs(
-            best,
-            "batch_size",
-            hue="normaliser",
-            col="budget",
-            logx=True,
-            base=2,
-            ylabel=f"test {metric} (lr chosen on val)",
-            title="Accuracy against batch size",
-        ),
-        "chosen_lr": plots.metric_vs(
-            summary,
-            "batch_size",
-            y="lr",
-            err=None,
-            hue="normaliser",
-            col="budget",
-            logx=True,
-            base=2,
-            logy=True,
-            ylabel="learning rate chosen on val (before scaling)",
-            title="Best learning rate against batch size",
-        ),
-    }
-    if "gram_offdiag" in results:
-        fixed = results[results["budget"] == results["budget"].iloc[0]]
-        figures["gram_offdiag"] = plots.metric_vs(
-            summarise(fixed, ["normaliser", "batch_size"], value="gram_offdiag"),
-            "batch_size",
-            hue="normaliser",
-            logx=True,
-            base=2,
-            ylabel="off-diagonal share of |K|",
-            title="Cross-sample coupling of the update kernel",
-        )
-    return figures
 
 
 # --------------------------------------------------------------------- declarations
@@ -548,7 +318,6 @@ FC_NORMALISERS = register_experiment(
         run_one=train_mlp,
         # standard/paper: about 0.5 s per CIFAR-10 epoch at batch 128 on one GPU.
         seconds_per_run={"quick": 0.22, "cpu": 2.3, "standard": 4.0, "paper": 30.0},
-        figures=_fc_figures,
         notes="SGD without momentum, and Adam (quick and GPU profiles), each with its own lr grid; the lr is "
         "chosen per configuration (optimizer, init, activation, width, depth, head, normaliser) on the val "
         "split. cpu: about 1,000 SGD steps per run, Xavier-normal weights unless init says default.",
@@ -651,7 +420,6 @@ BATCH_SIZE = register_experiment(
         # standard/paper: about 1.6 ms per step on one GPU (the former 15 s for 20 epochs or
         # 8,000 steps); standard's runs average about 1,050 steps, plus evaluation.
         seconds_per_run={"quick": 0.09, "cpu": 1.4, "standard": 2.0, "paper": 40.0},
-        figures=_batch_figures,
         notes="SGD. Three budget conventions: fixed epochs and fixed steps (lr chosen on val per batch size), and "
         "scaled lr (lr chosen at the base batch size, then scaled linearly). Each run also measures the "
         "update kernel's cross-sample coupling on the trained net's real activations.",

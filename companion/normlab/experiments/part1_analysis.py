@@ -1,11 +1,12 @@
 """The analysis behind Part I's fully-connected chapters (6 and 7).
 
-Per-seed scores at the learning rate chosen on validation data (:func:`seed_scores`), paired
-leads between normalisers (:func:`paired_lead`), slopes of accuracy against log2(batch size)
-under each budget convention (:func:`batch_slopes`), learning-rate sensitivity, the per-epoch
-histories of saved runs, the update kernel's cross-sample coupling on a trained net's real
-activations (:func:`kernel_coupling`) and whether a run's validation accuracy had reached its plateau
-(:func:`plateau_gap`). :mod:`normlab.experiments.part1` re-exports them.
+Per-seed scores at the learning rate chosen on validation data (:func:`seed_scores`), slopes
+of accuracy against log2(batch size) under each budget convention (:func:`batch_slopes`),
+learning-rate sensitivity, the per-epoch histories of saved runs, the update kernel's
+cross-sample coupling on a trained net's real activations (:func:`kernel_coupling`) and
+whether a run's validation accuracy had reached its plateau (:func:`plateau_gap`).
+:mod:`normlab.experiments.part1` re-exports them; paired leads between normalisers are
+:func:`normlab.claims.paired`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ from torch import nn
 from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..stats import mean_ci, slopes_log2
 from .runner import select_best, summarise
-
-
-def _keys(key: Any, by: Sequence[str]) -> dict[str, Any]:
-    return dict(zip(by, key if isinstance(key, tuple) else (key,)))
 
 
 def seed_scores(
@@ -52,41 +49,6 @@ def seed_scores(
     picked = results.merge(chosen[[*by, "lr", "at_edge"]], on=[*by, "lr"])
     columns = [*by, "lr", "at_edge", "seed", "val_metric", "test_metric"]
     return picked[columns].sort_values([*by, "seed"]).reset_index(drop=True)
-
-
-def paired_lead(
-    scores: pd.DataFrame, by: Sequence[str], a: str, b: str | Sequence[str]
-) -> pd.DataFrame:
-    """Test metric of ``a`` minus ``b``, paired by seed, with mean, 95 % CI and n per ``by`` group.
-
-    ``scores`` comes from :func:`seed_scores` with ``normaliser`` among its ``by`` columns.
-    ``b`` may be a list of normalisers: in each group the one with the best mean validation
-    metric is the ``rival`` (chosen on val, so the test split picks nothing).
-    """
-    rows = []
-    for key, group in scores.groupby(list(by), sort=True) if by else [((), scores)]:
-        test = group.pivot_table(
-            index="seed", columns="normaliser", values="test_metric"
-        )
-        rivals = [b] if isinstance(b, str) else [r for r in b if r in test.columns]
-        rival = (
-            group[group["normaliser"].isin(rivals)]
-            .groupby("normaliser")["val_metric"]
-            .mean()
-            .idxmax()
-        )
-        mean, half, n = mean_ci((test[a] - test[rival]).dropna())
-        rows.append(
-            {
-                **_keys(key, by),
-                "normaliser": a,
-                "rival": rival,
-                "mean": mean,
-                "ci95": half,
-                "n": n,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def batch_slopes(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from .._runtime import seed_everything
@@ -21,7 +20,7 @@ from ..models.cnn import CNN, CONV_NORMALISERS, cnn_for
 from .grid import Grid
 from .part1 import _cifar, _digits, _own_rates, _splits
 from .registry import Experiment, RunContext, register_experiment
-from .runner import summarise, train_and_test
+from .runner import train_and_test
 
 CONV_NAMES: tuple[str, ...] = tuple(CONV_NORMALISERS)
 COUPLING_IMAGES = 4  # images per measurement: the share varies little between digits
@@ -74,42 +73,6 @@ def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     x = train.x[:COUPLING_IMAGES].to(next(model.parameters()).device)
     record["metrics"]["position_coupling"] = position_coupling(model, x)
     return record
-
-
-def _cnn_figures(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
-    from .. import plots
-    from .part1 import lr_sensitivity
-
-    metric = results["metric"].iloc[0]
-    for axis in ("depth", "channels"):  # a grid may fix what another sweeps
-        if axis not in summary:
-            summary = summary.assign(**{axis: results[axis].iloc[0]})
-    shapes = [f"{d}x{c}" for d, c in zip(summary["depth"], summary["channels"])]
-    return {
-        "heatmap": plots.normaliser_heatmap(
-            summary.assign(**{"depth x channels": shapes}),
-            "depth x channels",
-            metric=metric,
-            title=f"CNN test {metric} (lr chosen on val)",
-        ),
-        "lr_sensitivity": plots.metric_vs(
-            lr_sensitivity(results, ["normaliser"]),
-            "lr",
-            hue="normaliser",
-            logx=True,
-            ylabel=f"val {metric}",
-            title="CNN learning-rate sweep",
-        ),
-        "position_coupling": plots.metric_vs(
-            summarise(results, ["normaliser", "channels"], value="position_coupling"),
-            "channels",
-            hue="normaliser",
-            logx=True,
-            base=2,
-            ylabel="off-diagonal share of |K| over positions",
-            title="Cross-position coupling in one image",
-        ),
-    }
 
 
 _SGD_TANH = {"optimizer": "sgd", "activation": "tanh"}
@@ -194,7 +157,6 @@ CNN_NORMALISERS = register_experiment(
         run_one=train_cnn,
         # standard/paper: about 1 s per CIFAR-10 epoch on one GPU.
         seconds_per_run={"quick": 0.3, "cpu": 6.0, "standard": 8.0, "paper": 60.0},
-        figures=_cnn_figures,
         notes="SGD; 3x3 convolutions at full resolution, average pool to 4x4, plain linear head. norm_like/"
         "affine_like are PatchNorm (norm/affine mode). The lr is chosen per (depth, channels, normaliser) on the "
         "val split. cpu: about 1,000 steps per run, Xavier-normal weights.",

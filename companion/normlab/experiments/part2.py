@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 from torch import nn
 
 from .. import data
@@ -46,10 +45,17 @@ NORMALISERS: tuple[str, ...] = (
     PART2  # the names the grids sweep, from normlab.normalisers
 )
 FLIPPABLE = ("cifar10", "cifar100", "cifar10_c")
+#: ``patch_size`` is a patch's side in pixels everywhere (the gate studies' 4 is a 2 x 2 grid
+#: on the 8 x 8 digits); a grid's ``patch_size=None`` cuts each image into a
+#: ``PATCH_GRID`` x ``PATCH_GRID`` grid instead (side = image side // PATCH_GRID: 2 pixels on
+#: the digits). The quick and cpu grids of Part II's comparisons keep None, as their run
+#: ids record it.
+PATCH_GRID = 4
 
 
 def build_model(train: data.DataSplit, config: dict[str, Any]) -> nn.Module:
-    """The backbone for the split's task, with ``config["normaliser"]`` in every slot."""
+    """The backbone for the split's task, with ``config["normaliser"]`` in every slot (an
+    image's ``patch_size``: see :data:`PATCH_GRID`)."""
     norm = norm_layer(config["normaliser"])
     encoder = {
         key: config[key]
@@ -73,7 +79,7 @@ def build_model(train: data.DataSplit, config: dict[str, Any]) -> nn.Module:
         )
     if train.x.dim() == 4:
         _, channels, size, _ = train.x.shape
-        patch_size = config["patch_size"] or size // 4  # None: a 4 x 4 grid of patches
+        patch_size = config["patch_size"] or size // PATCH_GRID
         vit = vit_config(
             "paper_vision",
             img_size=size,
@@ -170,21 +176,6 @@ def train_autonorm(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return fit_autonorm(config, ctx)[2]
 
 
-# ------------------------------------------------------------------------- figures
-
-
-def _heatmap(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Any]:
-    from .. import plots
-
-    metric = results["metric"].iloc[0]
-    title = f"test {metric}, lr chosen on val"
-    return {
-        "by_normaliser": plots.normaliser_heatmap(
-            summary, "data", metric=metric, title=title
-        )
-    }
-
-
 # --------------------------------------------------------------------- declarations
 
 ALL = list(NORMALISERS)
@@ -208,7 +199,7 @@ _QUICK_MODEL = {
     "layer_scale_init": None,
     "dropout": 0.0,
     "attn_dropout": 0.0,
-    "patch_size": None,
+    "patch_size": None,  # a PATCH_GRID x PATCH_GRID grid of patches
 }
 _PAPER_MODEL = {"drop_path": 0.1, "layer_scale_init": 1e-4, "patch_size": 4}
 
@@ -280,7 +271,6 @@ AUTONORM_VISION = register_experiment(
         run_one=train_autonorm,
         # standard/paper: about 2 s per epoch of ViT-Lite on one GPU (paper: MixUp/CutMix, 200).
         seconds_per_run={"quick": 4.0, "standard": 20.0, "paper": 600.0},
-        figures=_heatmap,
         notes="ViT-Lite (paper_vision); quick uses dim 32, depth 2, 4 heads, patch 4 on digits and generated shapes.",
     )
 )

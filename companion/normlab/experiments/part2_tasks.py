@@ -34,12 +34,12 @@ import numpy as np
 import pandas as pd
 
 from .. import data
-from ..paper import EPS_H, TAU
-from ..robustness import (
+from ..corruption_suite import (
     accuracy_under_corruption,
     corruption_suite,
     mean_corruption_accuracy,
 )
+from ..paper import EPS_H, TAU
 from ..stats import paired_test
 from .grid import Grid
 from .part2 import ALL, fit_autonorm, train_autonorm
@@ -55,7 +55,6 @@ __all__ = [
     "at_chosen_lr",
     "by_seed",
     "corruption_table",
-    "equivalence_table",
     "gate_summary",
     "gate_table",
     "load_records",
@@ -86,7 +85,7 @@ _SMALL = {
     "drop_path": 0.0,
     "layer_scale_init": None,
     "dropout": 0.0,
-    "patch_size": None,
+    "patch_size": None,  # a part2.PATCH_GRID x PATCH_GRID grid of patches
     "warmup": 0.05,
 }
 # standard and paper: the paper's backbones (dim 128, 8 heads for language and tabular).
@@ -322,7 +321,7 @@ def train_robust(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """Train on clean images (:func:`fit_autonorm`), then test at every corruption and severity.
 
     The record adds ``corruption`` (one row per condition, from
-    ``robustness.accuracy_under_corruption``), ``clean_accuracy`` (the test metric) and
+    ``corruption_suite.accuracy_under_corruption``), ``clean_accuracy`` (the test metric) and
     ``mean_corruption_accuracy``, also among the ``metrics`` so that the results table has
     it. ``config["eval_images"]`` caps the test images per condition (None: all).
     """
@@ -509,57 +508,6 @@ def by_seed(rows: pd.DataFrame, value: str) -> dict[int, float]:
             "rows hold more than one row per seed; filter to one configuration first"
         )
     return {int(s): float(v) for s, v in zip(rows["seed"], rows[value])}
-
-
-def equivalence_table(
-    results: pd.DataFrame,
-    margin_fraction: float = 0.02,
-    *,
-    reference: str = "autonorm_s",
-    baseline: str = "frozen_ln",
-) -> pd.DataFrame:
-    """Is ``reference`` equivalent to every other method within a stated margin (claim N12)?
-
-    Per task, at each method's lr chosen on val: the paired difference by seed of the test
-    metric, ``reference`` minus the other, with its 95 % interval (the two one-sided tests
-    at alpha = 0.025: N12's rule, :class:`normlab.claims.Equivalent`). ``margin`` is ``margin_fraction`` of ``baseline``'s mean; a pair is
-    ``equivalent`` when the interval lies inside (-margin, margin). ``smallest margin`` is
-    the narrowest margin that the data would call equivalent.
-    """
-    if not 0 < margin_fraction < 1:
-        raise ValueError(f"margin_fraction must lie in (0, 1), got {margin_fraction!r}")
-    chosen = at_chosen_lr(results)
-    rows = []
-    for task, part in chosen.groupby("data"):
-        present = set(part["normaliser"])
-        for name, what in ((reference, "reference"), (baseline, "baseline")):
-            if name not in present:
-                raise ValueError(f"{what}={name!r} has no runs on {task}")
-        ours = by_seed(part[part["normaliser"] == reference], "test_metric")
-        margin = (
-            margin_fraction * part[part["normaliser"] == baseline]["test_metric"].mean()
-        )
-        for other in sorted(present - {reference}):
-            test = paired_test(
-                ours,
-                by_seed(part[part["normaliser"] == other], "test_metric"),
-                confidence=0.95,
-            )
-            rows.append(
-                {
-                    "data": task,
-                    "minus": other,
-                    "difference": test.mean,
-                    "95% low": test.low,
-                    "95% high": test.high,
-                    "margin": margin,
-                    "equivalent": -margin < test.low and test.high < margin,
-                    "smallest margin": max(abs(test.low), abs(test.high)),
-                    "p (difference)": test.p,
-                    "n": test.n,
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------ chapter 13's baselines

@@ -23,7 +23,6 @@ class RunContext:
 
 
 RunFn = Callable[[dict[str, Any], RunContext], dict[str, Any]]
-FiguresFn = Callable[[Any, Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -34,8 +33,8 @@ class Experiment:
     record (see :func:`normlab.experiments.runner.train_and_test`). ``select`` names the
     hyperparameter chosen on validation data per configuration (e.g. ``"lr"``);
     ``seconds_per_run`` gives the expected time of one run per profile (quick: measured on
-    a 2-core CPU, one torch thread; standard/paper: estimates for one current GPU). ``figures(results,
-    summary)`` returns ``{file stem: matplotlib Figure}`` for the chapter.
+    a 2-core CPU, one torch thread; standard/paper: estimates for one current GPU). Its
+    report's figures are drawn in :mod:`normlab.figures.reports`, by name.
     """
 
     name: str
@@ -45,7 +44,6 @@ class Experiment:
     run_one: RunFn
     seconds_per_run: Mapping[str, float]
     select: str | None = "lr"
-    figures: FiguresFn | None = None
     notes: str = ""
 
     def __post_init__(self) -> None:

@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -535,9 +535,14 @@ def report(
     *,
     out: str | Path = DEFAULT_OUT,
     profile: str | None = None,
-    figures: bool = True,
+    figures: Callable[[pd.DataFrame, pd.DataFrame], dict[str, Any]] | None = None,
 ) -> Report:
-    """Merge every shard's records, write ``results.csv``, ``summary.csv`` and the figures."""
+    """Merge every shard's records, write ``results.csv``, ``summary.csv`` and the figures.
+
+    ``figures(results, summary)`` returns ``{file stem: matplotlib Figure}``, each written to
+    ``figures/<stem>.png`` (``python -m normlab report`` passes
+    :func:`normlab.figures.reports.report_figures` of the experiment); None writes none.
+    """
     experiment = get(name)
     profile = check_profile(profile)
     folder = results_folder(name, out, profile)
@@ -552,9 +557,9 @@ def report(
     _write_table(summary, folder / "summary.csv")
     paths = {"results": folder / "results.csv", "summary": folder / "summary.csv"}
     made: dict[str, Any] = {}
-    if figures and experiment.figures is not None:
+    if figures is not None:
         (folder / "figures").mkdir(parents=True, exist_ok=True)
-        made = experiment.figures(results, summary)
+        made = figures(results, summary)
         for stem, figure in made.items():
             path = folder / "figures" / f"{stem}.png"
             write_atomic(

@@ -6,6 +6,12 @@
 - :mod:`~normlab.figures.heatmaps`: annotated tables of numbers;
 - :mod:`~normlab.figures.intervals`: means with their 95 % intervals, per row or normaliser;
 - :mod:`~normlab.figures.gates`: AutoNorm's gates during training;
+- :mod:`~normlab.figures.gate_entropy`: the gate studies' entropy per layer, static, as a
+  chart with controls, or live;
+- :mod:`~normlab.figures.gate_study`: the gate studies' arms, AutoNorm-S's rule sweep and
+  the gradient against tau;
+- :mod:`~normlab.figures.part1`: Part I's results against a swept variable, on an axis;
+- :mod:`~normlab.figures.reports`: the figures ``python -m normlab report`` writes;
 - :mod:`~normlab.figures.robustness`: accuracy under corruption;
 - :mod:`~normlab.figures.theory`: the Part I theory chapters' measurements;
 - :mod:`~normlab.figures.live_and_saved`: a live run above a saved set;
@@ -31,10 +37,26 @@ from .column import (
 )
 from .curves import metric_vs, training_curves
 from .effects import forest
+from .gate_entropy import (
+    entropy_explorer,
+    entropy_figure,
+    entropy_twin,
+    freeze_figure,
+)
+from .gate_study import draw_arms, sweep_figure, tau_figure
 from .gates import entropy_curves, gate_heatmaps
 from .heatmaps import heatmap, normaliser_heatmap
 from .intervals import draw_by_normaliser, interval_bars
 from .live_and_saved import Beside, beside, draw_beside
+from .part1 import (
+    correction_leads,
+    draw_band,
+    draw_batch_curves,
+    draw_coupling,
+    draw_lr_sensitivity,
+    lead_figure,
+)
+from .reports import report_figures
 from .robustness import corruption_gallery, severity_curves
 from .theory import (
     LAYER_KINDS,
@@ -58,15 +80,26 @@ __all__ = [
     "beside",
     "draw_beside",
     "colours",
+    "correction_leads",
     "corruption_gallery",
+    "draw_arms",
+    "draw_band",
+    "draw_batch_curves",
     "draw_by_normaliser",
+    "draw_coupling",
+    "draw_lr_sensitivity",
     "entropy_curves",
+    "entropy_explorer",
+    "entropy_figure",
+    "entropy_twin",
     "finish",
     "forest",
+    "freeze_figure",
     "gate_heatmaps",
     "heatmap",
     "interval_bars",
     "label",
+    "lead_figure",
     "make_layer",
     "metric_vs",
     "new_figure",
@@ -76,8 +109,11 @@ __all__ = [
     "plot_ratio_scatter",
     "plot_update_size_curves",
     "plot_update_sizes",
+    "report_figures",
     "severity_curves",
     "style",
+    "sweep_figure",
+    "tau_figure",
     "training_curves",
     "update_sizes",
 ]

@@ -1,0 +1,182 @@
+"""The figures ``python -m normlab report <experiment>`` writes, by experiment name.
+
+Each function takes an experiment's merged results and its summary (the best-of table of
+:func:`normlab.experiments.runner.summary_table`) and returns ``{file stem: Figure}``;
+:func:`report_figures` looks one up by name, and the command passes it to
+:func:`normlab.experiments.report`, so the experiments never import a figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..experiments.part1 import batch_slopes, lr_sensitivity, verdict_rows
+from ..experiments.runner import select_best, summarise
+from .curves import metric_vs
+from .heatmaps import normaliser_heatmap
+
+__all__ = [
+    "REPORTS",
+    "autonorm_vision",
+    "batch_size",
+    "cnn_normalisers",
+    "fc_normalisers",
+    "report_figures",
+]
+
+ReportFigures = Callable[[pd.DataFrame, pd.DataFrame], dict[str, Figure]]
+
+
+def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
+    """Best-of figures per optimiser (every configuration column kept, swept or fixed) and
+    the learning-rate sweep at the shallowest depth's largest width, on the
+    :func:`~normlab.experiments.part1.verdict_rows`."""
+    figures: dict[str, Figure] = {}
+    results = verdict_rows(results)
+    metric = results["metric"].iloc[0]
+    by = ["optimizer", "activation", "depth", "width", "normaliser"]
+    best = select_best(
+        results, by, "lr", higher_is_better=bool(results["higher_is_better"].iloc[0])
+    )
+    for optimizer, part in best.groupby("optimizer"):
+        figures[f"best_by_width_{optimizer}"] = metric_vs(
+            part,
+            "width",
+            hue="normaliser",
+            col="activation",
+            logx=True,
+            base=2,
+            ylabel=f"test {metric} (lr chosen on val)",
+            title=f"Fully-connected nets by width ({optimizer})",
+        )
+        shapes = [f"{d}x{w}" for d, w in zip(part["depth"], part["width"])]
+        shaped = part.assign(**{"depth x width": shapes})
+        for activation, rows in shaped.groupby("activation"):
+            figures[f"heatmap_{optimizer}_{activation}"] = normaliser_heatmap(
+                rows,
+                "depth x width",
+                metric=metric,
+                title=f"test {metric}, {activation}, {optimizer}",
+            )
+    shallow = results[results["depth"] == results["depth"].min()]
+    sweep = shallow[
+        (shallow["width"] == shallow["width"].max())
+        & (shallow["activation"] == shallow["activation"].iloc[0])
+    ]
+    figures["lr_sensitivity"] = metric_vs(
+        lr_sensitivity(sweep, ["optimizer", "normaliser"]),
+        "lr",
+        hue="normaliser",
+        col="optimizer",
+        logx=True,
+        ylabel=f"val {metric}",
+        title=f"Learning-rate sweep ({sweep['activation'].iloc[0]}, depth "
+        f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]})",
+    )
+    return figures
+
+
+def batch_size(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
+    """Accuracy and the chosen learning rate against the batch size, per budget convention,
+    and the update kernel's cross-sample coupling where the runs measured it."""
+    metric = results["metric"].iloc[0]
+    _, scores = batch_slopes(results)
+    best = summarise(scores, ["budget", "normaliser", "batch_size"])
+    figures = {
+        "best_by_batch_size": metric_vs(
+            best,
+            "batch_size",
+            hue="normaliser",
+            col="budget",
+            logx=True,
+            base=2,
+            ylabel=f"test {metric} (lr chosen on val)",
+            title="Accuracy against batch size",
+        ),
+        "chosen_lr": metric_vs(
+            summary,
+            "batch_size",
+            y="lr",
+            err=None,
+            hue="normaliser",
+            col="budget",
+            logx=True,
+            base=2,
+            logy=True,
+            ylabel="learning rate chosen on val (before scaling)",
+            title="Best learning rate against batch size",
+        ),
+    }
+    if "gram_offdiag" in results:
+        fixed = results[results["budget"] == results["budget"].iloc[0]]
+        figures["gram_offdiag"] = metric_vs(
+            summarise(fixed, ["normaliser", "batch_size"], value="gram_offdiag"),
+            "batch_size",
+            hue="normaliser",
+            logx=True,
+            base=2,
+            ylabel="off-diagonal share of |K|",
+            title="Cross-sample coupling of the update kernel",
+        )
+    return figures
+
+
+def cnn_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
+    """The CNN's test metric per shape and normaliser, its learning-rate sweep and the
+    cross-position coupling against the channels."""
+    metric = results["metric"].iloc[0]
+    for axis in ("depth", "channels"):  # a grid may fix what another sweeps
+        if axis not in summary:
+            summary = summary.assign(**{axis: results[axis].iloc[0]})
+    shapes = [f"{d}x{c}" for d, c in zip(summary["depth"], summary["channels"])]
+    return {
+        "heatmap": normaliser_heatmap(
+            summary.assign(**{"depth x channels": shapes}),
+            "depth x channels",
+            metric=metric,
+            title=f"CNN test {metric} (lr chosen on val)",
+        ),
+        "lr_sensitivity": metric_vs(
+            lr_sensitivity(results, ["normaliser"]),
+            "lr",
+            hue="normaliser",
+            logx=True,
+            ylabel=f"val {metric}",
+            title="CNN learning-rate sweep",
+        ),
+        "position_coupling": metric_vs(
+            summarise(results, ["normaliser", "channels"], value="position_coupling"),
+            "channels",
+            hue="normaliser",
+            logx=True,
+            base=2,
+            ylabel="off-diagonal share of |K| over positions",
+            title="Cross-position coupling in one image",
+        ),
+    }
+
+
+def autonorm_vision(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
+    """The test metric per task and normaliser, each at its rate chosen on val."""
+    metric = results["metric"].iloc[0]
+    title = f"test {metric}, lr chosen on val"
+    return {
+        "by_normaliser": normaliser_heatmap(summary, "data", metric=metric, title=title)
+    }
+
+
+#: Experiment name -> the figures its report writes.
+REPORTS: dict[str, ReportFigures] = {
+    "fc_normalisers": fc_normalisers,
+    "batch_size": batch_size,
+    "cnn_normalisers": cnn_normalisers,
+    "autonorm_vision": autonorm_vision,
+}
+
+
+def report_figures(name: str) -> ReportFigures | None:
+    """The figures of experiment ``name``'s report, or None where it draws none."""
+    return REPORTS.get(name)
