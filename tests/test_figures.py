@@ -85,7 +85,7 @@ def _draw(results: pd.DataFrame, ax) -> None:
 
 def _outcomes(count: int) -> list[SimpleNamespace]:
     """Outcomes as :func:`normlab.figures.forest` reads them: a claim id and its effects."""
-    verdicts = ("supported", "contradicted", "inconclusive", "did not train")
+    verdicts = tuple(VERDICT_COLOURS)  # every verdict an effect can have
     return [
         SimpleNamespace(
             claim=SimpleNamespace(id=f"A{i}"),
@@ -93,7 +93,7 @@ def _outcomes(count: int) -> list[SimpleNamespace]:
                 (
                     f"affine-like minus plain, fully connected nets of width {16 * i}",
                     SimpleNamespace(mean=0.01 * i, half=0.02),
-                    verdicts[i % 4],
+                    verdicts[i % len(verdicts)],
                 )
             ],
         )

@@ -327,7 +327,7 @@ def test_n2_compares_the_hottest_and_coldest_temperatures() -> None:
     ]
     outcome = claims.judge(claims.get("N2"), pd.DataFrame(rows))
     # both effects on the predicted side: at most consistent with the claim, not supported
-    assert outcome.verdict == claims.INCONCLUSIVE and len(outcome.effects) == 2
+    assert outcome.verdict == claims.CONSISTENT and len(outcome.effects) == 2
     assert outcome.effects[0][1].mean == pytest.approx(math.log(25.0))
     assert all(ci.low > 0 for _, ci, _ in outcome.effects)
 
