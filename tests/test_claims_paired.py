@@ -162,3 +162,13 @@ def test_n1_and_n3_read_the_same_cifar10_stand_in() -> None:
     n1, n3 = claims.evaluate("N1"), claims.evaluate("N3")  # the packaged saved set
     assert n1.data == n3.data == ("mnist_restyled",)
     assert n1.source["data"] == n3.source["data"]
+
+
+def test_a_brief_verdict_table_keeps_the_columns_that_fit_a_chapter() -> None:
+    from normlab.claims.report import BRIEF_COLUMNS
+
+    full = claims.verdict_table(["N12"])
+    brief = claims.verdict_table(["N12"], brief=True)
+    assert tuple(brief.columns) == BRIEF_COLUMNS
+    assert brief.equals(full[list(BRIEF_COLUMNS)])
+    assert "stand-in" in brief["data"].iloc[0]  # it still names what was tested

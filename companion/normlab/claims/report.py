@@ -275,6 +275,7 @@ def verdict_table(
     *,
     live: pd.DataFrame | None = None,
     root: str | Path | None = None,
+    brief: bool = False,
 ) -> pd.DataFrame:
     """A chapter's verdict table: one row per effect of each claim, judged on the largest saved set.
 
@@ -283,7 +284,8 @@ def verdict_table(
     verdict``, ``claim``, ``profile``, ``data`` and ``note`` (why no verdict, or the seeds an
     equivalence needs). With ``live``
     (a chapter's live results table) a ``live run`` column shows the same quantity measured
-    there, which never decides a verdict.
+    there, which never decides a verdict. ``brief`` keeps :data:`BRIEF_COLUMNS` (and the live
+    run), the columns that fit a chapter's text column.
     """
     rows = []
     for claim_id in claim_ids:
@@ -309,7 +311,14 @@ def verdict_table(
             if live is not None:
                 row["live run"] = seen.get(label, "not measurable")
             rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if brief:
+        frame = frame[[c for c in (*BRIEF_COLUMNS, "live run") if c in frame]]
+    return frame
+
+
+#: The verdict table's columns in a chapter: the verdict, what was measured and on what data.
+BRIEF_COLUMNS = ("verdict", "id", "effect", "ours", "n", "data", "note")
 
 
 def _code(text: str) -> str:

@@ -77,7 +77,7 @@ def sweep_table(
 
     Per task and cell: ``fired``, the share of seeds where the rule fired, and ``lead``, the
     mean over seeds of AutoNorm-S's test accuracy minus FrozenLN's, each at its own learning
-    rate chosen on validation data (:func:`~normlab.claims.pairing.paired_table`). ``runs``
+    rate chosen on validation data (:func:`normlab.claims.tables.paired_table`). ``runs``
     needs ``frozen_ln``, ``autonorm`` and the freeze runs.
     """
     from ..experiments import gate_study

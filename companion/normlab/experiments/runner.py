@@ -541,7 +541,7 @@ def report(
 
     ``figures(results, summary)`` returns ``{file stem: matplotlib Figure}``, each written to
     ``figures/<stem>.png`` (``python -m normlab report`` passes
-    :func:`normlab.figures.reports.report_figures` of the experiment); None writes none.
+    ``normlab.figures.reports.report_figures`` of the experiment); None writes none.
     """
     experiment = get(name)
     profile = check_profile(profile)

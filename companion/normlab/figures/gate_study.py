@@ -32,7 +32,7 @@ ARM_ORDER = [
 
 def draw_arms(runs: pd.DataFrame, ax: Any) -> None:
     """Test accuracy (mean, 95 % CI) per task and arm on one axis, at the book's default
-    configuration (:func:`~normlab.experiments.gate_study.at_defaults`); AutoNorm-S composed in."""
+    configuration (``normlab.experiments.gate_study.at_defaults``); AutoNorm-S composed in."""
     summary = arm_summary(with_schedules(at_defaults(runs)))
     palette = colours(ARM_ORDER)
     tasks = list(dict.fromkeys(summary["data"]))

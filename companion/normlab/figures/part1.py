@@ -94,7 +94,7 @@ def draw_lr_sensitivity(results: pd.DataFrame, ax: Any, **where: Any) -> None:
 def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
     """Test metric at the learning rate of ``budget``'s convention against the batch size
     (log axis), one line with its 95 % CI band per normaliser (see
-    :func:`~normlab.experiments.part1.batch_slopes`)."""
+    ``normlab.experiments.part1.batch_slopes``)."""
     _, scores = batch_slopes(_only(results, {"budget": budget}))
     table = runner.summarise(scores, ["normaliser", "batch_size"])
     for name in table["normaliser"].unique():
@@ -106,7 +106,7 @@ def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
 
 
 def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
-    """A kernel measurement of :func:`~normlab.experiments.part1.kernel_coupling`
+    """A kernel measurement of ``normlab.experiments.part1.kernel_coupling``
     (``value``) against the batch size, one line (95 % band across seeds) per normaliser,
     from the runs of the first budget at the learning rate chosen on val per normaliser and
     batch size."""
@@ -130,7 +130,7 @@ def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -
 
 def correction_leads(results: pd.DataFrame) -> pd.DataFrame:
     """Each correction's test-metric lead over the strongest of
-    :data:`~normlab.experiments.part1.LEAD_RIVALS` (chosen on val), per depth and width:
+    ``normlab.experiments.part1.LEAD_RIVALS`` (chosen on val), per depth and width:
     :func:`normlab.claims.paired` in each (depth, width), each arm at its rate chosen on
     val. Columns ``depth``, ``width``, ``normaliser``, ``mean``, ``ci95``, ``n``."""
     best = at_chosen_lr(results)
@@ -158,7 +158,7 @@ def lead_figure(
     init: str = VERDICT_INIT,
 ) -> Figure:
     """:func:`correction_leads` against width (at the smallest depth) and depth (at the
-    largest width), on the :func:`~normlab.experiments.part1.verdict_rows` of
+    largest width), on the ``normlab.experiments.part1.verdict_rows`` of
     initialisation ``init``."""
     part = _only(
         verdict_rows(results, init), {"optimizer": optimizer, "activation": activation}

@@ -1,7 +1,7 @@
 """The figures ``python -m normlab report <experiment>`` writes, by experiment name.
 
 Each function takes an experiment's merged results and its summary (the best-of table of
-:func:`normlab.experiments.runner.summary_table`) and returns ``{file stem: Figure}``;
+``normlab.experiments.runner.summary_table``) and returns ``{file stem: Figure}``;
 :func:`report_figures` looks one up by name, and the command passes it to
 :func:`normlab.experiments.report`, so the experiments never import a figure.
 """
@@ -33,7 +33,7 @@ ReportFigures = Callable[[pd.DataFrame, pd.DataFrame], dict[str, Figure]]
 def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
     """Best-of figures per optimiser (every configuration column kept, swept or fixed) and
     the learning-rate sweep at the shallowest depth's largest width, on the
-    :func:`~normlab.experiments.part1.verdict_rows`."""
+    ``normlab.experiments.part1.verdict_rows``."""
     figures: dict[str, Figure] = {}
     results = verdict_rows(results)
     metric = results["metric"].iloc[0]
