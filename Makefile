@@ -15,7 +15,7 @@ NB_WORKERS ?= 2
 PROFILE ?=
 LAB_ARGS ?=
 
-.PHONY: book check-figures lint test test-unit test-notebooks test-structure test-browser lab book-env clean
+.PHONY: book check-figures lint test test-unit verify test-notebooks test-structure test-browser lab book-env clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,7 +42,7 @@ check-figures:
 	$(BIN)/python tests/book_figures.py _build/html
 
 test: $(VENV)/.test-installed
-	$(MAKE) lint test-unit test-notebooks test-structure test-browser
+	$(MAKE) lint test-unit verify test-notebooks test-structure test-browser
 
 # Ruff's lint rules and its formatter (pyproject.toml's [tool.ruff]) over the package, tests
 # and benchmarks; `ruff check --fix` and `ruff format` repair what they find.
@@ -52,6 +52,21 @@ lint:
 
 test-unit:
 	$(UNIT_ENV) $(BIN)/python -m pytest tests -n $(NB_WORKERS)
+
+# Every shipped saved set: digests, schema, grid and table, then re-runs of a sample of its
+# records within VERIFY_BUDGET seconds a set (exactly where this machine's numerics made a
+# record, else within its configuration's band). The sets are split over NB_WORKERS
+# processes; the unit tests check both comparison modes on sets they make themselves.
+VERIFY_BUDGET ?= 60
+VERIFY_SAMPLE ?= 2
+SAVED_SETS = $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard companion/normlab/saved/*/)))))
+verify: $(VENV)/.test-installed
+	@pids=; for k in $$(seq 0 $$(($(NB_WORKERS) - 1))); do \
+		sets=$$(echo $(SAVED_SETS) | tr ' ' '\n' | awk -v k=$$k -v n=$(NB_WORKERS) '(NR-1) % n == k'); \
+		[ -n "$$sets" ] || continue; \
+		$(UNIT_ENV) $(BIN)/python -m normlab verify $$sets --sample $(VERIFY_SAMPLE) \
+			--budget $(VERIFY_BUDGET) & pids="$$pids $$!"; \
+	done; status=0; for p in $$pids; do wait $$p || status=1; done; exit $$status
 
 # Each notebook runs once, in a fresh kernel, with its asserts as the claims it checks: here,
 # or in test-structure for STRUCTURE_EXECUTES (whose build fails on a cell's error).

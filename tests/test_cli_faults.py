@@ -104,7 +104,10 @@ def test_save_shows_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(runner, "run", fake_run)
     with pytest.raises(KeyboardInterrupt):
         results.save(
-            "fc_normalisers", experiments.RunSettings(profile="cpu"), root="unused"
+            "fc_normalisers",
+            experiments.RunSettings(profile="cpu"),
+            root="unused",
+            allow_dirty=True,
         )
     assert seen["progress"] is None
 

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab._extras",
             "normlab._io",
             "normlab._lock",
+            "normlab._provenance",
             "normlab._records",
             "normlab._runtime",
             "normlab.paper",

@@ -124,6 +124,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="CPU threads for torch (recorded in the manifest)",
     )
+    save.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="save from package code with uncommitted changes (recorded as +dirty)",
+    )
     verify = commands.add_parser(
         "verify",
         help="check saved sets: digests, schema, grid, table, and re-runs of a sample",
@@ -131,9 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument(
         "name",
-        nargs="?",
-        default=None,
-        help="one experiment (default: every saved set)",
+        nargs="*",
+        default=[],
+        help="experiments to check (default: every saved set)",
     )
     verify.add_argument("--root", default=None, help=_ROOT_HELP)
     verify.add_argument(
@@ -141,6 +146,13 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=3,
         help="records re-run per set, spread across its arms (default: 3)",
+    )
+    verify.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds of re-runs per set: sample records that took at most that long "
+        "to make, and stop when the next would not fit (at least one always runs)",
     )
     card = commands.add_parser(
         "scorecard", help="every claim, the paper's number, ours and the verdict"
@@ -250,27 +262,33 @@ def _os_message(err: OSError) -> str:
     return str(err)
 
 
-def _verify(name: str | None, root: str | None, sample: int) -> int:
+def _verify(
+    names: Sequence[str], root: str | None, sample: int, budget: float | None
+) -> int:
     from pathlib import Path
 
     from . import results, verification
 
     if sample < 1:
         raise ValueError(f"--sample must be a positive int, got {sample}")
+    if budget is not None and not 0 < budget < 1e6:
+        raise ValueError(f"--budget must be a positive number of seconds, got {budget}")
     where = Path(root) if root else results.default_root()
     folders = [p.parent for p in sorted(where.glob(f"*/*/{results.MANIFEST}"))]
     if not folders:
         raise ValueError(f"no saved sets under {where}")
-    chosen = [f for f in folders if name is None or f.parent.name == name]
-    if not chosen:
-        known = ", ".join(sorted({f.parent.name for f in folders}))
+    known = sorted({f.parent.name for f in folders})
+    unknown = [n for n in names if n not in known]
+    if unknown:
         raise ValueError(
-            f"no saved set named {name!r} under {where}; saved sets: {known}"
+            f"no saved set named {unknown[0]!r} under {where}; saved sets: "
+            f"{', '.join(known)}"
         )
+    chosen = [f for f in folders if not names or f.parent.name in names]
     failed = 0
     for folder in chosen:
         try:
-            outcome = verification.verify(results.load(folder), k=sample)
+            outcome = verification.verify(results.load(folder), k=sample, budget=budget)
         except ValueError as err:  # a manifest that does not meet the schema
             print(f"{folder.parent.name}/{folder.name}: FAILED\n    {err}")
             failed += 1
@@ -365,10 +383,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = _run_settings(args)
             if args.root is not None:
                 _check_writable(args.root, "--root")
-            saved = results.save(args.name, settings, root=args.root)
+            saved = results.save(
+                args.name, settings, root=args.root, allow_dirty=args.allow_dirty
+            )
             print(f"{saved.label()}\nin {saved.folder}")
         elif args.command == "verify":
-            return _verify(args.name, args.root, args.sample)
+            return _verify(args.name, args.root, args.sample, args.budget)
         elif args.command == "scorecard":
             _scorecard(args.format, args.out, args.root)
         else:

@@ -28,20 +28,19 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
+from . import _provenance
 from ._io import write_text_atomic
+from ._provenance import cpu_model, fingerprint
 from ._records import RUN_ID, dumps
 from ._runtime import PROFILES, VERSION, check_profile
 from .experiments.runner import (
@@ -79,37 +78,6 @@ def default_root() -> Path:
 # ------------------------------------------------------------------------ the machine
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _git_commit() -> str | None:
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "companion"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{head}{'+dirty' if dirty else ''}" if head else None
-
-
 def hardware(device: str) -> dict[str, Any]:
     """What the runs ran on: device, CPU model, core count, torch threads, GPU name."""
     gpu = (
@@ -119,25 +87,11 @@ def hardware(device: str) -> dict[str, Any]:
     )
     return {
         "device": device,
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "gpu": gpu,
         "platform": platform.platform(),
-    }
-
-
-def fingerprint(device: str = "cpu", threads: int | None = None) -> dict[str, Any]:
-    """What decides the numerics of a CPU run, so that equal fingerprints promise equal
-    results: the device, torch's CPU kernel capability (``AVX2``, ``AVX512``, ...), the
-    versions of torch, numpy and Python, and the torch thread count."""
-    return {
-        "device": device.split(":")[0],
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "threads": int(threads if threads is not None else torch.get_num_threads()),
     }
 
 
@@ -306,19 +260,29 @@ def _data_kind(records: list[dict[str, Any]]) -> tuple[str, list[str]]:
     return kind, names
 
 
-def _commits(
-    old: dict[str, list[str]], ids: list[str], made_here: Iterable[str]
-) -> dict[str, list[str]]:
-    """Which commit made which run: the old manifest's attribution for the runs kept, this
-    checkout's commit for the runs made now, ``unknown`` for any other."""
-    here = set(made_here)
-    owner = {i: c for c, runs in old.items() for i in runs}
-    commit = _git_commit() or "unknown"
-    out: dict[str, list[str]] = {}
-    for run_id in ids:
-        key = commit if run_id in here else owner.get(run_id, "unknown")
-        out.setdefault(key, []).append(run_id)
-    return out
+def _origins(
+    records: list[dict[str, Any]], old: dict[str, Any]
+) -> tuple[dict[str, list[str]], dict[str, Any] | None]:
+    """Which commit made which run, and the one fingerprint on which every run was made.
+
+    Each record names its own commit and fingerprint (``made_by``, written when the run
+    finished), so an interrupted and resumed ``save`` loses neither. A record from before
+    ``made_by`` keeps what the old manifest said of it (``unknown`` if it said nothing).
+    The fingerprint is None when the runs were made on different numerics, or on a GPU.
+    """
+    owner = {i: c for c, runs in old.get("commits", {}).items() for i in runs}
+    commits: dict[str, list[str]] = {}
+    prints = []
+    for record in records:
+        made = record.get("made_by")
+        if isinstance(made, dict):
+            commit, print_ = str(made.get("commit")), made.get("fingerprint")
+        else:
+            commit, print_ = owner.get(record["run_id"], "unknown"), old.get("exact_on")
+        commits.setdefault(commit, []).append(record["run_id"])
+        prints.append(print_)
+    same = all(p == prints[0] for p in prints)
+    return commits, prints[0] if same else None
 
 
 def pack(
@@ -327,16 +291,14 @@ def pack(
     command: str,
     wall_seconds: float,
     device: str,
-    made_here: Iterable[str] = (),
-    exact_on: dict[str, Any] | None = None,
 ) -> SavedSet:
     """Pack every record in ``folder`` (its ``runs.jsonl`` and the runner's scratch files)
     into ``runs.jsonl``, ``results.csv`` and ``manifest.json``, then remove the scratch.
 
-    Wall time and commands accumulate over resumed or sharded invocations; ``made_here``
-    names the runs this invocation made (attributed to this checkout's commit).
-    ``exact_on`` is the fingerprint on which re-runs reproduce the records exactly
-    (default: this machine's when every record was made here, else the old manifest's).
+    Wall time and commands accumulate over resumed or sharded invocations. ``commits``
+    and ``exact_on`` (the fingerprint on which re-runs reproduce every record exactly,
+    None when the runs were made on different numerics or a GPU) come from each record's
+    own ``made_by`` (:func:`_origins`).
     """
     folder = Path(folder)
     records = list(finished_records(folder).values())
@@ -345,16 +307,8 @@ def pack(
     old = load(folder).manifest if (folder / MANIFEST).is_file() else {}
     lines = [dumps(r) for r in records]
     ids = [r["run_id"] for r in records]
-    here = set(made_here)
     first = records[0]
-    if exact_on is None:
-        mine = None if device.startswith("cuda") else fingerprint(device)
-        if here >= set(ids):  # every record made here
-            exact_on = mine
-        else:  # kept runs promise exactness only where they were made like these
-            exact_on = (
-                old.get("exact_on") if not here or old.get("exact_on") == mine else None
-            )
+    commits, exact_on = _origins(records, old)
     kind, datasets = _data_kind(records)
     write_text_atomic(folder / PACKED, "".join(line + "\n" for line in lines))
     write_text_atomic(folder / TABLE, records_table(records).to_csv(index=False))
@@ -381,7 +335,7 @@ def pack(
             TABLE: _sha((folder / TABLE).read_bytes()),
         },
         "records": {i: _sha(line) for i, line in zip(ids, lines)},
-        "commits": _commits(old.get("commits", {}), ids, here),
+        "commits": commits,
     }
     write_text_atomic(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     shutil.rmtree(folder / "runs", ignore_errors=True)
@@ -410,6 +364,7 @@ def save(
     *,
     root: str | Path | None = None,
     command: str | None = None,
+    allow_dirty: bool = False,
 ) -> SavedSet:
     """Run (or resume) ``experiment`` with ``settings`` into the saved-results folder, then
     :func:`pack` it.
@@ -417,6 +372,9 @@ def save(
     ``settings.profile`` must be given, and the quick profile is refused: a saved set exists
     to show more than the live run does. Without ``settings.device`` the runs are made on
     the CPU. ``settings.progress`` (None: on a terminal) shows the progress bars.
+    A set is evidence, so it is made from committed code: in a git checkout whose package
+    code has uncommitted changes, ``save`` refuses unless ``allow_dirty`` (the manifest's
+    ``commits`` then name ``<commit>+dirty``).
     """
     from . import experiments
 
@@ -425,6 +383,13 @@ def save(
         raise ValueError(
             f"settings.profile={settings.profile!r}: the quick profile (the default) is what "
             "chapters run live; save a cpu, standard or paper set"
+        )
+    commit = _provenance.git_commit()
+    if commit.endswith("+dirty") and not allow_dirty:
+        raise ValueError(
+            f"the package's code differs from commit {commit.removesuffix('+dirty')}: "
+            "commit it first, so that the set names the code that made it, or pass "
+            "allow_dirty=True (--allow-dirty), which the manifest records as +dirty"
         )
     experiments.get(experiment).grid(profile)
     settings = replace(settings, profile=profile, device=settings.device or "cpu")
@@ -437,7 +402,6 @@ def save(
         command=command or _command(root_given),
         wall_seconds=time.perf_counter() - started,
         device=settings.device,
-        made_here=done.ran,
     )
 
 
@@ -456,5 +420,5 @@ def live_label(results: pd.DataFrame) -> str:
     seeds = results["seed"].nunique() if "seed" in results else 0
     return (
         f"live run: {profile} profile, {'real' if real else 'stand-in'} data ({', '.join(datasets)}), "
-        f"{seeds} seeds, {len(results)} runs, {_cpu_model()}"
+        f"{seeds} seeds, {len(results)} runs, {cpu_model()}"
     )

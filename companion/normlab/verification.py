@@ -16,6 +16,7 @@ import io
 import json
 import math
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "ACCURACY_FLOOR",
     "RELATIVE_FLOOR",
     "check_format",
+    "made_on",
     "sample",
     "verify",
 ]
@@ -80,7 +82,8 @@ class Mismatch:
 @dataclass
 class Verification:
     """What :func:`verify` did to a set: how re-runs were compared (``mode``: ``exact``,
-    ``tolerance``, or ``format only`` for a set made on a GPU or one whose format failed),
+    ``tolerance``, ``mixed`` (some of each), or ``format only`` for a set made on a GPU or
+    one whose format failed),
     which records it re-ran, and the problems found (none when the set is sound)."""
 
     saved: SavedSet
@@ -98,6 +101,8 @@ class Verification:
             "exact": "compared exactly (same numerics fingerprint)",
             "tolerance": "compared with the band of each configuration's seeds "
             "(another numerics fingerprint)",
+            "mixed": "each compared exactly where its numerics fingerprint is this "
+            "machine's, else with the band of its configuration's seeds",
         }
         rerun = (
             f"re-ran {len(self.sampled)} record(s), {how[self.mode]}"
@@ -212,12 +217,16 @@ def check_format(saved: SavedSet) -> list[Mismatch]:
     return problems + _table_problems(saved, records)
 
 
-def sample(saved: SavedSet, k: int = 3) -> list[str]:
+def sample(
+    saved: SavedSet, k: int = 3, *, max_seconds: float | None = None
+) -> list[str]:
     """``k`` run ids of the set, the same on every machine, spread across its arms.
 
     Records are taken in the order of a hash of their run id; each pick is the first one
     that adds the most values not yet covered on the experiment's configuration axes (the
     normaliser or arm first, then the other axes), so three picks meet three arms.
+    ``max_seconds`` keeps to the records that took at most that long to make (the
+    quickest record when none did), so that a re-run fits a time budget.
     """
     from . import experiments
 
@@ -225,6 +234,9 @@ def sample(saved: SavedSet, k: int = 3) -> list[str]:
         raise ValueError(f"sample must be a positive int, got {k!r}")
     axes = experiments.get(saved.experiment).group_by(saved.profile)
     pool = sorted(saved.records(), key=lambda r: _sha(r["run_id"]))
+    if max_seconds is not None:
+        quickest = min(pool, key=lambda r: float(r["seconds"]))
+        pool = [r for r in pool if float(r["seconds"]) <= max_seconds] or [quickest]
     covered: dict[str, set[str]] = {a: set() for a in axes}
     chosen: list[str] = []
     while pool and len(chosen) < k:
@@ -355,36 +367,59 @@ def _compare(
     return problems
 
 
-def verify(saved: SavedSet, *, k: int = 3, mode: str = "auto") -> Verification:
+def made_on(saved: SavedSet, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The numerics fingerprint that made ``record``: its own ``made_by`` (written since
+    provenance travels with each run), else the manifest's ``exact_on``."""
+    made = record.get("made_by")
+    if isinstance(made, dict):
+        return made.get("fingerprint")
+    return saved.manifest["exact_on"]
+
+
+def verify(
+    saved: SavedSet, *, k: int = 3, mode: str = "auto", budget: float | None = None
+) -> Verification:
     """Check a saved set: :func:`check_format`, then re-run a :func:`sample` of ``k``
     records on the CPU with the set's thread count and compare every metric.
 
-    ``mode`` ``auto`` compares exactly when this machine's :func:`fingerprint` equals the
-    manifest's ``exact_on`` (the engine is deterministic on the CPU), else as one more draw
-    of its configuration: within the band of the set's seeds widened by
-    :data:`TOLERANCE_Z` standard deviations and a resolution floor; ``exact`` and
-    ``tolerance`` force one. Sets made on a GPU, and sets whose format fails, are not
-    re-run.
+    ``mode`` ``auto`` compares a re-run exactly when this machine's :func:`fingerprint`
+    equals the one that made that record (:func:`made_on`; the engine is deterministic on
+    the CPU), else as one more draw of its configuration: within the band of the set's
+    seeds widened by :data:`TOLERANCE_Z` standard deviations and a resolution floor;
+    ``exact`` and ``tolerance`` force one. ``budget`` (seconds) samples only records that
+    took at most that long to make, and starts another re-run only while the time spent
+    plus that record's own time fits the budget (the first always runs). Sets made on a
+    GPU, and sets whose format fails, are not re-run.
     """
     from .experiments import RunContext, get
 
     if mode not in ("auto", "exact", "tolerance"):
         raise ValueError(f"mode must be 'auto', 'exact' or 'tolerance', got {mode!r}")
+    if budget is not None and not budget > 0:
+        raise ValueError(f"budget must be a positive number of seconds, got {budget!r}")
     problems = check_format(saved)
     if saved.on_gpu or problems:
         reason = "format only (made on a GPU)" if saved.on_gpu else "format only"
         return Verification(saved, reason, [], problems)
     threads = int(saved.manifest["hardware"].get("torch_threads") or 1)
-    if mode == "auto":
-        here = fingerprint("cpu", threads)
-        mode = "exact" if saved.manifest["exact_on"] == here else "tolerance"
-    chosen = sample(saved, k)
+    here = fingerprint("cpu", threads)
     by_id = {r["run_id"]: r for r in saved.records()}
+    chosen = sample(saved, k, max_seconds=budget)
+    ran: list[str] = []
+    modes: set[str] = set()
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
+    started = time.perf_counter()
     try:
         for run_id in chosen:
             record = by_id[run_id]
+            spent = time.perf_counter() - started
+            if ran and budget is not None and spent + float(record["seconds"]) > budget:
+                break
+            exact = mode == "exact" or (
+                mode == "auto" and made_on(saved, record) == here
+            )
+            modes.add("exact" if exact else "tolerance")
             with tempfile.TemporaryDirectory() as tmp:
                 outcome = get(saved.experiment).run_one(
                     dict(record["config"]),
@@ -392,13 +427,14 @@ def verify(saved: SavedSet, *, k: int = 3, mode: str = "auto") -> Verification:
                         device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"
                     ),
                 )
+            ran.append(run_id)
             new = json.loads(dumps({**record, **outcome}))["metrics"]
             old = json.loads(dumps(record))["metrics"]
             bands, mixed = _bands(saved, record)
             problems += _compare(
                 {k: math.nan if v is None else v for k, v in new.items()},
                 {k: math.nan if v is None else v for k, v in old.items()},
-                mode == "exact",
+                exact,
                 f"re-run of {run_id}",
                 bands=bands,
                 mixed=mixed,
@@ -406,4 +442,7 @@ def verify(saved: SavedSet, *, k: int = 3, mode: str = "auto") -> Verification:
             )
     finally:
         torch.set_num_threads(previous)
-    return Verification(saved, mode, chosen, problems)
+    used = "exact" if modes == {"exact"} else "tolerance" if modes else "format only"
+    if len(modes) > 1:
+        used = "mixed"
+    return Verification(saved, used, ran, problems)

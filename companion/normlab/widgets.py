@@ -76,7 +76,7 @@ class Shown:
 
 class GateRuns:
     """The widget's runs, looked up by (data, tau, selector_lr, hard, freeze_at): the
-    first seed's run of each point (the saved set has five seeds a point)."""
+    first seed's run of each point (the saved cpu set has three seeds a point)."""
 
     def __init__(self, records: Iterable[dict[str, Any]]) -> None:
         self.records: dict[tuple[Any, ...], dict[str, Any]] = {}

@@ -38,6 +38,7 @@ from torch import nn
 from .. import training
 from .._io import write_atomic, write_text_atomic
 from .._lock import FileLock
+from .._provenance import made_by
 from .._records import RecordError, dumps, parse
 from .._runtime import VERSION, check_profile
 from .._runtime import device as default_device
@@ -491,6 +492,7 @@ def _execute(
         "seconds": time.perf_counter() - started,
         "device": str(device),
         "normlab_version": VERSION,
+        "made_by": made_by(device),
     }
     write_text_atomic(record_path, dumps(record, indent=1))
     if not keep_checkpoints:
