@@ -172,3 +172,34 @@ def test_resume_with_another_on_divergence_is_refused(digits, tmp_path: Path) ->
         checkpoint_dir=tmp_path,
         eval_batch_size=50,
     )
+
+
+class _WithIdleLayer(nn.Module):
+    """A classifier beside a layer whose gradient is exactly zero (it enters the loss times
+    zero), so weight decay is the only thing that can move that layer's parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = small_model()
+        self.idle = nn.Linear(64, 8)
+        self.gain = nn.LayerNorm(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idle = self.gain(self.idle(x.flatten(1))).sum()
+        return self.head(x) + 0.0 * idle
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_weight_decay_shrinks_matrices_and_spares_biases_and_gains(
+    digits, optimizer: str
+) -> None:
+    model = _WithIdleLayer()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    settings = {**BASE, "optimizer": optimizer, "optimizer_kwargs": {}, "epochs": 1}
+    fit(model, *digits, **settings, weight_decay=0.5)
+    after = model.state_dict()
+    # the matrix decays ...
+    assert after["idle.weight"].norm() < 0.99 * before["idle.weight"].norm()
+    # ... the bias and the LayerNorm's gain and bias do not move at all
+    for name in ("idle.bias", "gain.weight", "gain.bias"):
+        assert torch.equal(after[name], before[name]), name
