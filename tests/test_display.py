@@ -1,6 +1,10 @@
-"""show_source: a textbook listing (maths and forward), input checks elided, the rest folded."""
+"""normlab.display: show_source's textbook listing (maths and forward, input checks elided,
+the rest folded), results tables, and glue, which records a value as myst-nb's glue does."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from normlab import show_source
@@ -121,15 +125,67 @@ def test_table_shows_each_normaliser_by_its_registered_name():
     assert normalisers.label("affine_like") in indexed
 
 
-def test_glue_records_the_value_for_the_prose_and_shows_nothing(monkeypatch):
-    import myst_nb
-    from normlab.display import glue
+# ------------------------------------------------------------------- glue without myst-nb
 
-    recorded = []
-    monkeypatch.setattr(
-        myst_nb,
-        "glue",
-        lambda name, value, display: recorded.append((name, value, display)),
-    )
-    assert glue("ratio", 2.5) == 2.5
-    assert recorded == [("ratio", 2.5, False)]
+
+@pytest.fixture
+def shell() -> Iterator[Any]:
+    """IPython's shell, with the PNG display of figures that a kernel's inline backend sets."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import select_figure_formats
+    from matplotlib.figure import Figure
+
+    shell = InteractiveShell.instance()
+    select_figure_formats(shell, {"png"})
+    yield shell
+    shell.display_formatter.formatters["image/png"].pop(Figure, None)
+
+
+def glued(record: Callable[..., Any], value: Any, display: bool) -> list[tuple]:
+    """The outputs (MIME bundle, metadata) that ``record("name", value, display)`` emits."""
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as captured:
+        record("name", value, display=display)
+    return [(output.data, output.metadata) for output in captured.outputs]
+
+
+def values() -> dict[str, Any]:
+    """A float, a string, a table and a figure: the kinds of value the chapters glue."""
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(1, 1))
+    figure.add_subplot().plot([0, 1], [1, 0])
+    frame = pd.DataFrame({"normaliser": ["none", "layernorm"], "accuracy": [0.9, 0.8]})
+    return {"float": 2.5, "string": "affine-like", "table": frame, "figure": figure}
+
+
+def test_glue_records_a_value_that_jupyter_does_not_show(shell: Any) -> None:
+    from normlab.display import GLUE_PREFIX, glue
+
+    hidden = glued(glue, 2.5, display=False)
+    assert hidden == [
+        (
+            {GLUE_PREFIX + "text/plain": "2.5"},
+            {"scrapbook": {"name": "name", "mime_prefix": GLUE_PREFIX}},
+        )
+    ]
+    assert glued(glue, 2.5, display=True) == [
+        ({"text/plain": "2.5"}, {"scrapbook": {"name": "name", "mime_prefix": ""}})
+    ]
+    (bundle, _), *_ = glued(glue, values()["figure"], display=True)
+    assert set(bundle) == {"text/plain", "image/png"}
+
+
+@pytest.mark.parametrize("display", [False, True])
+@pytest.mark.parametrize("kind", ["float", "string", "table", "figure"])
+def test_glue_emits_what_myst_nb_emits(shell: Any, kind: str, display: bool) -> None:
+    """The same outputs as myst-nb's ``glue``, so that the book's build finds every value."""
+    myst_glue = pytest.importorskip("myst_nb.ext.glue")
+    from normlab.display import GLUE_PREFIX, glue
+
+    assert GLUE_PREFIX == myst_glue.GLUE_PREFIX
+    value = values()[kind]
+    ours = glued(glue, value, display)
+    assert ours and ours == glued(myst_glue.glue, value, display)
