@@ -3,13 +3,21 @@ the rest folded), results tables, and glue, which records a value as myst-nb's g
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 from normlab import show_source
 from normlab.display import ELIDED
 from normlab.layers import AffineLikeLinear, FiLMNorm, PatchNormConv2d
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_class_shows_its_maths_and_forward_only() -> None:
@@ -89,7 +97,6 @@ def test_table_names_a_wrong_argument():
 
 def test_wrapped_lines_keep_their_indentation() -> None:
     import html as html_lib
-    import re
 
     from normlab.display import HANGING, _highlight
 
@@ -189,3 +196,50 @@ def test_glue_emits_what_myst_nb_emits(shell: Any, kind: str, display: bool) -> 
     value = values()[kind]
     ours = glued(glue, value, display)
     assert ours and ours == glued(myst_glue.glue, value, display)
+
+
+def test_the_book_build_finds_a_value_glued_without_myst_nb(tmp_path: Path) -> None:
+    """A one-page Sphinx build with myst-nb (what Jupyter Book runs) executes a notebook
+    that glues with normlab's ``glue`` and pastes the values into its text; ``-W`` fails the
+    build on a glue name it cannot find."""
+    pytest.importorskip("myst_nb")
+    nbf = nbformat.v4
+
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "conf.py").write_text(
+        'extensions = ["myst_nb"]\nnb_execution_mode = "force"\n'
+    )
+    notebook = nbf.new_notebook(
+        cells=[
+            nbf.new_code_cell(
+                "from normlab.display import glue\n\n"
+                'glue("ratio", 2.5)\nglue("count", 7, display=True)'
+            ),
+            nbf.new_markdown_cell(
+                "# Glued\n\nThe ratio is {glue:text}`ratio:.2f`; the count is {glue}`count`."
+            ),
+        ],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3"},
+            "language_info": {"name": "python"},
+        },
+    )
+    nbformat.write(notebook, source / "index.ipynb")
+    # The kernel imports this checkout's normlab.
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "companion")}
+    build = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html"]
+        + [str(source), str(tmp_path / "html")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    page = (tmp_path / "html" / "index.html").read_text()
+    assert 'The ratio is <span class="pasted-text">2.50</span>' in page
+    assert re.search(r"the count is <span[^>]*>7</span>", page)
+    # Only the value glued with display=True is a cell output.
+    outputs = re.findall(r'class="cell_output.*?<pre>(.*?)</pre>', page, flags=re.S)
+    assert [re.sub(r"<[^>]+>", "", o).strip() for o in outputs] == ["7"]
