@@ -1,11 +1,23 @@
-"""show_source: a textbook listing (maths and forward), input checks elided, the rest folded."""
+"""normlab.display: show_source's textbook listing (maths and forward, input checks elided,
+the rest folded), results tables, and glue, which records a value as myst-nb's glue does."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
 import pytest
 from normlab import show_source
 from normlab.display import ELIDED
 from normlab.layers import AffineLikeLinear, FiLMNorm, PatchNormConv2d
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_class_shows_its_maths_and_forward_only() -> None:
@@ -85,7 +97,6 @@ def test_table_names_a_wrong_argument():
 
 def test_wrapped_lines_keep_their_indentation() -> None:
     import html as html_lib
-    import re
 
     from normlab.display import HANGING, _highlight
 
@@ -121,15 +132,114 @@ def test_table_shows_each_normaliser_by_its_registered_name():
     assert normalisers.label("affine_like") in indexed
 
 
-def test_glue_records_the_value_for_the_prose_and_shows_nothing(monkeypatch):
-    import myst_nb
-    from normlab.display import glue
+# ------------------------------------------------------------------- glue without myst-nb
 
-    recorded = []
-    monkeypatch.setattr(
-        myst_nb,
-        "glue",
-        lambda name, value, display: recorded.append((name, value, display)),
+
+@pytest.fixture
+def shell() -> Iterator[Any]:
+    """IPython's shell, with the PNG display of figures that a kernel's inline backend sets."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import select_figure_formats
+    from matplotlib.figure import Figure
+
+    shell = InteractiveShell.instance()
+    select_figure_formats(shell, {"png"})
+    yield shell
+    shell.display_formatter.formatters["image/png"].pop(Figure, None)
+
+
+def glued(record: Callable[..., Any], value: Any, display: bool) -> list[tuple]:
+    """The outputs (MIME bundle, metadata) that ``record("name", value, display)`` emits."""
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as captured:
+        record("name", value, display=display)
+    return [(output.data, output.metadata) for output in captured.outputs]
+
+
+def values() -> dict[str, Any]:
+    """A float, a string, a table and a figure: the kinds of value the chapters glue."""
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(1, 1))
+    figure.add_subplot().plot([0, 1], [1, 0])
+    frame = pd.DataFrame({"normaliser": ["none", "layernorm"], "accuracy": [0.9, 0.8]})
+    return {"float": 2.5, "string": "affine-like", "table": frame, "figure": figure}
+
+
+def test_glue_records_a_value_that_jupyter_does_not_show(shell: Any) -> None:
+    from normlab.display import GLUE_PREFIX, glue
+
+    hidden = glued(glue, 2.5, display=False)
+    assert hidden == [
+        (
+            {GLUE_PREFIX + "text/plain": "2.5"},
+            {"scrapbook": {"name": "name", "mime_prefix": GLUE_PREFIX}},
+        )
+    ]
+    assert glued(glue, 2.5, display=True) == [
+        ({"text/plain": "2.5"}, {"scrapbook": {"name": "name", "mime_prefix": ""}})
+    ]
+    (bundle, _), *_ = glued(glue, values()["figure"], display=True)
+    assert set(bundle) == {"text/plain", "image/png"}
+
+
+@pytest.mark.parametrize("display", [False, True])
+@pytest.mark.parametrize("kind", ["float", "string", "table", "figure"])
+def test_glue_emits_what_myst_nb_emits(shell: Any, kind: str, display: bool) -> None:
+    """The same outputs as myst-nb's ``glue``, so that the book's build finds every value."""
+    myst_glue = pytest.importorskip("myst_nb.ext.glue")
+    from normlab.display import GLUE_PREFIX, glue
+
+    assert GLUE_PREFIX == myst_glue.GLUE_PREFIX
+    value = values()[kind]
+    ours = glued(glue, value, display)
+    assert ours and ours == glued(myst_glue.glue, value, display)
+
+
+def test_the_book_build_finds_a_value_glued_without_myst_nb(tmp_path: Path) -> None:
+    """A one-page Sphinx build with myst-nb (what Jupyter Book runs) executes a notebook
+    that glues with normlab's ``glue`` and pastes the values into its text; ``-W`` fails the
+    build on a glue name it cannot find."""
+    pytest.importorskip("myst_nb")
+    nbf = nbformat.v4
+
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "conf.py").write_text(
+        'extensions = ["myst_nb"]\nnb_execution_mode = "force"\n'
     )
-    assert glue("ratio", 2.5) == 2.5
-    assert recorded == [("ratio", 2.5, False)]
+    notebook = nbf.new_notebook(
+        cells=[
+            nbf.new_code_cell(
+                "from normlab.display import glue\n\n"
+                'glue("ratio", 2.5)\nglue("count", 7, display=True)'
+            ),
+            nbf.new_markdown_cell(
+                "# Glued\n\nThe ratio is {glue:text}`ratio:.2f`; the count is {glue}`count`."
+            ),
+        ],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3"},
+            "language_info": {"name": "python"},
+        },
+    )
+    nbformat.write(notebook, source / "index.ipynb")
+    # The kernel imports this checkout's normlab.
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "companion")}
+    build = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html"]
+        + [str(source), str(tmp_path / "html")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    page = (tmp_path / "html" / "index.html").read_text()
+    assert 'The ratio is <span class="pasted-text">2.50</span>' in page
+    assert re.search(r"the count is <span[^>]*>7</span>", page)
+    # Only the value glued with display=True is a cell output.
+    outputs = re.findall(r'class="cell_output.*?<pre>(.*?)</pre>', page, flags=re.S)
+    assert [re.sub(r"<[^>]+>", "", o).strip() for o in outputs] == ["7"]

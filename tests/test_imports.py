@@ -15,6 +15,8 @@ import re
 import sys
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -225,3 +227,82 @@ def test_every_third_party_import_is_declared() -> None:
         & declared
     }
     assert missing == {}, f"imported but not declared in pyproject.toml: {missing}"
+
+
+# ------------------------------------- the chapters import only what the Colab cell installs
+
+#: The extra that each chapter's first cell installs on Colab (tests/test_colab.py).
+CHAPTER_EXTRA = "notebooks"
+
+
+def _canonical(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def _requirements(distribution: str, extras: set[str]) -> list[Requirement]:
+    """What ``distribution`` with ``extras`` requires on this machine: normlab's from this
+    checkout's pyproject.toml (the installed metadata may be older), the others' from their
+    installed metadata (none when not installed)."""
+    if _canonical(distribution) == "normlab":
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+        optional = project["optional-dependencies"]
+        texts = project["dependencies"] + [
+            r for e in sorted(extras) for r in optional[e]
+        ]
+        chosen = [Requirement(text) for text in texts]
+        return [r for r in chosen if r.marker is None or r.marker.evaluate()]
+    try:
+        texts = importlib.metadata.requires(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    chosen = [Requirement(text) for text in texts]
+    return [
+        r
+        for r in chosen
+        if r.marker is None
+        or any(r.marker.evaluate({"extra": e}) for e in {""} | extras)
+    ]
+
+
+def dependency_closure(distribution: str, extras: set[str]) -> set[str]:
+    """The canonical names of ``distribution`` and of everything it requires, recursively."""
+    expanded: dict[str, set[str]] = {}
+    todo = [(distribution, extras)]
+    while todo:
+        name, wanted = todo.pop()
+        key = _canonical(name)
+        if key in expanded and wanted <= expanded[key]:
+            continue
+        expanded[key] = expanded.get(key, set()) | wanted
+        todo += [(r.name, set(r.extras)) for r in _requirements(name, wanted)]
+    return set(expanded)
+
+
+def chapter_imports() -> dict[str, set[str]]:
+    """Top-level module -> the chapters (book/*.ipynb) importing it."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "book").glob("*.ipynb")):
+        for cell in _notebook_cells(path):
+            for name in _top_level_imports(cell):
+                found.setdefault(name, set()).add(path.name)
+    return found
+
+
+def test_chapters_import_only_what_the_colab_cell_installs() -> None:
+    """A reader who installs ``normlab[notebooks]`` (Colab, a plain Jupyter) can run every
+    chapter: each module a chapter imports is the standard library's, normlab's, or provided
+    by a distribution that the extra pulls in."""
+    closure = dependency_closure("normlab", {CHAPTER_EXTRA})
+    assert {"torch", "sympy", "ipywidgets", "altair"} <= closure
+    assert "myst-nb" not in closure and "jupyter-book" not in closure
+    providers = importlib.metadata.packages_distributions()
+    imports = chapter_imports()
+    assert {"normlab", "torch", "IPython"} <= set(imports)
+    outside = {
+        name: sorted(chapters)
+        for name, chapters in imports.items()
+        if name not in sys.stdlib_module_names
+        and name != "normlab"
+        and not {_canonical(d) for d in providers.get(name, [])} & closure
+    }
+    assert outside == {}, f'not installed by "normlab[{CHAPTER_EXTRA}]": {outside}'

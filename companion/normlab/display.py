@@ -28,6 +28,8 @@ ELIDED = "# (input checks elided: see the full source)"
 GATHERED = r"\begin{{gathered}}{}\end{{gathered}}"
 #: How many columns right of its line's indentation a wrapped listing line continues.
 HANGING = 4
+#: What a glued value's MIME types start with when it is not shown (myst-nb's ``GLUE_PREFIX``).
+GLUE_PREFIX = "application/papermill.record/"
 
 
 class SourceView:
@@ -214,19 +216,25 @@ def show_source(obj: Any, *members: str) -> SourceView:
     return SourceView(obj, members)
 
 
-def glue(name: str, value: Any) -> Any:
-    """Record ``value`` under ``name`` for the chapter's prose (myst-nb's ``glue``), shown
-    nowhere in the output; returns ``value``.
+def glue(name: str, value: Any, display: bool = False) -> None:
+    """Record ``value`` under ``name`` for the chapter's prose, as myst-nb's ``glue`` does,
+    but without needing myst-nb: the same call works in the book's build, Jupyter and Colab.
 
-    The text cites it as ``{glue:text}`name:.3f``` (a number, formatted) or ``{glue}`name```.
-    Where myst-nb is not installed (Colab, a plain Jupyter), nothing is recorded.
+    The text cites it as ``{glue:text}`name:.3f``` (a number, formatted) or ``{glue}`name```;
+    the build reads it back from the cell's output. Nothing is shown in the output unless
+    ``display`` is true (myst-nb's default), when Jupyter shows the value as it shows any
+    object. In a plain Python script, where no cell output records it, a value shown is
+    printed and one not shown is dropped.
     """
-    try:
-        from myst_nb import glue as record
-    except ImportError:
-        return value
-    record(name, value, display=False)
-    return value
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display as show
+
+    bundle, metadata = format_display_data(value)
+    # myst-nb finds a glued value by the output's "scrapbook" metadata and strips the prefix
+    # from its MIME types; the prefix hides the output from Jupyter, which renders no such type.
+    prefix = "" if display else GLUE_PREFIX
+    metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
+    show({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
 
 
 def table(
