@@ -94,6 +94,21 @@ def test_non_finite_numbers_are_null_and_the_run_is_marked_diverged() -> None:
     ]
 
 
+def test_json_nested_too_deep_is_refused_by_name() -> None:
+    """Whether or not json itself could parse it, no RecursionError escapes; brackets in
+    strings (escaped quotes among them) do not count."""
+    depth = _records.MAX_DEPTH
+    for text in ("[" * 100_000, "[" * (depth + 1) + "]" * (depth + 1)):
+        with pytest.raises(
+            _records.RecordError,
+            match=f"^runs.jsonl line 3: nested deeper than {depth} levels$",
+        ):
+            _records.parse(text, "runs.jsonl line 3")
+    _records.loads("[" * depth + "]" * depth, "x")  # exactly as deep as allowed
+    tricky = json.dumps({"s": '"[{' * 100, "t": ["\\"]})
+    assert _records.loads(tricky, "x")["s"].startswith('"[{')
+
+
 def test_the_runner_writes_strict_json(finished: Path) -> None:
     for path in (finished / "runs").glob("*.json"):
         json.loads(path.read_text(), parse_constant=pytest.fail)
