@@ -135,6 +135,13 @@ def test_a_damaged_record_is_named_not_dropped(
     assert err.startswith("error: ") and path.name in err and len(err.splitlines()) == 1
 
 
+def test_a_saved_set_is_left_to_the_reader_that_checks_it(folder: Path) -> None:
+    """A folder with a manifest is a saved set: only normlab.results.load reads it."""
+    (folder / "manifest.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"results\.load\(.*\)\.records\(\)"):
+        experiments.load_records(EXPERIMENT, folder.parent.parent, "quick")
+
+
 def test_the_runner_redoes_a_damaged_record_and_says_so(folder: Path) -> None:
     path = sorted((folder / "runs").glob("*.json"))[0]
     path.write_text(path.read_text()[:40])
