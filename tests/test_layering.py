@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "analysis",  # claims, saved sets, their verification, tables of runs
         (
             "normlab.claims",
+            "normlab._saved_io",
             "normlab.results",
             "normlab.verification",
             "normlab.robustness",

@@ -5,19 +5,32 @@ own seed spread elsewhere."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import normlab
+import numpy as np
 import pandas as pd
 import pytest
-from normlab import _provenance, experiments, figures, results, verification
+from normlab import (
+    _provenance,
+    _saved_io,
+    claims,
+    experiments,
+    figures,
+    results,
+    verification,
+)
 from normlab.__main__ import main
+from normlab._records import MAX_DEPTH
 from normlab.experiments import RunSettings
 from normlab.experiments.grid import Grid
 from normlab.experiments.part1 import train_mlp
@@ -58,6 +71,16 @@ def _tiny() -> str:
     return TINY
 
 
+GIT_COMMIT = _provenance.git_commit  # the real one, for the test of it
+
+
+@pytest.fixture(autouse=True)
+def committed(monkeypatch) -> None:
+    """Every save here runs as if from a clean commit, whatever state this checkout is in;
+    the tests of the clean-tree rule set the commit themselves."""
+    monkeypatch.setattr(_provenance, "git_commit", lambda: "0" * 40)
+
+
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> results.SavedSet:
     root = tmp_path_factory.mktemp("saved")
@@ -77,7 +100,7 @@ def copy(made: results.SavedSet, tmp_path: Path) -> results.SavedSet:
     return results.load(folder)
 
 
-def _forge(saved: results.SavedSet, edit) -> results.SavedSet:
+def _forge(saved: results.SavedSet, edit) -> None:
     """Edit the set's records as a careful forger would: ``edit(records)`` changes the list
     of records, then the table, every digest and the run count are made to agree, so only
     the checks beyond the digests can catch it."""
@@ -90,14 +113,19 @@ def _forge(saved: results.SavedSet, edit) -> results.SavedSet:
     manifest = dict(saved.manifest)
     ids = [r["run_id"] for r in records]
     manifest["records"] = {i: results._sha(line) for i, line in zip(ids, lines)}
-    manifest["runs"] = len(ids)
-    manifest["commits"] = {"forged": ids}
+    manifest["runs"] = len(manifest["records"])
+    manifest["commits"] = {"forged": sorted(manifest["records"])}
+    _sign(saved.folder, manifest)
+
+
+def _sign(folder: Path, manifest: dict) -> None:
+    """Write ``manifest`` with the file digests of ``folder`` and its own digest, as a
+    forger who knows the format would."""
     manifest["files"] = {
-        name: results._sha((saved.folder / name).read_bytes())
+        name: results._sha((folder / name).read_bytes())
         for name in ("runs.jsonl", "results.csv")
     }
-    (saved.folder / "manifest.json").write_text(json.dumps(manifest))
-    return results.load(saved.folder)
+    (folder / "manifest.json").write_text(_saved_io.signed(manifest))
 
 
 def _problems(saved: results.SavedSet, **kwargs) -> list[str]:
@@ -109,7 +137,8 @@ def _problems(saved: results.SavedSet, **kwargs) -> list[str]:
 
 def test_manifest_records_how_the_set_was_made(made: results.SavedSet) -> None:
     m = made.manifest
-    assert m["format"] == results.FORMAT and m["experiment"] == TINY
+    assert m["format"] == results.FORMAT == 3 and m["experiment"] == TINY
+    assert m["digest"] == _saved_io.manifest_digest(m) and list(m)[-1] == "digest"
     assert m["profile"] == "cpu" and m["command"].startswith("python -m normlab save")
     assert m["data"] == "stand-in" and m["datasets"] == ["mnist"] and m["seeds"] == 3
     assert m["hardware"]["device"] == "cpu" and m["wall_seconds"] > 0
@@ -197,7 +226,7 @@ def test_the_commit_outside_a_checkout_is_the_version(monkeypatch) -> None:
         raise OSError("git: not found")
 
     monkeypatch.setattr(_provenance, "_git", no_git)
-    assert _provenance.git_commit() == f"normlab {normlab.__version__}"
+    assert GIT_COMMIT() == f"normlab {normlab.__version__}"
 
 
 def test_the_fingerprint_names_the_kernels_libraries_dispatch_on(monkeypatch) -> None:
@@ -289,7 +318,8 @@ def test_exact_mode_catches_the_smallest_change(copy: results.SavedSet) -> None:
                 r["metrics"]["test_loss"] *= 1 + 1e-9
         return records
 
-    forged = _forge(copy, nudge)
+    _forge(copy, nudge)
+    forged = results.load(copy.folder)
     assert verification.check_format(forged) == []  # the digests were forged too
     problems = _problems(forged, k=1, mode="exact")
     assert any(target in p and "test_loss" in p and "exactly" in p for p in problems)
@@ -338,7 +368,8 @@ def _made_on(saved: results.SavedSet, fingerprint) -> results.SavedSet:
             r["made_by"] = {**r["made_by"], "fingerprint": fingerprint}
         return records
 
-    return _forge(saved, relabel)
+    _forge(saved, relabel)
+    return results.load(saved.folder)
 
 
 def test_the_fingerprint_decides_the_mode(copy: results.SavedSet) -> None:
@@ -390,9 +421,8 @@ def test_an_edited_table_fails(copy: results.SavedSet) -> None:
 
 
 def test_a_deleted_run_fails(copy: results.SavedSet) -> None:
-    problems = [
-        str(p) for p in verification.check_format(_forge(copy, lambda r: r[1:]))
-    ]
+    _forge(copy, lambda r: r[1:])
+    problems = [str(p) for p in verification.check_format(copy)]
     assert any("holds 5 runs, its grid 6" in p for p in problems)
 
 
@@ -401,20 +431,23 @@ def test_a_metric_set_to_nan_fails(copy: results.SavedSet) -> None:
         records[0]["metrics"]["val_metric"] = None
         return records
 
-    problems = [str(p) for p in verification.check_format(_forge(copy, blank))]
+    _forge(copy, blank)
+    problems = [str(p) for p in verification.check_format(copy)]
     assert any(
         "val_metric is None but the run is not marked diverged" in p for p in problems
     )
 
 
-def test_a_set_relabelled_as_made_on_a_gpu_fails(
-    copy: results.SavedSet, monkeypatch
-) -> None:
+def test_a_set_relabelled_as_made_on_a_gpu_fails(copy: results.SavedSet) -> None:
     manifest = json.loads((copy.folder / "manifest.json").read_text())
     manifest["hardware"]["device"] = "cuda"
-    (copy.folder / "manifest.json").write_text(json.dumps(manifest))
-    outcome = verification.verify(results.load(copy.folder))
-    assert not outcome.ok and outcome.mode.startswith("format only")
+    _sign(copy.folder, manifest)
+    with pytest.raises(
+        results.SetError, match="made on cpu, but the manifest says cuda"
+    ):
+        results.load(copy.folder)
+    outcome = verification.verify(copy)  # loaded before the relabelling
+    assert not outcome.ok and outcome.mode == "format only"
     assert any(
         "made on cpu, but the manifest says cuda" in str(p) for p in outcome.problems
     )
@@ -447,6 +480,371 @@ def test_an_old_or_broken_manifest_is_named(copy: results.SavedSet) -> None:
 def test_load_names_a_folder_without_manifest(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="manifest.json"):
         results.load(tmp_path)
+
+
+# ---------------------------------------------------------------- one door into a set
+
+
+@contextlib.contextmanager
+def _within(seconds: int):
+    """Fail, instead of hanging the suite, if the block takes longer than ``seconds``."""
+
+    def late(*_):
+        raise TimeoutError(f"took longer than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _refused(folder: Path, match: str) -> results.SetError:
+    """The SetError that loading ``folder`` raises, its message matching ``match``."""
+    with _within(20), pytest.raises(results.SetError, match=match) as caught:
+        results.load(folder)
+    return caught.value
+
+
+def _nan_row(name: str, lines: list[str]) -> list[str]:
+    """The last row with its val_metric made NaN: a bare NaN in a record (not strict
+    JSON), an empty cell in the table."""
+    if name == "runs.jsonl":
+        last = re.sub(r'"val_metric":[^,}]+', '"val_metric":NaN', lines[-1], count=1)
+    else:
+        cells = lines[-1].split(",")
+        cells[lines[0].split(",").index("val_metric")] = ""
+        last = ",".join(cells)
+    return [*lines[:-1], last]
+
+
+ROW_DAMAGE = {
+    "duplicated": lambda name, lines: [*lines, lines[-1]],
+    "dropped": lambda name, lines: lines[:-1],
+    "NaN": _nan_row,
+    "half-written": lambda name, lines: [*lines[:-1], lines[-1][: len(lines[-1]) // 2]],
+}
+
+
+@pytest.mark.parametrize("forged", [False, True], ids=["as edited", "digests forged"])
+@pytest.mark.parametrize("damage", list(ROW_DAMAGE))
+@pytest.mark.parametrize("name", ["runs.jsonl", "results.csv"])
+def test_a_damaged_row_is_refused_naming_its_file(
+    copy: results.SavedSet, name: str, damage: str, forged: bool
+) -> None:
+    """Whether or not the forger also rewrote the file digests (and the manifest's own)."""
+    path = copy.folder / name
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(ROW_DAMAGE[damage](name, lines)))
+    if forged:
+        _sign(copy.folder, dict(copy.manifest))
+    error = _refused(copy.folder, name)
+    assert str(error).startswith(f"{TINY}/cpu: {name}")
+    assert [str(p) for p in verification.check_format(copy)] == [
+        str(p) for p in error.problems
+    ]
+
+
+@pytest.mark.parametrize("edit", ["duplicated", "dropped"])
+def test_a_careful_forger_still_cannot_add_or_drop_a_run(
+    copy: results.SavedSet, edit: str
+) -> None:
+    """Records, table, every digest and the run count made to agree: the run ids must
+    still be the grid's, each once."""
+    _forge(copy, (lambda r: [*r, r[-1]]) if edit == "duplicated" else (lambda r: r[1:]))
+    why = (
+        "not unique and sorted" if edit == "duplicated" else "holds 5 runs, its grid 6"
+    )
+    error = _refused(copy.folder, f"^{TINY}/cpu: runs.jsonl: ")
+    assert any(p.where == "runs.jsonl" and why in p.problem for p in error.problems)
+
+
+def _scorecard_cli(root: Path, capsys) -> tuple[int, str]:
+    """``python -m normlab scorecard --root root``, in this process: status and stderr."""
+    status = main(["scorecard", "--format", "csv", "--root", str(root)])
+    return status, capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def claimed(tmp_path_factory) -> Path:
+    """A copy of the shipped batch_size set (claims A12, A13), re-packed in this format."""
+    folder = tmp_path_factory.mktemp("claimed") / "batch_size" / "cpu"
+    shutil.copytree(results.default_root() / "batch_size" / "cpu", folder)
+    results.repack(folder)
+    return folder
+
+
+@pytest.fixture
+def claimed_copy(claimed: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "batch_size" / "cpu"
+    shutil.copytree(claimed, folder)
+    return folder
+
+
+def _rising(folder: Path) -> pd.DataFrame:
+    """The set's table with test accuracy rising with the batch size."""
+    table = pd.read_csv(folder / "results.csv")
+    rise = 0.01 * np.log2(table["batch_size"])
+    return table.assign(test_metric=(table["test_metric"] + rise).clip(upper=1.0))
+
+
+def test_an_edited_table_no_longer_changes_a_verdict(
+    claimed_copy: Path, tmp_path: Path, capsys
+) -> None:
+    """Edited so that A12's slopes rise, the table alone would flip A12's verdict; the
+    scorecard refuses the set instead, naming the file, as a link to an outside file too."""
+    a12 = claims.get("A12")
+    table = results.load(claimed_copy).results
+    rising = _rising(claimed_copy)
+    assert claims.judge(a12, rising).verdict != claims.judge(a12, table).verdict
+    root = claimed_copy.parent.parent
+    assert _scorecard_cli(root, capsys)[0] == 0
+    rising.to_csv(claimed_copy / "results.csv", index=False)
+    status, err = _scorecard_cli(root, capsys)
+    assert status == 1 and len(err.splitlines()) == 1
+    assert err.startswith("error: batch_size/cpu: results.csv: edited since the set")
+    outside = tmp_path / "outside.csv"
+    (claimed_copy / "results.csv").rename(outside)
+    (claimed_copy / "results.csv").symlink_to(outside)
+    status, err = _scorecard_cli(root, capsys)
+    assert status == 1
+    assert "results.csv: is a symbolic link, not a regular file" in err
+
+
+def test_the_widget_reads_a_saved_set_through_the_door(tmp_path: Path) -> None:
+    from normlab.widgets import GateRuns
+
+    folder = tmp_path / "gate_widget" / "cpu"
+    shutil.copytree(results.default_root() / "gate_widget" / "cpu", folder)
+    results.repack(folder)
+    saved = results.load(folder)
+    # one run a setting: seed 0's, of each of the grid's points
+    points = saved.runs // saved.manifest["seeds"]
+    assert len(GateRuns.load(tmp_path, "cpu").records) == points
+    path = folder / "runs.jsonl"
+    path.write_text(path.read_text().replace('"seconds":', '"seconds":1', 1))
+    with pytest.raises(results.SetError, match="runs.jsonl: edited"):
+        GateRuns.load(tmp_path, "cpu")
+
+
+def test_a_manifest_with_another_profile_is_refused(copy: results.SavedSet) -> None:
+    manifest = json.loads((copy.folder / "manifest.json").read_text())
+    manifest["profile"] = "standard"
+    (copy.folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    _refused(copy.folder, "manifest.json: edited since the set was made")
+    _sign(copy.folder, manifest)  # the manifest's own digest forged too
+    _refused(
+        copy.folder,
+        f"manifest.json: is the manifest of {TINY}/standard, but the set is in the "
+        f"folder {TINY}/cpu",
+    )
+
+
+def test_a_set_in_another_experiments_folder_is_refused(
+    made: results.SavedSet, tmp_path: Path
+) -> None:
+    """Copied, or linked, into another experiment's folder: the folder's name is what the
+    set must be, so a chapter or claim of that experiment never reads it."""
+    shutil.copytree(made.folder, tmp_path / "fc_normalisers" / "cpu")
+    (tmp_path / "gate_tau").mkdir()
+    (tmp_path / "gate_tau" / "cpu").symlink_to(made.folder, target_is_directory=True)
+    for name in ("fc_normalisers", "gate_tau"):
+        with pytest.raises(
+            results.SetError,
+            match=f"{name}/cpu: manifest.json: is the manifest of {TINY}/cpu",
+        ):
+            results.largest(name, tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_is_refused_at_once(copy: results.SavedSet, capsys) -> None:
+    path = copy.folder / "runs.jsonl"
+    path.unlink()
+    os.mkfifo(path)
+    _refused(copy.folder, "runs.jsonl: is a named pipe, not a regular file")
+    with _within(20):
+        assert main(["verify", TINY, "--root", str(copy.folder.parent.parent)]) == 1
+    assert "runs.jsonl: is a named pipe" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_pipe_put_in_place_after_the_lstat_is_refused(
+    copy: results.SavedSet, monkeypatch
+) -> None:
+    """The lstat and the open are two steps: the open neither follows a link nor waits for
+    a writer, and what it opened is checked again."""
+    regular = os.lstat(copy.folder / "results.csv")
+    monkeypatch.setattr(_saved_io.os, "lstat", lambda path: regular)
+    path = copy.folder / "runs.jsonl"
+    path.unlink()
+    os.mkfifo(path)
+    _refused(copy.folder, "runs.jsonl: is a named pipe, not a regular file")
+
+
+def test_the_cli_refuses_a_named_pipe_within_seconds(
+    claimed_copy: Path, tmp_path: Path
+) -> None:
+    """In a fresh process, so a reader that blocked on the pipe would be killed, not hang."""
+    path = claimed_copy / "runs.jsonl"
+    path.unlink()
+    os.mkfifo(path)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "companion"),
+        "OMP_NUM_THREADS": "1",
+    }
+    root = str(claimed_copy.parent.parent)
+    for command in (["verify", "batch_size"], ["scorecard"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "normlab", *command, "--root", root],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "batch_size/cpu" in done.stdout + done.stderr
+        assert "runs.jsonl: is a named pipe" in done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "runs.jsonl", "results.csv"])
+def test_a_link_to_dev_zero_is_refused(copy: results.SavedSet, name: str) -> None:
+    path = copy.folder / name
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    _refused(copy.folder, f"{name}: is a symbolic link, not a regular file")
+
+
+def test_a_file_over_its_size_limit_is_refused(
+    copy: results.SavedSet, monkeypatch
+) -> None:
+    monkeypatch.setitem(_saved_io.LIMITS, "results.csv", 100)
+    _refused(copy.folder, "results.csv: is larger than the 100 bytes a set's results")
+
+
+def test_a_forged_file_of_many_lines_or_columns_costs_little(
+    copy: results.SavedSet,
+) -> None:
+    """A few MB of short lines, or of commas, is refused after reading as many lines as
+    the manifest lists records, or the table's first line."""
+    packed, table = (copy.folder / "runs.jsonl"), (copy.folder / "results.csv")
+    good = packed.read_text()
+    packed.write_text("1\n" * 2_000_000)
+    _sign(copy.folder, dict(copy.manifest))
+    error = _refused(copy.folder, "runs.jsonl: has more lines than the 6 records")
+    assert len(error.problems) < 12
+    packed.write_text(good)
+    table.write_text("," * 4_000_000 + "\n" + table.read_text())
+    _sign(copy.folder, dict(copy.manifest))
+    _refused(copy.folder, "results.csv: its header is not the records' columns")
+
+
+def test_a_huge_seed_count_is_refused_before_any_grid_is_built(
+    copy: results.SavedSet, monkeypatch
+) -> None:
+    manifest = dict(copy.manifest, seeds=10**9)
+    _sign(copy.folder, manifest)
+
+    def no_grid(name: str):
+        raise AssertionError(f"the grid of {name} was built")
+
+    monkeypatch.setattr(_saved_io, "get_experiment", no_grid)
+    _refused(copy.folder, "manifest.json: seeds=1000000000: a set has from 1 to 1000")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000, "[" * 500 + "]" * 500],
+    ids=["100000 open brackets", "500 levels"],
+)
+def test_deeply_nested_json_is_refused_without_a_traceback(
+    copy: results.SavedSet, text: str, capsys
+) -> None:
+    deep = f"nested deeper than {MAX_DEPTH} levels"
+    root = str(copy.folder.parent.parent)
+    manifest = copy.folder / "manifest.json"
+    good = manifest.read_text()
+    manifest.write_text(text)
+    _refused(copy.folder, f"manifest.json: {deep}")
+    assert main(["verify", TINY, "--root", root]) == 1
+    assert f"manifest.json: {deep}" in capsys.readouterr().out
+    manifest.write_text(good)
+    (copy.folder / "runs.jsonl").write_text(text + "\n")
+    _sign(copy.folder, dict(copy.manifest))
+    _refused(copy.folder, f"runs.jsonl line 1: {deep}")
+    assert main(["verify", TINY, "--root", root]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_set_is_checked_once_until_a_byte_changes(
+    copy: results.SavedSet, monkeypatch
+) -> None:
+    checks = []
+    examine = _saved_io._examine
+    monkeypatch.setattr(
+        _saved_io, "_examine", lambda *args: checks.append(args) or examine(*args)
+    )
+    again = results.load(copy.folder)  # the fixture loaded it: not checked again
+    assert checks == [] and again.manifest == copy.manifest
+    again.records()[0]["metrics"]["test_metric"] = 2.0  # a reader's edit stays its own
+    assert results.load(copy.folder).records()[0]["metrics"]["test_metric"] != 2.0
+    path = copy.folder / "results.csv"
+    was = path.stat()
+    path.write_bytes(path.read_bytes().replace(b"mnist", b"mnisz", 1))
+    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))  # same size, same time
+    _refused(copy.folder, "results.csv: edited since the set was made")
+    assert len(checks) == 1
+
+
+def test_save_refuses_to_extend_an_edited_set(copy: results.SavedSet) -> None:
+    path = copy.folder / "runs.jsonl"
+    path.write_text(path.read_text().replace('"seconds":', '"seconds":1', 1))
+    with pytest.raises(results.SetError, match="runs.jsonl: edited"):
+        results.save(
+            _tiny(),
+            RunSettings(profile="cpu"),
+            root=copy.folder.parent.parent,
+            command="python -m normlab save tiny --profile cpu",
+        )
+
+
+def test_a_sharded_save_is_read_only_once_every_shard_is_in(tmp_path: Path) -> None:
+    first = results.save(
+        _tiny(), RunSettings(profile="cpu", shard="0/3"), root=tmp_path, command="a"
+    )
+    assert first.runs < 6
+    _refused(first.folder, r"runs.jsonl: holds \d runs, its grid \d: \d missing")
+    assert results.load(first.folder, partial=True).runs == first.runs
+
+
+def test_repack_renews_an_old_manifest_and_keeps_the_rest(
+    copy: results.SavedSet,
+) -> None:
+    path = copy.folder / "manifest.json"
+    old = json.loads(path.read_text())
+    del old["digest"]
+    old["format"] = 2
+    path.write_text(json.dumps(old, indent=1) + "\n")
+    _refused(copy.folder, "manifest.json: format 2, this normlab reads 3")
+    files = {n: (copy.folder / n).read_bytes() for n in ("runs.jsonl", "results.csv")}
+    renewed = results.repack(copy.folder)
+    assert {n: (copy.folder / n).read_bytes() for n in files} == files
+    assert renewed.manifest == {
+        **old,
+        "format": 3,
+        "digest": _saved_io.manifest_digest(renewed.manifest),
+    }
+    assert list(renewed.manifest)[-1] == "digest"
+    # a re-pack never makes an edited file pass
+    path.write_text(json.dumps(old, indent=1) + "\n")
+    runs = copy.folder / "runs.jsonl"
+    runs.write_text(runs.read_text().replace('"seconds":', '"seconds":1', 1))
+    with pytest.raises(results.SetError, match="runs.jsonl: edited"):
+        results.repack(copy.folder)
+    assert json.loads(path.read_text()) == old
 
 
 # --------------------------------------------------------------------- the others

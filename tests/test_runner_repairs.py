@@ -94,6 +94,21 @@ def test_non_finite_numbers_are_null_and_the_run_is_marked_diverged() -> None:
     ]
 
 
+def test_json_nested_too_deep_is_refused_by_name() -> None:
+    """Whether or not json itself could parse it, no RecursionError escapes; brackets in
+    strings (escaped quotes among them) do not count."""
+    depth = _records.MAX_DEPTH
+    for text in ("[" * 100_000, "[" * (depth + 1) + "]" * (depth + 1)):
+        with pytest.raises(
+            _records.RecordError,
+            match=f"^runs.jsonl line 3: nested deeper than {depth} levels$",
+        ):
+            _records.parse(text, "runs.jsonl line 3")
+    _records.loads("[" * depth + "]" * depth, "x")  # exactly as deep as allowed
+    tricky = json.dumps({"s": '"[{' * 100, "t": ["\\"]})
+    assert _records.loads(tricky, "x")["s"].startswith('"[{')
+
+
 def test_the_runner_writes_strict_json(finished: Path) -> None:
     for path in (finished / "runs").glob("*.json"):
         json.loads(path.read_text(), parse_constant=pytest.fail)
@@ -118,6 +133,13 @@ def test_a_damaged_record_is_named_not_dropped(
     assert main(["report", EXPERIMENT, "--profile", "quick", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and path.name in err and len(err.splitlines()) == 1
+
+
+def test_a_saved_set_is_left_to_the_reader_that_checks_it(folder: Path) -> None:
+    """A folder with a manifest is a saved set: only normlab.results.load reads it."""
+    (folder / "manifest.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"results\.load\(.*\)\.records\(\)"):
+        experiments.load_records(EXPERIMENT, folder.parent.parent, "quick")
 
 
 def test_the_runner_redoes_a_damaged_record_and_says_so(folder: Path) -> None:

@@ -289,8 +289,10 @@ def _verify(
     for folder in chosen:
         try:
             outcome = verification.verify(results.load(folder), k=sample, budget=budget)
-        except ValueError as err:  # a manifest that does not meet the schema
-            print(f"{folder.parent.name}/{folder.name}: FAILED\n    {err}")
+        except results.SetError as err:  # refused before anything is re-run
+            print(f"{err.name}: FAILED")
+            for problem in err.problems:
+                print(f"    {problem}")
             failed += 1
             continue
         print(outcome.summary(), flush=True)
@@ -359,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import experiments
     from .checkpoint import CheckpointError
     from .data import ChecksumError, OfflineError
+    from .results import SetError
     from .training import DivergenceError
 
     try:
@@ -414,6 +417,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+    except SetError as err:
+        # a saved set that fails its checks is a mismatch (1), as in verify, not a usage error
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except (
         ValueError,
         CheckpointError,

@@ -8,7 +8,9 @@ infinity, so a non-finite number is written as ``null`` (Python's ``json`` would
 outside ``config`` (where ``null`` means a setting left at None). A non-finite training
 metric means the run diverged, so the record is marked ``diverged`` when it is written.
 Other metrics may be ``null`` where they are not defined for a run (for example the entropy
-at a freeze decision of an arm that never decides).
+at a freeze decision of an arm that never decides). Text nested deeper than
+:data:`MAX_DEPTH` is refused (:func:`loads`), so no file can exhaust the recursion of its
+reader.
 """
 
 from __future__ import annotations
@@ -20,18 +22,26 @@ from typing import Any
 
 __all__ = [
     "CORE_METRICS",
+    "MAX_DEPTH",
     "RUN_ID",
     "RecordError",
     "check",
     "decode",
     "dumps",
     "encode",
+    "loads",
     "parse",
 ]
 
 #: ``<experiment>-<12 hex digits>`` (:func:`normlab.experiments.grid.run_id`): a plain name,
 #: so no record can point outside its folder.
 RUN_ID = re.compile(r"[A-Za-z0-9_]+-[0-9a-f]{12}")
+#: The deepest nesting of arrays and objects a record or manifest may have (they have 4):
+#: deeper text is refused before anything walks it recursively.
+MAX_DEPTH = 32
+#: A JSON string (in text already parsed, so every string is closed), and what is not a bracket.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 #: The training metrics every record has: finite, or the run is marked diverged.
 CORE_METRICS = ("train_loss", "val_loss", "val_metric", "test_loss", "test_metric")
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -104,6 +114,33 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (write non-finite numbers as null)")
 
 
+def _too_deep(text: str) -> bool:
+    """Whether valid JSON ``text`` nests deeper than :data:`MAX_DEPTH`: each pass removes
+    the innermost pairs of brackets, so text of depth d is empty after d passes."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    for _ in range(MAX_DEPTH):
+        if not brackets:
+            return False
+        brackets = brackets.replace("[]", "").replace("{}", "")
+    return bool(brackets)
+
+
+def loads(text: str, where: str, *, strict: bool = True) -> Any:
+    """JSON ``text`` at most :data:`MAX_DEPTH` deep (``strict``: no bare ``NaN`` or
+    ``Infinity``), else a :class:`RecordError` naming ``where``."""
+    deep = RecordError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    try:
+        value = json.loads(text, parse_constant=_reject_constant if strict else None)
+    except RecursionError:
+        raise deep from None
+    except ValueError as err:
+        reason = "empty" if not text.strip() else f"not valid JSON ({err})"
+        raise RecordError(f"{where}: {reason}") from None
+    if _too_deep(text):  # parsed, so its strings are closed and the scan is linear
+        raise deep
+    return value
+
+
 def check(record: Any, where: str) -> dict[str, Any]:
     """``record`` when it meets the schema, else a :class:`RecordError` naming ``where``."""
     if not isinstance(record, dict):
@@ -144,9 +181,5 @@ def parse(text: str, where: str, *, strict: bool = True) -> dict[str, Any]:
     ``strict`` refuses a bare ``NaN``/``Infinity`` (packed sets are strict JSON); the
     runner's older scratch files may hold them, so it reads with ``strict=False``.
     """
-    try:
-        raw = json.loads(text, parse_constant=_reject_constant if strict else None)
-    except ValueError as err:
-        reason = "empty file" if not text.strip() else f"not valid JSON ({err})"
-        raise RecordError(f"{where}: {reason}") from None
+    raw = loads(text, where, strict=strict)
     return decode(check(encode(raw) if not strict else raw, where))

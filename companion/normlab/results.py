@@ -14,16 +14,17 @@ Make or extend one (resumable; the runner's per-run files are its scratch form u
     python -m normlab save fc_normalisers --profile cpu --threads 1
     python -m normlab save autonorm_vision --profile standard --shard 3/8
 
-A chapter shows its live quick run beside the largest saved set with
-:func:`normlab.figures.beside`;
-:func:`normlab.verification.verify` checks a set against its manifest, its grid and
-re-runs of a sample of its records (``python -m normlab verify``).
+Every reader of a set (chapters, the scorecard, widgets, verification) goes through
+:func:`load`, which returns a set only after checking its files, its manifest (which
+carries its own digest), its grid and its table (:mod:`normlab._saved_io`), and raises a
+:class:`SetError` naming the file otherwise. A chapter shows its live quick run beside the
+largest saved set with :func:`normlab.figures.beside`; :func:`normlab.verification.verify`
+adds re-runs of a sample of its records (``python -m normlab verify``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import io
 import os
 import platform
 import shlex
@@ -41,32 +42,42 @@ import torch
 from . import _provenance
 from ._io import write_text_atomic
 from ._provenance import cpu_model, fingerprint
-from ._records import RUN_ID, dumps
+from ._records import dumps
 from ._runtime import PROFILES, VERSION, check_profile
+from ._saved_io import (
+    FORMAT,
+    MANIFEST,
+    TABLE,
+    SetError,
+    open_set,
+    parse_packed,
+    previous_manifest,
+    renewed,
+    signed,
+)
+from ._saved_io import sha as _sha
 from .experiments.runner import (
     PACKED,
     RunSettings,
     finished_records,
-    packed_records,
     records_table,
 )
 
 __all__ = [
     "SavedSet",
+    "SetError",
     "default_root",
     "fingerprint",
     "saved_sets",
     "largest",
     "load",
     "pack",
+    "repack",
     "save",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_ENV = "NORMLAB_RESULTS"
-MANIFEST = "manifest.json"
-TABLE = "results.csv"
-FORMAT = 2
 
 
 def default_root() -> Path:
@@ -98,81 +109,15 @@ def hardware(device: str) -> dict[str, Any]:
 # -------------------------------------------------------------------------- one set
 
 
-def _sha(text: str | bytes) -> str:
-    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
-
-
-_HEX = set("0123456789abcdef")
-_MANIFEST_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "format": int,
-    "experiment": str,
-    "profile": str,
-    "runs": int,
-    "seeds": int,
-    "data": str,
-    "datasets": list,
-    "commands": list,
-    "command": str,
-    "hardware": dict,
-    "wall_seconds": (int, float),
-    "exact_on": (dict, type(None)),
-    "files": dict,
-    "records": dict,
-    "commits": dict,
-}
-
-
-def _check_manifest(manifest: Any, where: Path) -> dict[str, Any]:
-    """The manifest when it meets the schema, else a ValueError naming the file."""
-
-    def bad(problem: str) -> ValueError:
-        return ValueError(f"{where}: {problem}")
-
-    if not isinstance(manifest, dict):
-        raise bad("a manifest is a JSON object")
-    missing = [k for k in _MANIFEST_FIELDS if k not in manifest]
-    if missing:
-        raise bad(
-            f"not a manifest of format {FORMAT} (missing {', '.join(missing)}); "
-            "re-pack the set with `python -m normlab save`"
-        )
-    wrong = [k for k, t in _MANIFEST_FIELDS.items() if not isinstance(manifest[k], t)]
-    if wrong:
-        raise bad(f"wrong type for {', '.join(wrong)}")
-    if manifest["format"] != FORMAT:
-        raise bad(f"format {manifest['format']}, this normlab reads {FORMAT}")
-    if manifest["profile"] not in PROFILES:
-        raise bad(f"profile={manifest['profile']!r} is not one of {PROFILES}")
-    prefix = f"{manifest['experiment']}-"
-    for run_id, digest in manifest["records"].items():
-        if not (RUN_ID.fullmatch(run_id) and run_id.startswith(prefix)):
-            raise bad(
-                f"record name {run_id!r} is not a run id of {manifest['experiment']} "
-                "(<experiment>-<12 hex digits>, a plain name)"
-            )
-        if not (isinstance(digest, str) and len(digest) == 64 and set(digest) <= _HEX):
-            raise bad(f"record {run_id}: the digest is not a SHA-256")
-    if manifest["runs"] != len(manifest["records"]):
-        raise bad(
-            f"runs={manifest['runs']} but {len(manifest['records'])} records are listed"
-        )
-    if sorted(manifest["files"]) != sorted([PACKED, TABLE]):
-        raise bad(f"files must list {PACKED} and {TABLE}")
-    committed = [i for ids in manifest["commits"].values() for i in ids]
-    if sorted(committed) != sorted(manifest["records"]):
-        raise bad("commits must name each record exactly once")
-    if not isinstance(manifest["hardware"].get("device"), str):
-        raise bad("hardware.device must name the device")
-    return manifest
-
-
 @dataclass
 class SavedSet:
-    """One saved result set: its folder, its manifest, and (read on demand) its records
-    and results table."""
+    """One saved result set, as :func:`load` checked it: its folder, its manifest, and
+    (parsed on demand from the bytes that were checked) its records and results table."""
 
     folder: Path
     manifest: dict[str, Any]
+    _packed: bytes = field(repr=False)
+    _table: bytes = field(repr=False)
     _records: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
@@ -194,13 +139,13 @@ class SavedSet:
     def records(self) -> list[dict[str, Any]]:
         """Every run record of the set (``runs.jsonl``), schema-checked, in run-id order."""
         if self._records is None:
-            self._records = packed_records(self.folder)
+            self._records = parse_packed(self._packed)
         return self._records
 
     @property
     def results(self) -> pd.DataFrame:
         """The set's ``results.csv`` (one row per run)."""
-        return pd.read_csv(self.folder / TABLE)
+        return pd.read_csv(io.BytesIO(self._table))
 
     def label(self) -> str:
         """One line for a figure or a table: profile, data, seeds, runs and hardware."""
@@ -212,26 +157,26 @@ class SavedSet:
         )
 
 
-def load(folder: str | Path) -> SavedSet:
-    """The saved set in ``folder``; a ValueError if it has no manifest or the manifest does
-    not meet the schema."""
-    folder = Path(folder)
-    path = folder / MANIFEST
-    if not path.is_file():
-        raise ValueError(
-            f"folder={str(folder)!r} holds no {MANIFEST}; make a set with `python -m normlab save`"
-        )
-    try:
-        manifest = json.loads(path.read_text())
-    except ValueError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-    return SavedSet(folder, _check_manifest(manifest, path))
+def load(folder: str | Path, *, partial: bool = False) -> SavedSet:
+    """The saved set in ``folder`` (``<root>/<experiment>/<profile>``), read only after
+    every check passes: regular files within their size limits, strict JSON, the manifest's
+    schema and its own digest, the folder it is in, the digests of ``runs.jsonl``,
+    ``results.csv`` and every record, the runs of the experiment's grid, and a table that
+    holds the records' values. Any failure is a :class:`SetError` naming the set and the
+    file. A set is checked once per process for the bytes read; a changed byte is checked
+    again. ``partial`` accepts a set missing some of its grid's runs (a sharded save under
+    way); chapters, the scorecard and ``verify`` never pass it."""
+    opened = open_set(folder, partial=partial)
+    return SavedSet(
+        opened.folder, opened.manifest, opened.packed, opened.table, opened.records
+    )
 
 
 def saved_sets(
     experiment: str | None = None, root: str | Path | None = None
 ) -> list[SavedSet]:
-    """Every saved set under ``root`` (of one experiment when given), sorted by folder."""
+    """Every saved set under ``root`` (of one experiment when given), sorted by folder;
+    a :class:`SetError` if any fails its checks."""
     root = Path(root) if root is not None else default_root()
     pattern = f"{experiment}/*/{MANIFEST}" if experiment else f"*/*/{MANIFEST}"
     return [load(p.parent) for p in sorted(root.glob(pattern))]
@@ -243,6 +188,15 @@ def largest(experiment: str, root: str | Path | None = None) -> SavedSet | None:
     if not sets:
         return None
     return max(sets, key=lambda s: (s.runs, PROFILES.index(s.profile)))
+
+
+def repack(folder: str | Path) -> SavedSet:
+    """Rewrite the manifest of the set in ``folder`` in this normlab's format, keeping
+    ``runs.jsonl``, ``results.csv`` and all the manifest says (commands, which commit made
+    which runs, ``exact_on``, times, digests). Nothing is written unless both files match
+    the old manifest's digests and the re-packed set passes every check (a SetError)."""
+    write_text_atomic(Path(folder) / MANIFEST, renewed(folder))
+    return load(folder)
 
 
 # ------------------------------------------------------------------------------ save
@@ -304,7 +258,7 @@ def pack(
     records = list(finished_records(folder).values())
     if not records:
         raise ValueError(f"no run records in {folder}")
-    old = load(folder).manifest if (folder / MANIFEST).is_file() else {}
+    old = previous_manifest(folder)
     lines = [dumps(r) for r in records]
     ids = [r["run_id"] for r in records]
     first = records[0]
@@ -317,7 +271,8 @@ def pack(
         "experiment": first["experiment"],
         "profile": first["profile"],
         "runs": len(records),
-        "seeds": len({r["config"]["seed"] for r in records}),
+        # the grid's seed count: a shard's records may skip a seed another shard runs
+        "seeds": 1 + max(int(r["config"]["seed"]) for r in records),
         "data": kind,
         "datasets": datasets,
         "commands": [*old.get("commands", []), command],
@@ -337,9 +292,9 @@ def pack(
         "records": {i: _sha(line) for i, line in zip(ids, lines)},
         "commits": commits,
     }
-    write_text_atomic(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    write_text_atomic(folder / MANIFEST, signed(manifest))
     shutil.rmtree(folder / "runs", ignore_errors=True)
-    return load(folder)
+    return load(folder, partial=True)
 
 
 def _command(root: Path | None) -> str:

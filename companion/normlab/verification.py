@@ -1,8 +1,9 @@
 """Checking a saved set (:mod:`normlab.results`): its files, its grid and re-runs.
 
-:func:`check_format` needs no training: the digests in the manifest (a number edited by
-hand is caught), the schema of every record, that the set holds exactly its grid's runs,
-that the records' device agrees with the manifest, and that the table matches the records.
+:func:`check_format` needs no training: the checks :func:`normlab.results.load` makes
+before it returns a set, every problem listed (the digests in the manifest, so a number
+edited by hand is caught; the schema of every record; that the set holds exactly its grid's
+runs; that the records' device agrees with the manifest; that the table matches the records).
 :func:`verify` adds re-runs of a :func:`sample` of records spread across the set's arms:
 exactly where this machine's numerics :func:`~normlab.results.fingerprint` equals the one
 that made the set, else as one more draw of the configuration, within the band of the set's
@@ -12,7 +13,6 @@ code, not the record: a number edited by hand is caught by the digests.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import tempfile
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
-from ._records import RecordError, dumps, parse
-from .experiments.runner import PACKED, records_table
-from .results import TABLE, SavedSet, _sha, fingerprint
+from . import _saved_io
+from ._records import dumps
+from ._saved_io import Mismatch
+from .results import SavedSet, fingerprint
 
 __all__ = [
     "Mismatch",
@@ -68,17 +68,6 @@ _BOUNDED = ("accuracy",)
 # ---------------------------------------------------------------------------- verify
 
 
-@dataclass(frozen=True)
-class Mismatch:
-    """One problem :func:`verify` found: where, and what differs."""
-
-    where: str
-    problem: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.problem}"
-
-
 @dataclass
 class Verification:
     """What :func:`verify` did to a set: how re-runs were compared (``mode``: ``exact``,
@@ -115,106 +104,11 @@ class Verification:
         )
 
 
-def _grid_ids(saved: SavedSet) -> set[str] | Mismatch:
-    from . import experiments
-
-    try:
-        experiment = experiments.get(saved.experiment)
-        runs = experiment.runs(saved.profile, saved.manifest["seeds"])
-    except ValueError as err:
-        return Mismatch("manifest.json", str(err))
-    return {r.run_id for r in runs}
-
-
-def _table_problems(saved: SavedSet, records: list[dict[str, Any]]) -> list[Mismatch]:
-    """Differences between ``results.csv`` and the table the records make."""
-    try:
-        table = saved.results
-    except (OSError, ValueError) as err:
-        return [Mismatch(TABLE, f"cannot be read ({err})")]
-    expected = pd.read_csv(io.StringIO(records_table(records).to_csv(index=False)))
-    if "run_id" not in table or list(table["run_id"]) != list(expected["run_id"]):
-        return [Mismatch(TABLE, "does not list the records' runs in run-id order")]
-    problems = []
-    for column in expected.columns:
-        if column not in table:
-            problems.append(Mismatch(TABLE, f"lacks the column {column}"))
-            continue
-        for run_id, a, b in zip(expected["run_id"], expected[column], table[column]):
-            if not (a == b or (pd.isna(a) and pd.isna(b))):
-                problems.append(
-                    Mismatch(f"{TABLE} {run_id}", f"{column} differs from its record")
-                )
-    return problems
-
-
 def check_format(saved: SavedSet) -> list[Mismatch]:
-    """Everything but a re-run: the files match the manifest's digests; every record is
-    strict JSON that meets the schema, is listed with its digest and belongs to the set; the
-    set holds exactly its grid's runs; the records' device agrees with the manifest's; and
-    ``results.csv`` holds exactly the records' values."""
-    problems: list[Mismatch] = []
-    m = saved.manifest
-    for name, digest in m["files"].items():
-        path = saved.folder / name
-        if not path.is_file():
-            problems.append(Mismatch(name, "listed in the manifest but missing"))
-        elif _sha(path.read_bytes()) != digest:
-            problems.append(
-                Mismatch(name, "edited since the set was made (digest differs)")
-            )
-    try:
-        text = (saved.folder / PACKED).read_text()
-    except OSError:
-        return problems
-    records: list[dict[str, Any]] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        try:
-            record = parse(line, f"{PACKED} line {n}")
-        except RecordError as err:
-            problems.append(Mismatch(f"{PACKED} line {n}", str(err).split(": ", 1)[1]))
-            continue
-        run_id = record["run_id"]
-        digest = m["records"].get(run_id)
-        if digest is None:
-            problems.append(Mismatch(run_id, "not listed in the manifest"))
-        elif _sha(line) != digest:
-            problems.append(
-                Mismatch(run_id, "edited since the set was made (digest differs)")
-            )
-        if (record["experiment"], record["profile"]) != (m["experiment"], m["profile"]):
-            problems.append(
-                Mismatch(run_id, "belongs to another experiment or profile")
-            )
-        made_on = str(record.get("device", "cpu")).split(":")[0]
-        if made_on != str(m["hardware"]["device"]).split(":")[0]:
-            problems.append(
-                Mismatch(
-                    run_id,
-                    f"made on {made_on}, but the manifest says {m['hardware']['device']}",
-                )
-            )
-        records.append(record)
-    ids = [r["run_id"] for r in records]
-    if ids != sorted(set(ids)):
-        problems.append(Mismatch(PACKED, "records are not unique and sorted by run id"))
-    for run_id in sorted(set(m["records"]) - set(ids)):
-        problems.append(Mismatch(run_id, "listed in the manifest but missing"))
-    grid = _grid_ids(saved)
-    if isinstance(grid, Mismatch):
-        problems.append(grid)
-    else:
-        missing, extra = sorted(grid - set(ids)), sorted(set(ids) - grid)
-        if missing or extra:
-            problems.append(
-                Mismatch(
-                    PACKED,
-                    f"holds {len(ids)} runs, its grid {len(grid)}: "
-                    f"{len(missing)} missing (e.g. {missing[:1]}), "
-                    f"{len(extra)} not in the grid (e.g. {extra[:1]})",
-                )
-            )
-    return problems + _table_problems(saved, records)
+    """Everything but a re-run, read afresh from the set's folder: the checks that
+    :func:`normlab.results.load` makes before it returns a set (the files, the manifest
+    and its digest, every record, the grid, the table), every problem listed."""
+    return _saved_io.problems(saved.folder)
 
 
 def sample(
@@ -233,7 +127,7 @@ def sample(
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"sample must be a positive int, got {k!r}")
     axes = experiments.get(saved.experiment).group_by(saved.profile)
-    pool = sorted(saved.records(), key=lambda r: _sha(r["run_id"]))
+    pool = sorted(saved.records(), key=lambda r: _saved_io.sha(r["run_id"]))
     if max_seconds is not None:
         quickest = min(pool, key=lambda r: float(r["seconds"]))
         pool = [r for r in pool if float(r["seconds"]) <= max_seconds] or [quickest]

@@ -33,8 +33,9 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from . import normalisers
+from . import normalisers, results
 from .experiments.gate_study import TASKS, load_records
+from .experiments.runner import holds_saved_set
 from .figures import column
 from .interactive import Interactive, choice
 from .paper import EPS_H, TAU
@@ -100,11 +101,16 @@ class GateRuns:
 
     @classmethod
     def load(cls, out: str | Path = "results", profile: str = "cpu") -> GateRuns:
-        """The runs saved under ``<out>/gate_widget/<profile>``; a ValueError unless every
-        point of that profile's grid is there."""
+        """The runs under ``<out>/gate_widget/<profile>``: a saved set (read through
+        :func:`normlab.results.load`, which checks it) or a runner's results; a ValueError
+        unless every point of that profile's grid is there."""
         from .experiments import get
 
-        records = load_records(WIDGET_EXPERIMENT, out, profile)
+        folder = Path(out) / WIDGET_EXPERIMENT / profile
+        if holds_saved_set(folder):
+            records = results.load(folder).records()
+        else:
+            records = load_records(WIDGET_EXPERIMENT, out, profile)
         expected = get(WIDGET_EXPERIMENT).grid(profile).size()
         if len(records) < expected:
             raise ValueError(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -50,8 +51,10 @@ from .registry import Experiment, RunContext, get
 
 # Local runs go to an ignored folder; the shipped sets live in the package (normlab.results).
 DEFAULT_OUT = Path("runs")
-# A packed set (normlab.results): every record of the folder, one strict-JSON line each.
+# A packed set (normlab.results): every record of the folder, one strict-JSON line each,
+# and the manifest that makes the folder a saved set.
 PACKED = "runs.jsonl"
+MANIFEST = "manifest.json"
 
 
 # ------------------------------------------------------------------ one run's record
@@ -257,14 +260,26 @@ def _table_value(value: Any) -> Any:
     )
 
 
+def holds_saved_set(folder: Path) -> bool:
+    """Whether ``folder`` is a saved set (it has a manifest, even one that is only a link)."""
+    return os.path.lexists(folder / MANIFEST)
+
+
 def load_records(
     name: str, out: str | Path = DEFAULT_OUT, profile: str | None = None
 ) -> list[dict[str, Any]]:
     """Every finished run record of one experiment and profile (every shard, and a packed
     set's ``runs.jsonl``), in run-id order: the full record, with its history and any
     gates or corruption rows. A truncated, empty or malformed record raises a ValueError
-    that names its file."""
-    return list(finished_records(results_folder(name, out, profile)).values())
+    that names its file, and so does a saved set, which only
+    :func:`normlab.results.load` reads (it checks the set first)."""
+    folder = results_folder(name, out, profile)
+    if holds_saved_set(folder):
+        raise ValueError(
+            f"{folder} holds a saved set: read its records with "
+            f"normlab.results.load({str(folder)!r}).records(), which checks them first"
+        )
+    return list(finished_records(folder).values())
 
 
 def records_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
