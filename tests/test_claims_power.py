@@ -443,3 +443,16 @@ def test_the_forest_has_one_panel_per_unit(records) -> None:
     assert len(figure.axes) == len(units) >= 3
     assert {ax.get_title(loc="left") for ax in figure.axes} == units
     assert "No empirical claim" in forest_by_unit([]).axes[0].texts[0].get_text()
+
+
+def test_the_reproducibility_table_states_the_data_on_its_face(records) -> None:
+    repro = claims.reproducibility_table(records)
+    assert list(repro["id"]) == claims.ids() and repro.columns[0] == "verdict"
+    for record, row in zip(records, repro.itertuples(index=False)):
+        if record["stand_in"]:
+            assert "stand-in" in row[repro.columns.get_loc("our setting")]
+            assert "on a stand-in" in row.reproduced
+        if record["verdict"] == INCONCLUSIVE and record["effects"]:
+            assert row.why.startswith("needs about")
+    plans = claims.plan_table(records)
+    assert set(plans["id"]) == set(claims.PLANS)

@@ -377,6 +377,8 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
         if "channels" in values
         else "transformer"
         if "dim" in values
+        else "transformer at the paper's size"
+        if "patch_size" in values or "heads" in values or "tau" in values
         else "network"
     )
     shape = ", ".join(

@@ -461,6 +461,7 @@ def _effect_record(j: Judged) -> dict[str, Any]:
         "n_needed": j.n_needed,
         "n_test": j.n_test,
         "n_test_needed": j.n_test_needed,
+        "needs": j.needs,
         "note": j.note,
     }
 
@@ -496,8 +497,8 @@ def scorecard_records(
     ``planned_test_items``), ``checks`` of an exact one, and ``effects``: per effect its
     ``label``, ``verdict``, ``estimate``, ``low`` and ``high`` (seeds and test items, at
     ``confidence``, its Holm level), ``seeds_only``, ``test_items_se``, ``margin``,
-    ``units``, ``mde``, ``p``, ``n`` (seeds), ``n_needed``, ``n_test`` and
-    ``n_test_needed``.
+    ``units``, ``mde``, ``p``, ``n`` (seeds), ``n_needed``, ``n_test``,
+    ``n_test_needed`` and ``needs`` (those in words).
     """
     outcomes = (
         outcomes
@@ -640,6 +641,139 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------- chapter 16's tables
+
+#: What each verdict says about reproducing the paper, in the reproducibility table.
+REPRODUCED = {
+    SUPPORTED: "reproduced",
+    "consistent with": "partly: the predicted sign, not the mechanism",
+    CONTRADICTED: "not reproduced: the opposite",
+    "smaller than the margin": "not at a size that matters",
+    INCONCLUSIVE: "not resolved",
+    NOT_TRAINED: "no verdict: an arm did not train",
+}
+
+
+def _span(effect: dict[str, Any]) -> str:
+    def number(value: Any) -> str:
+        return "?" if value is None else f"{value:+.4f}"
+
+    level = ""
+    if effect["confidence"] is not None and round(effect["confidence"], 6) != 0.95:
+        level = f" ({100 * effect['confidence']:.1f} %)"
+    return (
+        f"{number(effect['estimate'])} [{number(effect['low'])}, "
+        f"{number(effect['high'])}]{level}"
+    )
+
+
+def _why(record: dict[str, Any]) -> str:
+    """Why the verdict is what it is, from its effects and their margins."""
+    effects = record["effects"]
+    verdict = record["verdict"]
+    if record.get("checks"):
+        return "every deviation the algebra says is zero is at rounding error"
+    if not effects:
+        return record["note"]
+    if verdict == INCONCLUSIVE:
+        needs = [e["needs"] for e in effects if e["verdict"] == INCONCLUSIVE]
+        return "; ".join(dict.fromkeys(n for n in needs if n)) or record["note"]
+
+    def margin(e: dict[str, Any]) -> str:
+        return f"±{e['margin']:g}" if e["margin"] is not None else "its margin"
+
+    deciding = [e for e in effects if e["verdict"] == verdict] or effects
+    if verdict == CONTRADICTED:
+        return "; ".join(
+            f"{e['label']}: its interval lies on the other side (margin {margin(e)})"
+            for e in deciding
+        )
+    if verdict == "smaller than the margin":
+        return "; ".join(
+            f"{e['label']}: its interval lies inside {margin(e)} ({e['margin_tie']})"
+            for e in deciding
+        )
+    return (
+        "every effect's interval clears its rule's bound (margin "
+        + ", ".join(dict.fromkeys(margin(e) for e in effects))
+        + ")"
+    )
+
+
+def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Chapter 16's reproducibility table from :func:`scorecard_records`: per claim, the
+    verdict, the paper's statement (and numbers), our setting (with the data on its face:
+    real, or which stand-in for which dataset), each effect with the interval its verdict
+    read, whether that reproduces the paper (:data:`REPRODUCED`), why, and the compute
+    behind it."""
+    rows = []
+    for r in records:
+        paper = r["claim"]
+        if r["paper"]:
+            paper += " (" + ", ".join(f"{k} {v:g}" for k, v in r["paper"].items()) + ")"
+        if r.get("checks"):
+            setting = "float64 measurement of the algebra; no data"
+            worst = max((c["value"] for c in r["checks"] if c["zero"]), default=0.0)
+            effect = f"largest deviation that must be zero: {worst:.1e}"
+        else:
+            spec = r.get("specification") or {}
+            setting = r["data"]
+            if r["stand_in"] is not None:
+                setting += " [stand-in]" if r["stand_in"] else " [real data]"
+            if spec:
+                setting += f"; {spec['model']}; {spec['optimiser']}; {spec['budget']}"
+            effect = "; ".join(f"{e['label']}: {_span(e)}" for e in r["effects"])
+        reproduced = REPRODUCED.get(r["verdict"], "not run: " + r["verdict"])
+        if r["stand_in"] and r["verdict"] in REPRODUCED:
+            reproduced += " (mechanism, on a stand-in)"
+        rows.append(
+            {
+                "verdict": r["verdict"],
+                "id": r["id"],
+                "reproduced": reproduced,
+                "paper": paper,
+                "our setting": setting,
+                "effect": effect or "-",
+                "why": _why(r),
+                "compute": r["compute"] or "-",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def plan_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Each empirical claim's plan from :func:`scorecard_records`: the estimand, the margin
+    and its tie to the paper, the seeds (and test items) the saved set's spread says the
+    margin needs, against the seeds and test items in hand."""
+    rows = []
+    for r in records:
+        if "estimand" not in r:
+            continue
+        margins = ", ".join(
+            dict.fromkeys(
+                f"±{e['margin']:g} {e['units']}"
+                for e in r["effects"]
+                if e["margin"] is not None
+            )
+        )
+        hand = sorted({e["n"] for e in r["effects"]})
+        items = sorted({e["n_test"] for e in r["effects"] if e["n_test"]})
+        rows.append(
+            {
+                "id": r["id"],
+                "estimand": r["estimand"],
+                "margin": margins or "-",
+                "why this margin": r["margin_tie"],
+                "seeds (planned / in hand)": (
+                    f"{r['planned_seeds'] or '-'} / {','.join(map(str, hand)) or '-'}"
+                ),
+                "test items (planned / in hand)": (
+                    f"{r['planned_test_items'] or 'as now'} / "
+                    f"{','.join(map(str, items)) or '-'}"
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
 
 #: The scorecard's table, short enough to fit a phone: the verdict first.
 _PART_COLUMNS = ("verdict", "id", "claim", "chapter")
