@@ -31,7 +31,7 @@ from .. import stats
 from ..experiments.part1 import VERDICT_INIT
 from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS, whose numbers we read)
 from .part1 import ACCURACY_MARGIN, PRIMARY_BUDGET, SLOPE_MARGIN
-from .registry import Claim, get
+from .registry import MARGIN_WORDS, Claim, get
 
 __all__ = [
     "ACCURACY",
@@ -287,6 +287,14 @@ PLANS: dict[str, Plan] = {
         primary=_GATE,
     ),
 }
+
+
+MARGIN_WORDS.update(
+    {
+        claim_id: f"The margin: ±{p.margin:g} in {p.units}; {p.tie}"
+        for claim_id, p in PLANS.items()
+    }
+)
 
 
 def plan(claim_id: str) -> Plan | None:
