@@ -675,8 +675,10 @@ def _why(record: dict[str, Any]) -> str:
     if not effects:
         return record["note"]
     if verdict == INCONCLUSIVE:
-        needs = [e["needs"] for e in effects if e["verdict"] == INCONCLUSIVE]
-        return "; ".join(dict.fromkeys(n for n in needs if n)) or record["note"]
+        open_ = [e for e in effects if e["verdict"] == INCONCLUSIVE and e["needs"]]
+        if len(open_) == 1:
+            return open_[0]["needs"]
+        return "; ".join(f"{e['label']}: {e['needs']}" for e in open_) or record["note"]
 
     def margin(e: dict[str, Any]) -> str:
         return f"±{e['margin']:g}" if e["margin"] is not None else "its margin"
