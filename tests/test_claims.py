@@ -162,6 +162,7 @@ def test_rules_reject_bad_settings() -> None:
 
 
 def test_combine() -> None:
+    assert claims.combine([SUPPORTED, claims.NEGLIGIBLE]) == claims.NEGLIGIBLE
     assert claims.combine([SUPPORTED, SUPPORTED]) == SUPPORTED
     assert claims.combine([SUPPORTED, INCONCLUSIVE]) == INCONCLUSIVE
     assert claims.combine([SUPPORTED, CONTRADICTED]) == CONTRADICTED
@@ -279,14 +280,23 @@ def _fc_table(lead: float, seeds: int = 5) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(
-    "lead, verdict", [(0.05, SUPPORTED), (-0.05, CONTRADICTED), (0.0, INCONCLUSIVE)]
+    "lead, verdict",
+    [(0.05, SUPPORTED), (-0.05, CONTRADICTED), (0.0, claims.NEGLIGIBLE)],
 )
 def test_a8_on_constructed_results(lead: float, verdict: str) -> None:
     out = claims.judge(claims.get("A8"), _fc_table(lead))
     assert out.verdict == verdict
     assert all(ci.n == 5 for _, ci, _ in out.effects)
-    if not lead:  # no lead: every paired CI covers 0
-        assert all(ci.low < 0 < ci.high for _, ci, _ in out.effects)
+    if not lead:  # no lead: every paired CI covers 0, and lies inside the margin
+        assert all(-0.01 < ci.low < 0 < ci.high < 0.01 for _, ci, _ in out.effects)
+
+
+def test_a8_with_no_lead_and_a_wide_spread_is_inconclusive() -> None:
+    table = _fc_table(0.0)
+    rng = np.random.default_rng(4)
+    table["test_metric"] += rng.normal(0, 0.03, len(table))
+    out = claims.judge(claims.get("A8"), table)
+    assert out.verdict == INCONCLUSIVE and out.n_needed is not None
 
 
 def test_chosen_lr_is_chosen_on_val() -> None:

@@ -159,6 +159,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     card.add_argument("--format", choices=("text", "markdown", "csv"), default="text")
     card.add_argument(
+        "--json",
+        action="store_true",
+        help="print (or write) every claim as a strict JSON list instead of --format",
+    )
+    card.add_argument(
         "--out", default=None, help="write to this file instead of the terminal"
     )
     card.add_argument(
@@ -329,14 +334,23 @@ def _scorecard_text(table: pd.DataFrame, width: int = 100) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _scorecard(fmt: str, out: str | None, root: str | None) -> None:
+def _scorecard(
+    fmt: str, out: str | None, root: str | None, as_json: bool = False
+) -> None:
     from . import claims
     from ._io import write_text_atomic
 
     table = claims.scorecard(root=root)[
         ["id", "kind", "paper", "ours", "n", "profile", "data", "verdict", "chapter"]
     ]
-    if fmt == "csv":
+    if as_json:
+        import json
+
+        text = json.dumps(
+            claims.scorecard_records(root=root), allow_nan=False, indent=1
+        )
+        text += "\n"
+    elif fmt == "csv":
         text = table.to_csv(index=False)
     elif fmt == "markdown":
         text = claims.markdown(table)
@@ -393,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "verify":
             return _verify(args.name, args.root, args.sample, args.budget)
         elif args.command == "scorecard":
-            _scorecard(args.format, args.out, args.root)
+            _scorecard(args.format, args.out, args.root, args.json)
         else:
             from .figures.reports import report_figures
 

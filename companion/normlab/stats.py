@@ -1,20 +1,33 @@
-"""The statistics behind every verdict: t-intervals, paired differences, slopes, equivalence.
+"""The statistics behind every verdict: intervals, paired differences, slopes, equivalence,
+the test set's own noise, power and Holm's correction.
 
-Every interval here is a Student-t interval across seeds, :math:`\\bar d \\pm t_{(1+c)/2,\\,n-1}\\,
-s/\\sqrt{n}`: each seed contributes one number (a paired difference, a slope), so seeds are the
-independent replicates and nothing inside a seed is treated as one.
+An interval here is a Student-t interval across seeds, :math:`\\bar d \\pm t_{(1+c)/2,\\,\\nu}\\,
+\\sqrt{s^2/n + v}`: each seed contributes one number (a paired difference, a slope), so seeds
+are the independent replicates and nothing inside a seed is treated as one. ``v`` is the
+sampling variance that the *test set* adds (:func:`accuracy_item_variance`): every seed is
+scored on the same test items, so the spread across seeds never shows it. It is taken as
+known, and the degrees of freedom :math:`\\nu` are Welch and Satterthwaite's,
+:math:`(n - 1)(1 + v n / s^2)^2`: ``n - 1`` when ``v`` is 0 (the plain t-interval), growing to
+a normal interval as ``v`` dominates.
+
+Power (:func:`power_directional`, :func:`power_equivalence`, :func:`mde`, :func:`n_needed`,
+:func:`n_needed_equivalence`) is computed for that same interval, exactly for normal
+per-seed values: the sample standard deviation is integrated over its chi distribution.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+from scipy.optimize import brentq
 
 __all__ = [
+    "ALPHA",
+    "POWER",
     "Interval",
     "PairedTest",
     "mean_ci",
@@ -25,7 +38,21 @@ __all__ = [
     "slope_log2",
     "slopes_log2",
     "tost",
+    "welch_df",
+    "accuracy_item_variance",
+    "items_needed",
+    "power_directional",
+    "power_equivalence",
+    "mde",
+    "n_needed",
+    "n_needed_equivalence",
+    "holm",
+    "holm_levels",
 ]
+
+#: The two-sided error rate of every interval (a 95 % interval) and the power every plan aims at.
+ALPHA = 0.05
+POWER = 0.8
 
 
 def mean_ci(
@@ -49,14 +76,35 @@ def mean_ci(
     return mean, half, n
 
 
+def welch_df(sd: float, n: int, item_var: float = 0.0) -> float:
+    """Welch and Satterthwaite's degrees of freedom of :math:`s^2/n + v` with ``v`` known:
+    :math:`(n - 1)(1 + v n / s^2)^2` (``n - 1`` when ``v`` is 0, infinite when ``s`` is)."""
+    a = sd**2 / n
+    if a > 0:
+        return (n - 1) * (1 + item_var / a) ** 2
+    return math.inf if item_var > 0 else float(n - 1)
+
+
+def _t(q: float, df: float) -> float:
+    return float(stats.norm.ppf(q) if math.isinf(df) else stats.t.ppf(q, df))
+
+
 @dataclass(frozen=True)
 class Interval:
-    """A mean with its confidence interval ``[low, high]`` over ``n`` replicates (seeds)."""
+    """A mean with its confidence interval ``[low, high]`` over ``n`` replicates (seeds).
+
+    ``sd`` is the standard deviation across seeds (NaN: derived from ``half``, for an
+    interval built from its half-width) and ``item_var`` the test set's sampling variance of
+    the mean, added to the seeds' (module docstring); ``se``, ``df``, :meth:`at` and
+    :meth:`p_value` follow from them.
+    """
 
     mean: float
     half: float
     n: int
     confidence: float = 0.95
+    sd: float = math.nan
+    item_var: float = 0.0
 
     @property
     def low(self) -> float:
@@ -71,15 +119,98 @@ class Interval:
         """True when the interval is finite (at least two replicates that are not NaN)."""
         return self.n >= 2 and math.isfinite(self.half) and math.isfinite(self.mean)
 
+    @property
+    def seed_sd(self) -> float:
+        """The standard deviation across seeds (``sd``, or derived from ``half``)."""
+        if math.isfinite(self.sd):
+            return self.sd
+        if self.n >= 2 and math.isfinite(self.half) and self.item_var == 0:
+            return (
+                self.half
+                * math.sqrt(self.n)
+                / _t(0.5 + self.confidence / 2, self.n - 1)
+            )
+        return math.nan
+
+    @property
+    def se(self) -> float:
+        """The standard error of the mean: seeds and test items together."""
+        return (
+            math.sqrt(self.seed_sd**2 / self.n + self.item_var) if self.n else math.nan
+        )
+
+    @property
+    def df(self) -> float:
+        """The interval's degrees of freedom (:func:`welch_df`)."""
+        return welch_df(self.seed_sd, self.n, self.item_var) if self.n else math.nan
+
+    def at(self, confidence: float) -> Interval:
+        """The same estimate's interval at another ``confidence`` level."""
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+        half = math.nan
+        if self.defined:
+            half = _t(0.5 + confidence / 2, self.df) * self.se
+        return Interval(
+            self.mean, half, self.n, confidence, self.seed_sd, self.item_var
+        )
+
+    def p_value(self, null: float = 0.0) -> float:
+        """The two-sided p-value of ``mean == null`` (NaN while the interval is undefined)."""
+        if not self.defined:
+            return math.nan
+        if self.se == 0:
+            return 1.0 if self.mean == null else 0.0
+        z = abs(self.mean - null) / self.se
+        df = self.df
+        tail = stats.norm.sf(z) if math.isinf(df) else stats.t.sf(z, df)
+        return float(min(1.0, 2 * tail))
+
+    def p_above(self, bound: float) -> float:
+        """The one-sided p-value of ``mean <= bound`` against ``mean > bound``."""
+        if not self.defined:
+            return math.nan
+        if self.se == 0:
+            return 0.0 if self.mean > bound else 1.0
+        return self._sf(bound)
+
+    def p_below(self, bound: float) -> float:
+        """The one-sided p-value of ``mean >= bound`` against ``mean < bound``."""
+        if not self.defined:
+            return math.nan
+        if self.se == 0:
+            return 0.0 if self.mean < bound else 1.0
+        return 1.0 - self._sf(bound)
+
+    def _sf(self, bound: float) -> float:
+        z = (self.mean - bound) / self.se
+        df = self.df
+        return float(stats.norm.sf(z) if math.isinf(df) else stats.t.sf(z, df))
+
     def __str__(self) -> str:
         return f"{self.mean:.4g} ± {self.half:.2g} (n={self.n})"
 
 
-def interval(values: Iterable[float], confidence: float = 0.95) -> Interval:
-    """:func:`mean_ci` as an :class:`Interval`."""
+def interval(
+    values: Iterable[float], confidence: float = 0.95, *, item_var: float = 0.0
+) -> Interval:
+    """The interval of the mean of ``values`` (one a seed), with the test set's sampling
+    variance ``item_var`` added (module docstring); :func:`mean_ci` when it is 0."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    return Interval(*mean_ci(values, confidence), confidence=confidence)
+    if not item_var >= 0:
+        raise ValueError(f"item_var must be >= 0, got {item_var!r}")
+    x = np.asarray(list(values), dtype=float)
+    n = len(x)
+    if n == 0:
+        return Interval(math.nan, math.nan, 0, confidence, math.nan, item_var)
+    mean = float(x.mean())
+    if n < 2:
+        return Interval(mean, math.nan, n, confidence, math.nan, item_var)
+    sd = float(x.std(ddof=1))
+    se = math.sqrt(sd**2 / n + item_var)
+    half = _t(0.5 + confidence / 2, welch_df(sd, n, item_var)) * se
+    return Interval(mean, half, n, confidence, sd, item_var)
 
 
 def paired_differences(a: dict[int, float], b: dict[int, float]) -> np.ndarray:
@@ -195,3 +326,253 @@ def tost(
         p_high = stats.t.cdf((x.mean() - margin) / se, len(x) - 1)
         p = float(max(p_low, p_high))
     return p, p < alpha
+
+
+# --------------------------------------------------------------- the test set's noise
+
+
+def accuracy_item_variance(terms: Iterable[tuple[float, float, int]]) -> float:
+    """The test set's sampling variance of :math:`\\sum_k w_k p_k`, a weighted sum of mean
+    accuracies each measured on the same kind of test set, given as ``(w_k, p_k, n_k)``
+    (weight, mean accuracy across seeds, test items).
+
+    One accuracy ``p`` on ``n`` items varies by at most :math:`p(1-p)/n` over draws of the
+    items (equality when every seed gets the same items right). Without per-item
+    predictions the correlations between terms are unknown; two networks scored on the same
+    items are not negatively correlated, so the bound here takes every correlation between
+    0 and 1 at its worst: terms of one sign add their standard deviations, and the two signs
+    add their variances, :math:`(\\sum_{w>0} w\\,\\sigma)^2 + (\\sum_{w<0} |w|\\,\\sigma)^2`.
+    For ``a - b`` that is :math:`p_a(1-p_a)/n + p_b(1-p_b)/n`, the conservative bound of a
+    paired difference. NaN when a term's accuracy is not finite.
+    """
+    above = below = 0.0
+    for weight, p, n in terms:
+        if not (math.isfinite(p) and 0 <= p <= 1) or not n > 0:
+            return math.nan
+        sd = math.sqrt(p * (1 - p) / n)
+        if weight > 0:
+            above += weight * sd
+        else:
+            below += -weight * sd
+    return above**2 + below**2
+
+
+def items_needed(
+    item_var: float,
+    n_test: int,
+    margin: float,
+    *,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    share: float = 0.5,
+) -> int:
+    """The test-set size at which the test set's noise alone has a minimum detectable
+    effect of ``share`` of ``margin`` (``item_var`` measured on ``n_test`` items, and
+    shrinking as ``1/n``), leaving the rest to the seeds."""
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    return max(n_test, math.ceil(n_test * item_var * (z / (share * margin)) ** 2))
+
+
+# --------------------------------------------------------------------------- power
+
+#: Quantiles of the sample standard deviation that the power integrals average over.
+_POINTS = 256
+
+
+def _spread(
+    sd: float, n: int, item_var: float, alpha: float
+) -> tuple[np.ndarray, float]:
+    """The interval's half-width at equally likely values of the sample standard
+    deviation, and the true standard error of the mean."""
+    df = n - 1
+    q = (np.arange(_POINTS) + 0.5) / _POINTS
+    s = sd * np.sqrt(stats.chi2.ppf(q, df) / df)
+    a = s**2 / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nu = np.where(a > 0, df * (1 + item_var / np.where(a > 0, a, 1.0)) ** 2, np.inf)
+    if item_var == 0:
+        nu = np.full_like(a, float(df))
+    half = stats.t.ppf(1 - alpha / 2, nu) * np.sqrt(a + item_var)
+    return half, math.sqrt(sd**2 / n + item_var)
+
+
+def _check_power_args(sd: float, n: int, item_var: float, alpha: float) -> None:
+    if not sd >= 0 or not item_var >= 0:
+        raise ValueError(f"sd and item_var must be >= 0, got {sd!r}, {item_var!r}")
+    if n < 2:
+        raise ValueError(f"n must be at least 2 seeds, got {n!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+
+
+def power_directional(
+    delta: float, sd: float, n: int, *, item_var: float = 0.0, alpha: float = ALPHA
+) -> float:
+    """The chance that the two-sided ``1 - alpha`` interval of :func:`interval` lies entirely
+    above zero when the true effect is ``delta`` (the claimed direction taken as positive),
+    for ``n`` seeds of standard deviation ``sd`` and the test set's variance ``item_var``."""
+    _check_power_args(sd, n, item_var, alpha)
+    half, se = _spread(sd, n, item_var, alpha)
+    if se == 0:
+        return 1.0 if delta > 0 else 0.0
+    return float(np.mean(stats.norm.cdf((delta - half) / se)))
+
+
+def power_equivalence(
+    delta: float,
+    sd: float,
+    n: int,
+    margin: float,
+    *,
+    item_var: float = 0.0,
+    alpha: float = ALPHA,
+) -> float:
+    """The chance that the two-sided ``1 - alpha`` interval lies inside ``±margin`` when the
+    true difference is ``delta`` (not only 0: a difference near the margin needs far more
+    seeds, and one at or beyond it can never be shown equivalent)."""
+    _check_power_args(sd, n, item_var, alpha)
+    if not margin > 0:
+        raise ValueError(f"margin must be positive, got {margin!r}")
+    half, se = _spread(sd, n, item_var, alpha)
+    if se == 0:
+        return 1.0 if abs(delta) < margin else 0.0
+    inside = stats.norm.cdf((margin - half - delta) / se) - stats.norm.cdf(
+        (half - margin - delta) / se
+    )
+    return float(np.mean(np.clip(inside, 0.0, 1.0)))
+
+
+def mde(
+    sd: float,
+    n: int,
+    *,
+    item_var: float = 0.0,
+    alpha: float = ALPHA,
+    power: float = POWER,
+) -> float:
+    """The minimum detectable effect: the smallest true effect whose ``1 - alpha`` interval
+    excludes zero on its side with probability ``power`` (:func:`power_directional`)."""
+    _check_power_args(sd, n, item_var, alpha)
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    _, se = _spread(sd, n, item_var, alpha)
+    if se == 0:
+        return 0.0
+
+    def short(delta: float) -> float:
+        return power_directional(delta, sd, n, item_var=item_var, alpha=alpha) - power
+
+    high = 4 * se
+    while short(high) < 0:
+        high *= 2
+    return float(brentq(short, 0.0, high, xtol=se * 1e-6))
+
+
+def _smallest(enough: Callable[[int], bool], cap: int) -> int | None:
+    """The smallest ``n`` in ``[2, cap]`` for which ``enough(n)`` holds, assuming it keeps
+    holding beyond (every seed only narrows the interval); None when ``cap`` is not enough."""
+    if not enough(cap):
+        return None
+    n = 2
+    while n < cap and not enough(min(2 * n, cap)):
+        n = min(2 * n, cap)
+    if enough(n):
+        return n
+    low, high = n, min(2 * n, cap)  # not enough at low, enough at high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+def n_needed(
+    sd: float,
+    margin: float,
+    *,
+    item_var: float = 0.0,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    cap: int = 100_000,
+) -> int | None:
+    """Seeds for which the :func:`mde` is at most ``margin``: a true effect of the margin's
+    size is then found (its interval excludes zero) with probability ``power``.
+
+    None when no number of seeds will do: the test set's own noise (``item_var``, which
+    seeds do not average away) already puts the limit above the margin
+    (:func:`items_needed` says how many test items would).
+    """
+    if not margin > 0:
+        raise ValueError(f"margin must be positive, got {margin!r}")
+    if sd == 0 and item_var == 0:
+        return 2
+    return _smallest(
+        lambda n: (
+            power_directional(margin, sd, n, item_var=item_var, alpha=alpha) >= power
+        ),
+        cap,
+    )
+
+
+def n_needed_equivalence(
+    sd: float,
+    margin: float,
+    delta: float = 0.0,
+    *,
+    item_var: float = 0.0,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    cap: int = 100_000,
+) -> int | None:
+    """Seeds for which the interval lies inside ``±margin`` with probability ``power`` when
+    the true difference is ``delta``; None when no number will (``|delta| >= margin``, or
+    the test set's noise is too large)."""
+    if not margin > 0:
+        raise ValueError(f"margin must be positive, got {margin!r}")
+    if abs(delta) >= margin:
+        return None
+    if sd == 0 and item_var == 0:
+        return 2
+    return _smallest(
+        lambda n: (
+            power_equivalence(delta, sd, n, margin, item_var=item_var, alpha=alpha)
+            >= power
+        ),
+        cap,
+    )
+
+
+# ------------------------------------------------------------------ several effects
+
+
+def holm_levels(p_values: Sequence[float], alpha: float = ALPHA) -> np.ndarray:
+    """Each test's error rate under Holm's step-down correction of ``k`` tests.
+
+    The test with the ``j``-th smallest p-value (``j`` from 1) is decided at ``alpha / (k - j
+    + 1)``; at the first that is not rejected the procedure stops, and it and every later
+    test keep that level, so none of them is rejected. A NaN p-value counts as 1.
+    """
+    p = np.array([1.0 if not math.isfinite(v) else v for v in p_values], dtype=float)
+    k = len(p)
+    levels = np.empty(k)
+    stopped: float | None = None
+    for j, i in enumerate(np.argsort(p, kind="stable")):
+        level = alpha / (k - j) if stopped is None else stopped
+        if stopped is None and p[i] > level:
+            stopped = level
+        levels[i] = level
+    return levels
+
+
+def holm(
+    p_values: Sequence[float], alpha: float = ALPHA
+) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's adjusted p-values and which tests are rejected at family-wise ``alpha``
+    (rejected exactly when the adjusted p-value is at most ``alpha``)."""
+    p = np.array([1.0 if not math.isfinite(v) else v for v in p_values], dtype=float)
+    k = len(p)
+    adjusted = np.empty(k)
+    running = 0.0
+    for j, i in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, min(1.0, (k - j) * p[i]))
+        adjusted[i] = running
+    return adjusted, p <= holm_levels(p, alpha)

@@ -7,8 +7,11 @@
 - :mod:`~normlab.claims.pairing`: the one paired comparison every rule and chapter uses;
 - :mod:`~normlab.claims.exact`, :mod:`~normlab.claims.part1`, :mod:`~normlab.claims.part2`:
   the measurements, quantities and declarations of each part;
-- :mod:`~normlab.claims.report`: :func:`evaluate`, :func:`judge`, the scorecard and the
-  chapters' verdict tables.
+- :mod:`~normlab.claims.plans`: each empirical claim's plan: estimand, primary
+  specification, margin (the smallest effect that matters, tied to the paper's number) and
+  the seeds a pilot spread says it needs;
+- :mod:`~normlab.claims.report`: :func:`evaluate`, :func:`judge`, the scorecard (also as
+  JSON records) and the chapters' verdict tables.
 
 To attach a test to a claim, edit its one declaration (``test=Test(...)``) in its part's
 module.
@@ -16,8 +19,9 @@ module.
 
 from __future__ import annotations
 
-from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS)
-from .pairing import at_chosen_lr, chance_level, paired
+from . import part1, part2, plans  # noqa: F401  (their declarations fill CLAIMS)
+from .pairing import at_chosen_lr, chance_level, paired, test_items
+from .plans import PLANS, Margin, Plan, margin_for, plan, specification
 from .registry import (
     CLAIMS,
     Arm,
@@ -32,6 +36,7 @@ from .registry import (
     ids,
 )
 from .report import (
+    Judged,
     Outcome,
     chapter_link,
     chapter_notebook,
@@ -39,14 +44,19 @@ from .report import (
     judge,
     markdown,
     part_markdown,
+    plan_table,
+    reproducibility_table,
     scorecard,
+    scorecard_records,
     tested_on,
     verdict_table,
 )
 from .rules import (
     CONSISTENT,
     CONTRADICTED,
+    DECIDED,
     INCONCLUSIVE,
+    NEGLIGIBLE,
     NOT_TRAINED,
     NOT_YET_TESTED,
     SUPPORTED,
@@ -56,6 +66,7 @@ from .rules import (
     Directional,
     Equivalent,
     combine,
+    holm_intervals,
 )
 
 __all__ = [
@@ -63,6 +74,8 @@ __all__ = [
     "CONTRADICTED",
     "INCONCLUSIVE",
     "CONSISTENT",
+    "NEGLIGIBLE",
+    "DECIDED",
     "NOT_TRAINED",
     "NOT_YET_TESTED",
     "VERDICTS",
@@ -71,6 +84,7 @@ __all__ = [
     "AtLeast",
     "ConsistentWith",
     "combine",
+    "holm_intervals",
     "Arm",
     "Effect",
     "Check",
@@ -78,6 +92,7 @@ __all__ = [
     "Test",
     "Claim",
     "Outcome",
+    "Judged",
     "Unmeasurable",
     "CLAIMS",
     "declare",
@@ -86,10 +101,21 @@ __all__ = [
     "at_chosen_lr",
     "chance_level",
     "paired",
+    "test_items",
+    "plans",
+    "Plan",
+    "Margin",
+    "PLANS",
+    "plan",
+    "margin_for",
+    "specification",
     "judge",
     "evaluate",
     "tested_on",
     "scorecard",
+    "scorecard_records",
+    "reproducibility_table",
+    "plan_table",
     "verdict_table",
     "markdown",
     "chapter_notebook",

@@ -11,7 +11,8 @@ Every empirical rule and every chapter compares arms this way:
    (also for a lower-is-better metric such as an RMSE);
 3. the :class:`~normlab.claims.registry.Effect` it returns carries each side's mean test
    metric and the task's chance level, so :func:`normlab.claims.report.judge` can refuse a
-   verdict on an arm that did not train.
+   verdict on an arm that did not train, and, for an accuracy, the terms that bound the
+   test set's own noise (:func:`item_terms`, :func:`normlab.stats.accuracy_item_variance`).
 
 :mod:`normlab.claims.tables` shows it as the chapters' tables.
 """
@@ -33,6 +34,8 @@ __all__ = [
     "CONFIG",
     "at_chosen_lr",
     "chance_level",
+    "test_items",
+    "item_terms",
     "difference",
     "paired",
     "only",
@@ -115,6 +118,36 @@ def chance_level(results: pd.DataFrame) -> float | None:
     if len(profiles) != 1:
         return None
     return _majority_share(tasks.pop(), profiles.pop())
+
+
+@functools.cache
+def _test_items(task: str, data_profile: str) -> int:
+    from .. import data
+    from ..data.sources import RESTYLED
+
+    base = task.removesuffix(RESTYLED)  # a restyled task keeps its test split's size
+    return len(data.for_profile(base, data_profile)["test"].y)
+
+
+def test_items(results: pd.DataFrame) -> int | None:
+    """The number of test items behind each accuracy of the table: test images or sentences
+    (a tagged sentence is one item, as its tokens are not independent of each other); None
+    for a metric without a chance level or a table of several tasks or data profiles."""
+    if chance_level(results) is None:
+        return None
+    profile = set(results.get("data_profile", results.get("profile", ()))).pop()
+    return _test_items(str(results["data"].iloc[0]), str(profile))
+
+
+def item_terms(
+    arms: Sequence[Arm], weights: Sequence[float], n_test: int | None
+) -> tuple[tuple[float, float, int], ...]:
+    """The terms ``(weight, mean accuracy, test items)`` of an effect that is the weighted sum
+    ``weights`` of the ``arms``' mean accuracies (an arm's pooled mean over configurations
+    only loosens the bound, which is concave in the accuracy); empty without ``n_test``."""
+    if n_test is None:
+        return ()
+    return tuple((float(w), arm.score, n_test) for arm, w in zip(arms, weights))
 
 
 def only(best: pd.DataFrame, **where: Any) -> pd.DataFrame:
@@ -241,6 +274,11 @@ def paired(
         higher_is_better=higher_is_better,
     )
     seeds = per_seed(diff)
+    items: tuple[tuple[float, float, int], ...] = ()
+    if value == "test_metric":
+        items = item_terms(
+            arms, (1.0, -1.0), test_items(only(best, **dict(within or {})))
+        )
     where = ", ".join(f"{k} {v}" for k, v in (within or {}).items())
     text = label or f"{arms[0].name} - {arms[1].name}" + (
         f" ({where})" if where else ""
@@ -249,4 +287,5 @@ def paired(
         data: tuple[str, ...] = (str(within["data"]),)
     else:
         data = tuple(sorted(set(best["data"]))) if "data" in best else ()
-    return Effect(text, np.array([seeds[s] for s in sorted(seeds)]), rule, arms, data)
+    samples = np.array([seeds[s] for s in sorted(seeds)])
+    return Effect(text, samples, rule, arms, data, items)

@@ -8,6 +8,7 @@ through the one paired comparison (:func:`normlab.claims.pairing.paired`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -30,7 +31,15 @@ from .exact import (
     measure_a6,
     measure_a7,
 )
-from .pairing import at_chosen_lr, difference, only, paired, per_seed
+from .pairing import (
+    at_chosen_lr,
+    difference,
+    item_terms,
+    only,
+    paired,
+    per_seed,
+    test_items,
+)
 from .registry import Arm, Effect, Measurement, Test, Unmeasurable, declare
 from .rules import AtLeast, Directional, Equivalent, Rule
 
@@ -91,9 +100,12 @@ def _seed_differences(a: pd.Series, b: pd.Series) -> dict[int, float]:
 def _a9(results: pd.DataFrame) -> list[Effect]:
     """The width effect at fixed depth and activation, the depth effect at fixed width and
     activation: never a net of one shape against nets of another activation."""
-    lead, arms = _lead(_best(results))
+    best = _best(results)
+    lead, arms = _lead(best)
+    # the lead at the larger value minus at the smaller: each arm enters twice, once a sign
+    items = item_terms((*arms, *arms), (1, -1, -1, 1), test_items(best))
     effects = [
-        Effect(e.label, e.samples, arms=arms)
+        Effect(e.label, e.samples, arms=arms, items=items)
         for axis, fixed in (
             ("width", ("activation", "depth")),
             ("depth", ("activation", "width")),
@@ -122,16 +134,19 @@ def _a10(results: pd.DataFrame) -> list[Effect]:
     tanh_seeds, leaky_seeds = per_seed(tanh), per_seed(leaky)
     means = np.mean(list(tanh_seeds.values())), np.mean(list(leaky_seeds.values()))
     none = " (no lead under either)" if max(means) <= 0 else ""
+    n_test = test_items(best)
     return [
         Effect(
             f"lead with tanh - lead with leaky-ReLU{none}",
             paired_differences(tanh_seeds, leaky_seeds),
             arms=(*tanh_arms, *leaky_arms),
+            items=item_terms((*tanh_arms, *leaky_arms), (1, -1, -1, 1), n_test),
         ),
         Effect(
             "lead with tanh",
             np.array([tanh_seeds[s] for s in sorted(tanh_seeds)]),
             arms=tanh_arms,
+            items=item_terms(tanh_arms, (1, -1), n_test),
         ),
     ]
 
@@ -166,7 +181,7 @@ def _per_optimizer(
         for optimizer, part in results.groupby("optimizer", sort=True):
             try:
                 effects += [
-                    Effect(f"{e.label} ({optimizer})", e.samples, e.rule, e.arms)
+                    dataclasses.replace(e, label=f"{e.label} ({optimizer})")
                     for e in quantity(part)
                 ]
             except Unmeasurable as err:
@@ -182,12 +197,10 @@ PRIMARY_BUDGET = "fixed_epochs"  # the convention of the paper's mechanism (chap
 OTHERS = "mean of none/BN/LN/RMS/L2"
 
 
-def slope_table(results: pd.DataFrame, budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
-    """Per normaliser and seed, the slope of test accuracy against log2(batch size) under
-    ``budget`` (rates of :func:`normlab.experiments.part1.batch_slopes`), with the weakest
-    batch size's mean test metric as ``test_metric`` (learnability is judged on the weakest
-    cell) and the mean val metric as ``val_metric``; plus the rivals' mean slope per seed
-    as the arm :data:`OTHERS`."""
+def _slope_scores(
+    results: pd.DataFrame, budget: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs under ``budget`` and their per-seed scores at the chosen rates."""
     from ..experiments.part1 import batch_slopes
 
     if "budget" not in results or budget not in set(results["budget"]):
@@ -195,7 +208,39 @@ def slope_table(results: pd.DataFrame, budget: str = PRIMARY_BUDGET) -> pd.DataF
     part = results[results["budget"] == budget]
     if part["batch_size"].nunique() < 2:
         raise Unmeasurable("the set has one batch size")
-    _, scores = batch_slopes(part)
+    return part, batch_slopes(part)[1]
+
+
+def slope_items(
+    results: pd.DataFrame,
+    weights: dict[str, float],
+    budget: str = PRIMARY_BUDGET,
+) -> tuple[tuple[float, float, int], ...]:
+    """The test-item terms (:func:`normlab.stats.accuracy_item_variance`) of the weighted sum
+    ``weights`` of normalisers' slopes: a least-squares slope against log2(batch size) is
+    the sum over batch sizes of :math:`c_b\\,\\mathrm{acc}_b` with
+    :math:`c_b = (\\log_2 b - \\overline{\\log_2 b}) / \\sum (\\log_2 b - \\overline{\\log_2 b})^2`."""
+    part, scores = _slope_scores(results, budget)
+    n_test = test_items(part)
+    if n_test is None:
+        return ()
+    terms = []
+    for name, weight in weights.items():
+        acc = scores[scores["normaliser"] == name].groupby("batch_size")["test_metric"]
+        acc = acc.mean()
+        lx = np.log2(acc.index.to_numpy(dtype=float))
+        c = (lx - lx.mean()) / np.sum((lx - lx.mean()) ** 2)
+        terms += [(weight * ck, float(p), n_test) for ck, p in zip(c, acc.to_numpy())]
+    return tuple(terms)
+
+
+def slope_table(results: pd.DataFrame, budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
+    """Per normaliser and seed, the slope of test accuracy against log2(batch size) under
+    ``budget`` (rates of :func:`normlab.experiments.part1.batch_slopes`), with the weakest
+    batch size's mean test metric as ``test_metric`` (learnability is judged on the weakest
+    cell) and the mean val metric as ``val_metric``; plus the rivals' mean slope per seed
+    as the arm :data:`OTHERS`."""
+    part, scores = _slope_scores(results, budget)
     rows = []
     for name, group in scores.groupby("normaliser"):
         weakest = group.groupby("batch_size")["test_metric"].mean().min()
@@ -232,20 +277,26 @@ def _a12(results: pd.DataFrame) -> list[Effect]:
     """Each correction's slope minus the other normalisers' mean slope, paired by seed, under
     the primary convention (the other conventions are the chapter's sensitivity)."""
     table = slope_table(results)
+    rivals = {r: -1 / len(PART1_RIVALS) for r in PART1_RIVALS}
     return [
-        paired(
-            table,
-            name,
-            OTHERS,
-            value="slope",
-            higher_is_better=True,
-            label=f"{name} slope - {OTHERS} slope ({PRIMARY_BUDGET})",
+        dataclasses.replace(
+            paired(
+                table,
+                name,
+                OTHERS,
+                value="slope",
+                higher_is_better=True,
+                label=f"{name} slope - {OTHERS} slope ({PRIMARY_BUDGET})",
+            ),
+            items=slope_items(results, {name: 1.0, **rivals}),
         )
         for name in CORRECTIONS
     ]
 
 
-def _own_slopes(table: pd.DataFrame, names: Sequence[str], rule: Rule) -> list[Effect]:
+def _own_slopes(
+    results: pd.DataFrame, table: pd.DataFrame, names: Sequence[str], rule: Rule
+) -> list[Effect]:
     from .pairing import chance_level
 
     effects = []
@@ -255,15 +306,19 @@ def _own_slopes(table: pd.DataFrame, names: Sequence[str], rule: Rule) -> list[E
             raise Unmeasurable(f"no runs of {name}")
         arm = Arm(name, float(rows["test_metric"].iloc[0]), chance_level(table))
         label = f"{name}: slope per doubling of batch size ({PRIMARY_BUDGET})"
-        effects.append(Effect(label, rows["slope"].to_numpy(), rule, (arm,)))
+        items = slope_items(results, {name: 1.0})
+        samples = rows["slope"].to_numpy()
+        effects.append(Effect(label, samples, rule, (arm,), items=items))
     return effects
 
 
 def _a13(results: pd.DataFrame) -> list[Effect]:
     table = slope_table(results)
     return [
-        *_own_slopes(table, ["layernorm"], Equivalent(SLOPE_MARGIN)),
-        *_own_slopes(table, ["batchnorm", "rmsnorm", "none"], AtLeast(SLOPE_MARGIN)),
+        *_own_slopes(results, table, ["layernorm"], Equivalent(SLOPE_MARGIN)),
+        *_own_slopes(
+            results, table, ["batchnorm", "rmsnorm", "none"], AtLeast(SLOPE_MARGIN)
+        ),
     ]
 
 

@@ -20,7 +20,16 @@ import pandas as pd
 from ..normalisers import PART2
 from ..paper import EPS_H
 from ..stats import paired_differences
-from .pairing import at_chosen_lr, chance_level, difference, only, paired, per_seed
+from .pairing import (
+    at_chosen_lr,
+    chance_level,
+    difference,
+    item_terms,
+    only,
+    paired,
+    per_seed,
+    test_items,
+)
 from .registry import Arm, Effect, Test, Unmeasurable, declare
 from .rules import AtLeast, ConsistentWith, Directional, Equivalent
 
@@ -45,6 +54,20 @@ def _part2_lead(best: pd.DataFrame, data: str) -> dict[int, float]:
     return per_seed(lead)
 
 
+def _lead_items(
+    best: pd.DataFrame, a: str, b: str, by: str = "normaliser"
+) -> tuple[tuple[float, float, int], ...]:
+    """The test-item terms of (autonorm_s - frozen_ln on ``a``) - (the same on ``b``)."""
+    terms: tuple[tuple[float, float, int], ...] = ()
+    for data, sign in ((a, 1), (b, -1)):
+        _, arms = difference(
+            best, "autonorm_s", "frozen_ln", by=by, within={"data": data}
+        )
+        n_test = test_items(only(best, data=data))
+        terms += item_terms(arms, (sign, -sign), n_test)
+    return terms
+
+
 def _n4(results: pd.DataFrame) -> list[Effect]:
     best = at_chosen_lr(results)
     top = _part2_lead(best, "cifar100")
@@ -60,6 +83,7 @@ def _n4(results: pd.DataFrame) -> list[Effect]:
         Effect(
             f"lead on cifar100 - lead on {runner_up} (the next largest)",
             paired_differences(top, others[runner_up]),
+            items=_lead_items(best, "cifar100", runner_up),
         )
     ]
 
@@ -142,7 +166,27 @@ def _n7(results: pd.DataFrame) -> list[Effect]:
         f"drop under corruption, frozen_ln's - autonorm_s's, on {_named(results, task)} "
         f"(clean accuracy {a.score:.3f} vs {b.score:.3f})"
     )
-    return [dataclasses.replace(effect, label=label)]
+    return [dataclasses.replace(effect, label=label, items=_drop_items(best, task))]
+
+
+def _drop_items(best: pd.DataFrame, task: str) -> tuple[tuple[float, float, int], ...]:
+    """The test-item terms of frozen_ln's drop minus autonorm_s's: each drop is a clean
+    accuracy (the test split's items) minus a mean corruption accuracy (its images, each
+    seen under every corruption, so counted once)."""
+    rows = only(best, data=task)
+    n_test = test_items(rows)
+    if n_test is None:
+        return ()
+    images = rows["eval_images"].iloc[0] if "eval_images" in rows else None
+    n_corrupt = int(images) if images is not None and pd.notna(images) else n_test
+    terms = []
+    for name, sign in (("frozen_ln", 1), ("autonorm_s", -1)):
+        arm = rows[rows["normaliser"] == name]
+        terms += [
+            (sign, float(arm["test_metric"].mean()), n_test),
+            (-sign, float(arm["mean_corruption_accuracy"].mean()), n_corrupt),
+        ]
+    return tuple(terms)
 
 
 GATE_VISION = (
@@ -304,9 +348,15 @@ def _n2_gate(results: pd.DataFrame) -> list[Effect]:
             .mean()
             for tau in (hot, cold)
         }
-        for column, transform, what in (
-            ("gate_snr", math.log, "log gate SNR"),
-            ("test_metric", float, "test accuracy"),
+        n_test = test_items(part)
+        accuracy = tuple(
+            (sign, float(at[tau]["test_metric"].mean()), n_test)
+            for tau, sign in ((hot, 1), (cold, -1))
+            if n_test is not None
+        )
+        for column, transform, what, items in (
+            ("gate_snr", math.log, "log gate SNR", ()),
+            ("test_metric", float, "test accuracy", accuracy),
         ):
             per_seed = {
                 tau: {int(k): transform(v) for k, v in at[tau][column].items()}
@@ -316,6 +366,7 @@ def _n2_gate(results: pd.DataFrame) -> list[Effect]:
                 Effect(
                     f"{what} at tau {hot:g} - at tau {cold:g} on {data}",
                     paired_differences(per_seed[hot], per_seed[cold]),
+                    items=items,
                 )
             )
     return effects
@@ -365,6 +416,7 @@ def _n14_gate(results: pd.DataFrame) -> list[Effect]:
         Effect(
             f"lead of autonorm_s over frozen_ln on {a} - on {b}",
             paired_differences(_gate_lead(best, a), _gate_lead(best, b)),
+            items=_lead_items(best, a, b, by="arm"),
         )
         for a, b in pairs
     ]

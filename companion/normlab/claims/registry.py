@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .._runtime import PROFILES
-from .rules import COMBINE_WORDS, LEARNABILITY_WORDS, Rule
+from .rules import COMBINE_WORDS, INTERVAL_WORDS, LEARNABILITY_WORDS, Rule
 
 __all__ = [
     "Unmeasurable",
@@ -60,14 +60,18 @@ class Arm:
 @dataclass(frozen=True)
 class Effect:
     """One measured quantity: a label, one value per seed, optionally its own rule (else the
-    test's), the arms it compares (checked for learnability before any verdict) and the
-    datasets it read (empty: the whole results table's)."""
+    test's), the arms it compares (checked for learnability before any verdict), the
+    datasets it read (empty: the whole results table's) and, for a weighted sum of mean
+    accuracies, its terms ``(weight, accuracy, test items)``, which bound the test set's own
+    noise (:func:`normlab.stats.accuracy_item_variance`; empty: not an accuracy, and the
+    interval holds the seeds' spread only)."""
 
     label: str
     samples: np.ndarray
     rule: Rule | None = None
     arms: tuple[Arm, ...] = ()
     data: tuple[str, ...] = ()
+    items: tuple[tuple[float, float, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,10 +143,17 @@ class Claim:
             return ""
         if isinstance(self.test, Measurement):
             return self.test.words
-        return f"{self.test.rule.words}. {LEARNABILITY_WORDS}; {COMBINE_WORDS}."
+        margin = MARGIN_WORDS.get(self.id, "")
+        margin = f" {margin}." if margin else ""
+        return (
+            f"{self.test.rule.words}.{margin} {INTERVAL_WORDS[0].upper()}"
+            f"{INTERVAL_WORDS[1:]}. {LEARNABILITY_WORDS}; {COMBINE_WORDS}."
+        )
 
 
 CLAIMS: dict[str, Claim] = {}
+#: Each planned claim's margin in words, which :mod:`normlab.claims.plans` fills in.
+MARGIN_WORDS: dict[str, str] = {}
 
 
 def declare(**fields: Any) -> Claim:

@@ -3,12 +3,20 @@
 :func:`evaluate` gives a claim's :class:`Outcome` from the largest saved result set of its
 experiment (:mod:`normlab.results`), or :func:`judge` from a table a chapter passes in. Before
 any rule, the learnability rule (:func:`normlab.claims.rules.trained`) checks every compared
-arm; an equivalence that ends inconclusive says how many seeds its margin needs. Every
-outcome names what it was tested on: the paper's dataset, or a stand-in (a mechanism test).
+arm. Each effect's interval holds the seeds' spread and the test set's own noise
+(:func:`normlab.stats.accuracy_item_variance`), at its level under Holm's correction across
+the claim's effects; each effect carries its margin (:mod:`normlab.claims.plans`), its
+minimum detectable effect, and, when inconclusive, the seeds (and, where the test set is too
+small for any number of seeds, the test items) that would resolve it (:class:`Judged`).
+Every outcome names what it was tested on: the paper's dataset, or a stand-in (a mechanism
+test). :func:`scorecard_records` is the scorecard as plain data (``python -m normlab
+scorecard --json``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,10 +27,13 @@ import numpy as np
 import pandas as pd
 
 from .. import results as saved_results
+from .. import stats
 from .._checks import one_of, positive_int
 from .._runtime import PROFILES
 from ..stats import Interval, interval
-from .registry import Check, Claim, Measurement, Test, Unmeasurable, get, ids
+from . import plans
+from .plans import data_words
+from .registry import Check, Claim, Effect, Measurement, Test, Unmeasurable, get, ids
 from .rules import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -30,7 +41,9 @@ from .rules import (
     NOT_YET_TESTED,
     SUPPORTED,
     Equivalent,
+    Rule,
     combine,
+    holm_intervals,
     trained,
     trained_margin,
 )
@@ -38,9 +51,69 @@ from .rules import (
 BOOK = Path(__file__).resolve().parents[3] / "book"
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One effect, judged: what its verdict read and what it can resolve.
+
+    ``interval`` is the interval the verdict read (seeds and test items, at ``confidence``,
+    its level under Holm's correction); ``seeds_only`` the 95 % interval of the seeds'
+    spread alone, as before the test set's noise was counted; ``item_var`` that noise's
+    variance (0 where the effect is not an accuracy: ``note`` says so). ``margin`` is the
+    smallest effect that matters (in ``units``), ``mde`` the minimum detectable effect at
+    80 % power and this level, ``n`` the seeds. For an inconclusive effect, ``n_needed``
+    is the seeds that would resolve it (:meth:`~normlab.claims.rules.Directional.seeds_to_resolve`):
+    at this test set of ``n_test`` items, or, where its noise alone is too large for any
+    number of seeds, at ``n_test_needed`` items; both None once resolved.
+    """
+
+    label: str
+    verdict: str
+    interval: Interval
+    seeds_only: Interval
+    p: float
+    margin: float | None
+    units: str
+    tie: str
+    mde: float
+    n_needed: int | None = None
+    n_test: int | None = None
+    n_test_needed: int | None = None
+    note: str = ""
+    equivalence: bool = False  # judged by an equivalence rule (for the plan's power)
+
+    @property
+    def n(self) -> int:
+        return self.interval.n
+
+    @property
+    def confidence(self) -> float:
+        return self.interval.confidence
+
+    @property
+    def item_var(self) -> float:
+        return self.interval.item_var
+
+    @property
+    def needs(self) -> str:
+        """What would resolve it, in words ("" once resolved)."""
+        if self.n_needed is None and self.n_test_needed is None:
+            return ""
+        seeds = f"about {self.n_needed} seeds" if self.n_needed else "more seeds"
+        margin = f" for the margin ±{self.margin:g}" if self.margin else ""
+        if self.n_test_needed:
+            return (
+                f"needs {seeds} and about {self.n_test_needed:,} test items (not "
+                f"{self.n_test:,}){margin}"
+            )
+        return f"needs {seeds}{margin}"
+
+
 @dataclass
 class Outcome:
-    """A claim's verdict (or status), the effects behind it and where they come from."""
+    """A claim's verdict (or status), the effects behind it and where they come from.
+
+    ``effects`` holds ``(label, interval, verdict)`` per effect, the interval the verdict
+    read; ``judged`` the same effects with everything else a verdict rests on."""
 
     claim: Claim
     verdict: str
@@ -50,8 +123,21 @@ class Outcome:
     note: str = ""
     notes: dict[str, str] = field(
         default_factory=dict
-    )  # per effect label: power, training
+    )  # per effect label: what would resolve it, training
     data: tuple[str, ...] = ()  # the datasets the effects read (empty: the table's)
+    judged: list[Judged] = field(default_factory=list)
+
+    @property
+    def n_needed(self) -> int | None:
+        """The most seeds any inconclusive effect needs (None when none is inconclusive)."""
+        found = [j.n_needed for j in self.judged if j.n_needed is not None]
+        return max(found) if found else None
+
+    @property
+    def n_test_needed(self) -> int | None:
+        """The most test items any inconclusive effect needs (None where none needs more)."""
+        found = [j.n_test_needed for j in self.judged if j.n_test_needed is not None]
+        return max(found) if found else None
 
 
 def chapter_notebook(number: int, book: str | Path | None = None) -> Path | None:
@@ -69,21 +155,89 @@ def _untrained(effect_arms: Sequence[Any]) -> list[str]:
     ]
 
 
-def _power_note(rule: Any, samples: np.ndarray, ci: Interval, verdict: str) -> str:
-    if not isinstance(rule, Equivalent) or verdict != INCONCLUSIVE or ci.n < 2:
-        return ""
-    needed = rule.seeds_needed(float(np.std(samples, ddof=1)))
-    if ci.n >= needed:
-        return ""
-    return f"underpowered: {ci.n} seeds, about {needed} needed for ±{rule.margin:g}"
+def _margin(claim: Claim, effect: Effect, rule: Rule) -> plans.Margin | None:
+    found = plans.margin_for(claim.id, effect.label)
+    if found is None and hasattr(rule, "margin"):
+        return plans.Margin(rule.margin, "the rule's margin", "")
+    return found
+
+
+def _item_variance(effect: Effect) -> tuple[float, int | None, str]:
+    """The test set's variance of the effect, its number of test items, and a note where
+    the interval holds the seeds' spread only (not an accuracy, or no test-set size)."""
+    if not effect.items:
+        return 0.0, None, "seeds' spread only: no test-set noise is known for it"
+    v = stats.accuracy_item_variance(effect.items)
+    if not math.isfinite(v):
+        return 0.0, None, "seeds' spread only: an arm's accuracy is not finite"
+    return v, min(n for _, _, n in effect.items), ""
+
+
+def _resolve(
+    rule: Rule, ci: Interval, margin: float | None, n_test: int | None, alpha: float
+) -> tuple[int | None, int | None]:
+    """Seeds (and test items, where this test set is too small for any number of seeds)
+    to resolve ``ci``: the test set is sized so that its own noise takes at most half of
+    the effect the seeds must resolve (:func:`normlab.stats.items_needed`)."""
+    margin = getattr(rule, "margin", margin)
+    if margin is None or not ci.defined or not math.isfinite(ci.seed_sd):
+        return None, None
+    n = rule.seeds_to_resolve(ci, margin, alpha)
+    target = rule.target(ci, margin)
+    if n is not None or not (ci.item_var > 0 and n_test and target > 0):
+        return n, None
+    items = stats.items_needed(ci.item_var, n_test, target, alpha=alpha)
+    larger = dataclasses.replace(ci, item_var=ci.item_var * n_test / items)
+    return rule.seeds_to_resolve(larger, margin, alpha), items
+
+
+def _judge_one(
+    claim: Claim, effect: Effect, rule: Rule, ci: Interval, p: float, failed: list[str]
+) -> Judged:
+    margin = _margin(claim, effect, rule)
+    item_var, n_test, note = _item_variance(effect)
+    value = margin.margin if margin else None
+    verdict = NOT_TRAINED if failed else rule.verdict(ci, value)
+    alpha = 1 - ci.confidence
+    mde = math.nan
+    if ci.n >= 2 and math.isfinite(ci.seed_sd):
+        mde = stats.mde(ci.seed_sd, ci.n, item_var=ci.item_var, alpha=alpha)
+    needed = items = None
+    if verdict == INCONCLUSIVE:
+        needed, items = _resolve(rule, ci, value, n_test, alpha)
+    if failed:
+        note = "did not train: " + "; ".join(failed)
+    return Judged(
+        effect.label,
+        verdict,
+        ci,
+        interval(effect.samples),
+        p,
+        value,
+        margin.units if margin else "",
+        margin.tie if margin else "",
+        mde,
+        needed,
+        n_test,
+        items,
+        note,
+        isinstance(rule, Equivalent),
+    )
+
+
+def _pieces(notes: Any) -> str:
+    """Notes joined once each (an effect's note may hold several parts)."""
+    parts = (part for note in notes for part in str(note).split("; ") if part)
+    return "; ".join(dict.fromkeys(parts))
 
 
 def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
     """Apply a claim's empirical test to a results table (e.g. a chapter's live run).
 
-    An effect with an arm that did not train gets :data:`NOT_TRAINED` instead of its rule's
-    verdict, and so does the claim; otherwise the verdicts combine as
-    :data:`~normlab.claims.rules.COMBINE_WORDS` says.
+    Each effect's interval adds the test set's noise to the seeds' spread and is read at
+    its level under Holm's correction; an effect with an arm that did not train gets
+    :data:`NOT_TRAINED` instead of its rule's verdict, and so does the claim; otherwise the
+    verdicts combine as :data:`~normlab.claims.rules.COMBINE_WORDS` says.
     """
     if not isinstance(claim.test, Test):
         raise ValueError(f"claim {claim.id} has no empirical test")
@@ -91,26 +245,27 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
         effects = claim.test.quantity(results)
     except Unmeasurable as err:
         return Outcome(claim, INCONCLUSIVE, note=f"not measurable in this set: {err}")
-    rows, notes, untrained = [], {}, []
     read = (
         tuple(dict.fromkeys(d for e in effects for d in e.data))
         if all(e.data for e in effects)
         else ()
     )
-    for effect in effects:
-        ci = interval(effect.samples)
-        rule = effect.rule or claim.test.rule
+    rules = [effect.rule or claim.test.rule for effect in effects]
+    whole = [
+        interval(effect.samples, item_var=_item_variance(effect)[0])
+        for effect in effects
+    ]
+    at_level = holm_intervals(rules, whole)
+    judged, notes, untrained = [], {}, []
+    for effect, rule, ci in zip(effects, rules, at_level):
         failed = _untrained(effect.arms)
-        verdict = NOT_TRAINED if failed else rule.verdict(ci)
-        note = (
-            "did not train: " + "; ".join(failed)
-            if failed
-            else _power_note(rule, effect.samples, ci, verdict)
-        )
+        one = _judge_one(claim, effect, rule, ci, rule.p_value(ci), failed)
+        judged.append(one)
+        note = one.note if failed else "; ".join(filter(None, (one.needs, one.note)))
         if note:
             notes[effect.label] = note
         untrained += [f for f in failed if f not in untrained]
-        rows.append((effect.label, ci, verdict))
+    rows = [(j.label, j.interval, j.verdict) for j in judged]
     if untrained:
         return Outcome(
             claim,
@@ -119,9 +274,10 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
             notes=notes,
             note="no verdict: did not train: " + "; ".join(untrained),
             data=read,
+            judged=judged,
         )
     verdict = combine([v for _, _, v in rows])
-    return Outcome(claim, verdict, effects=rows, notes=notes, data=read)
+    return Outcome(claim, verdict, effects=rows, notes=notes, data=read, judged=judged)
 
 
 def tested_on(
@@ -131,9 +287,6 @@ def tested_on(
 
     ``data`` are the datasets its effects read (:attr:`Outcome.data`); empty: every
     dataset of ``results``."""
-    from ..data import REAL, served_by, title
-    from ..data.sources import RESTYLED
-
     tasks = (
         sorted(data)
         if data
@@ -141,16 +294,13 @@ def tested_on(
         if "data" in results
         else []
     )
-    used = ", ".join(dict.fromkeys(title(served_by(t, profile)) for t in tasks))
-    real = [t.removesuffix(RESTYLED) for t in tasks]
-    if all(t in REAL for t in real) and used == ", ".join(
-        dict.fromkeys(title(t) for t in tasks)
-    ):
-        return f"on {used}" if used else ""
+    words, stand_in = data_words(claim, tasks, profile)
+    if not stand_in:
+        return f"on {words}" if words else ""
     if claim.datasets:
-        named = ", ".join(title(d) for d in claim.datasets)
+        used, named = words.split(", a stand-in for ", 1)
         return f"mechanism, on {used} (a stand-in for {named})"
-    return f"on {used}"
+    return f"on {words.removesuffix(' (a stand-in; the claim names no dataset)')}"
 
 
 def evaluate(
@@ -198,23 +348,31 @@ def evaluate(
             f"python -m normlab save {test.experiment} --profile {test.min_profile}"
         )
         return Outcome(claim, f"needs the {test.min_profile} profile", note=command)
-    outcome = judge(claim, saved.results)
+    table = saved.results
+    outcome = judge(claim, table)
+    tasks = outcome.data or (sorted(set(table["data"])) if "data" in table else ())
+    words, stand_in = data_words(claim, tasks, saved.profile)
     outcome.source = {
         "profile": saved.profile,
-        "data": tested_on(claim, saved.results, saved.profile, outcome.data),
+        "data": tested_on(claim, table, saved.profile, outcome.data),
         "label": saved.label(),
+        "datasets": words,
+        "stand_in": stand_in,
     }
     return outcome
+
+
+def _interval_words(ci: Interval) -> str:
+    """``+0.0123 ± 0.0045``, with the level when it is not 95 % (Holm's correction)."""
+    level = "" if round(ci.confidence, 6) == 0.95 else f" ({100 * ci.confidence:.1f} %)"
+    return f"{ci.mean:+.4f} ± {ci.half:.4f}{level}"
 
 
 def _ours(outcome: Outcome) -> str:
     if outcome.checks:
         return "; ".join(f"{c.label}: {c.value:.1e}" for c in outcome.checks)
     return (
-        "; ".join(
-            f"{label}: {ci.mean:+.4f} ± {ci.half:.4f}"
-            for label, ci, _ in outcome.effects
-        )
+        "; ".join(f"{label}: {_interval_words(ci)}" for label, ci, _ in outcome.effects)
         or outcome.note
     )
 
@@ -239,7 +397,8 @@ def scorecard(
     outcomes: Sequence[Outcome] | None = None,
 ) -> pd.DataFrame:
     """One row per claim: id, part, kind, claim, paper's number, ours, n, profile, data,
-    tested (exact, paper's data or mechanism on a stand-in), verdict, chapter, rule, note."""
+    tested (exact, paper's data or mechanism on a stand-in), verdict, chapter, rule, note
+    (what would resolve an inconclusive claim, or why there is no verdict)."""
     outcomes = (
         outcomes
         if outcomes is not None
@@ -264,10 +423,141 @@ def scorecard(
                 "verdict": out.verdict,
                 "chapter": c.chapter,
                 "rule": c.rule_words,
-                "note": out.note or "; ".join(out.notes.values()),
+                "note": out.note or _pieces(out.notes.values()),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _number(value: Any) -> Any:
+    """``value`` as strict JSON: a non-finite float becomes None."""
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _effect_record(j: Judged) -> dict[str, Any]:
+    ci = j.interval
+    return {
+        "label": j.label,
+        "verdict": j.verdict,
+        "estimate": _number(ci.mean),
+        "low": _number(ci.low),
+        "high": _number(ci.high),
+        "confidence": _number(ci.confidence),
+        "seeds_only": {
+            "low": _number(j.seeds_only.low),
+            "high": _number(j.seeds_only.high),
+        },
+        "test_items_se": _number(math.sqrt(j.item_var)),
+        "margin": _number(j.margin),
+        "units": j.units,
+        "margin_tie": j.tie,
+        "mde": _number(j.mde),
+        "p": _number(j.p),
+        "n": j.n,
+        "n_needed": j.n_needed,
+        "n_test": j.n_test,
+        "n_test_needed": j.n_test_needed,
+        "needs": j.needs,
+        "note": j.note,
+    }
+
+
+def _data_of(out: Outcome) -> tuple[str, bool | None]:
+    """The data an outcome read, in words, and whether a stand-in served it."""
+    from ..data import title
+
+    c = out.claim
+    if out.checks or isinstance(c.test, Measurement):
+        return "none: float64 measurement of the algebra on random inputs", None
+    if "datasets" in out.source:
+        return out.source["datasets"], out.source["stand_in"]
+    named = ", ".join(title(d) for d in c.datasets) or "the claim's task"
+    return f"{named} (no saved set judged yet)", None
+
+
+def scorecard_records(
+    *,
+    root: str | Path | None = None,
+    book: str | Path | None = None,
+    outcomes: Sequence[Outcome] | None = None,
+) -> list[dict[str, Any]]:
+    """The scorecard as plain data, one object per claim (all of them), strict JSON once
+    dumped (every non-finite number is None).
+
+    Each object: ``id``, ``part``, ``kind`` (exact, conceptual, empirical), ``claim``,
+    ``chapter``, ``paper`` (the paper's numbers), ``verdict``, ``data`` (what the effects
+    read, a stand-in named as such), ``stand_in``, ``profile``, ``compute`` (the saved set
+    behind the verdict), ``note``, ``n_needed`` and ``n_test_needed`` (the most any
+    inconclusive effect needs; None when resolved), the plan of an empirical claim
+    (``estimand``, ``specification``, ``margin_tie``, ``planned_seeds``,
+    ``planned_test_items``), ``checks`` of an exact one, and ``effects``: per effect its
+    ``label``, ``verdict``, ``estimate``, ``low`` and ``high`` (seeds and test items, at
+    ``confidence``, its Holm level), ``seeds_only``, ``test_items_se``, ``margin``,
+    ``units``, ``mde``, ``p``, ``n`` (seeds), ``n_needed``, ``n_test``,
+    ``n_test_needed`` and ``needs`` (those in words).
+    """
+    outcomes = (
+        outcomes
+        if outcomes is not None
+        else [evaluate(i, root=root, book=book) for i in ids()]
+    )
+    records = []
+    for out in outcomes:
+        c = out.claim
+        data, stand_in = _data_of(out)
+        record: dict[str, Any] = {
+            "id": c.id,
+            "part": c.part,
+            "kind": c.kind,
+            "claim": c.sentence,
+            "chapter": c.chapter,
+            "paper": {k: _number(float(v)) for k, v in c.paper.items()},
+            "verdict": out.verdict,
+            "data": data,
+            "stand_in": stand_in,
+            "profile": out.source.get("profile") or None,
+            "compute": out.source.get("label", "").removeprefix("saved set: ") or None,
+            "note": out.note or _pieces(out.notes.values()),
+            "n_needed": out.n_needed,
+            "n_test_needed": out.n_test_needed,
+            "effects": [_effect_record(j) for j in out.judged],
+        }
+        if out.checks:
+            record["checks"] = [
+                {"label": k.label, "value": _number(k.value), "zero": k.zero}
+                for k in out.checks
+            ]
+        plan = plans.plan(c.id)
+        if plan is not None:
+            profile = record["profile"] or (
+                c.test.min_profile if isinstance(c.test, Test) else "cpu"
+            )
+            seeds, items = plans.planned(
+                [
+                    (
+                        j.seeds_only.seed_sd,
+                        j.item_var,
+                        j.margin,
+                        j.n_test,
+                        j.equivalence,
+                    )
+                    for j in out.judged
+                    if j.margin is not None
+                ]
+            )
+            record.update(
+                estimand=plan.estimand,
+                specification=plans.specification(c.id, profile),
+                margin_tie=plan.tie,
+                planned_seeds=seeds,
+                planned_test_items=items,
+            )
+        records.append(record)
+    return records
 
 
 def verdict_table(
@@ -280,9 +570,10 @@ def verdict_table(
     """A chapter's verdict table: one row per effect of each claim, judged on the largest saved set.
 
     Columns, the verdict first so that a reader sees it at any width: ``verdict`` (of the
-    effect), ``id``, ``effect``, ``ours`` (mean ± 95 % CI across seeds), ``n``, ``claim
-    verdict``, ``claim``, ``profile``, ``data`` and ``note`` (why no verdict, or the seeds an
-    equivalence needs). With ``live``
+    effect), ``id``, ``effect``, ``ours`` (mean ± the CI its verdict read: seeds and test
+    items, 95 % or its Holm level), ``n``, ``claim verdict``, ``claim``, ``profile``,
+    ``data`` and ``note`` (why no verdict, or the seeds and test items that would resolve
+    it). With ``live``
     (a chapter's live results table) a ``live run`` column shows the same quantity measured
     there, which never decides a verdict. ``brief`` keeps :data:`BRIEF_COLUMNS` (and the live
     run), the columns that fit a chapter's text column.
@@ -300,7 +591,7 @@ def verdict_table(
                 "verdict": verdict,
                 "id": claim.id,
                 "effect": label,
-                "ours": f"{ci.mean:+.4f} ± {ci.half:.4f}" if ci is not None else "",
+                "ours": _interval_words(ci) if ci is not None else "",
                 "n": ci.n if ci is not None else "",
                 "claim verdict": outcome.verdict,
                 "claim": claim.sentence,
@@ -350,6 +641,141 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------- chapter 16's tables
+
+#: What each verdict says about reproducing the paper, in the reproducibility table.
+REPRODUCED = {
+    SUPPORTED: "reproduced",
+    "consistent with": "partly: the predicted sign, not the mechanism",
+    CONTRADICTED: "not reproduced: the opposite",
+    "smaller than the margin": "not at a size that matters",
+    INCONCLUSIVE: "not resolved",
+    NOT_TRAINED: "no verdict: an arm did not train",
+}
+
+
+def _span(effect: dict[str, Any]) -> str:
+    def number(value: Any) -> str:
+        return "?" if value is None else f"{value:+.4f}"
+
+    level = ""
+    if effect["confidence"] is not None and round(effect["confidence"], 6) != 0.95:
+        level = f" ({100 * effect['confidence']:.1f} %)"
+    return (
+        f"{number(effect['estimate'])} [{number(effect['low'])}, "
+        f"{number(effect['high'])}]{level}"
+    )
+
+
+def _why(record: dict[str, Any]) -> str:
+    """Why the verdict is what it is, from its effects and their margins."""
+    effects = record["effects"]
+    verdict = record["verdict"]
+    if record.get("checks"):
+        return "every deviation the algebra says is zero is at rounding error"
+    if not effects:
+        return record["note"]
+    if verdict == INCONCLUSIVE:
+        open_ = [e for e in effects if e["verdict"] == INCONCLUSIVE and e["needs"]]
+        if len(open_) == 1:
+            return open_[0]["needs"]
+        return "; ".join(f"{e['label']}: {e['needs']}" for e in open_) or record["note"]
+
+    def margin(e: dict[str, Any]) -> str:
+        return f"±{e['margin']:g}" if e["margin"] is not None else "its margin"
+
+    deciding = [e for e in effects if e["verdict"] == verdict] or effects
+    if verdict == CONTRADICTED:
+        return "; ".join(
+            f"{e['label']}: its interval lies on the other side (margin {margin(e)})"
+            for e in deciding
+        )
+    if verdict == "smaller than the margin":
+        return "; ".join(
+            f"{e['label']}: its interval lies inside {margin(e)} ({e['margin_tie']})"
+            for e in deciding
+        )
+    return (
+        "every effect's interval clears its rule's bound (margin "
+        + ", ".join(dict.fromkeys(margin(e) for e in effects))
+        + ")"
+    )
+
+
+def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Chapter 16's reproducibility table from :func:`scorecard_records`: per claim, the
+    verdict, the paper's statement (and numbers), our setting (with the data on its face:
+    real, or which stand-in for which dataset), each effect with the interval its verdict
+    read, whether that reproduces the paper (:data:`REPRODUCED`), why, and the compute
+    behind it."""
+    rows = []
+    for r in records:
+        paper = r["claim"]
+        if r["paper"]:
+            paper += " (" + ", ".join(f"{k} {v:g}" for k, v in r["paper"].items()) + ")"
+        if r.get("checks"):
+            setting = "float64 measurement of the algebra; no data"
+            worst = max((c["value"] for c in r["checks"] if c["zero"]), default=0.0)
+            effect = f"largest deviation that must be zero: {worst:.1e}"
+        else:
+            spec = r.get("specification") or {}
+            setting = r["data"]
+            if r["stand_in"] is not None:
+                setting += " [stand-in]" if r["stand_in"] else " [real data]"
+            if spec:
+                setting += f"; {spec['model']}; {spec['optimiser']}; {spec['budget']}"
+            effect = "; ".join(f"{e['label']}: {_span(e)}" for e in r["effects"])
+        reproduced = REPRODUCED.get(r["verdict"], "not run: " + r["verdict"])
+        if r["stand_in"] and r["verdict"] in REPRODUCED:
+            reproduced += " (mechanism, on a stand-in)"
+        rows.append(
+            {
+                "verdict": r["verdict"],
+                "id": r["id"],
+                "reproduced": reproduced,
+                "paper": paper,
+                "our setting": setting,
+                "effect": effect or "-",
+                "why": _why(r),
+                "compute": r["compute"] or "-",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def plan_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Each empirical claim's plan from :func:`scorecard_records`: the estimand, the margin
+    and its tie to the paper, the seeds (and test items) the saved set's spread says the
+    margin needs, against the seeds and test items in hand."""
+    rows = []
+    for r in records:
+        if "estimand" not in r:
+            continue
+        margins = ", ".join(
+            dict.fromkeys(
+                f"±{e['margin']:g} {e['units']}"
+                for e in r["effects"]
+                if e["margin"] is not None
+            )
+        )
+        hand = sorted({e["n"] for e in r["effects"]})
+        items = sorted({e["n_test"] for e in r["effects"] if e["n_test"]})
+        rows.append(
+            {
+                "id": r["id"],
+                "estimand": r["estimand"],
+                "margin": margins or "-",
+                "why this margin": r["margin_tie"],
+                "seeds (planned / in hand)": (
+                    f"{r['planned_seeds'] or '-'} / {','.join(map(str, hand)) or '-'}"
+                ),
+                "test items (planned / in hand)": (
+                    f"{r['planned_test_items'] or 'as now'} / "
+                    f"{','.join(map(str, items)) or '-'}"
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
 
 #: The scorecard's table, short enough to fit a phone: the verdict first.
 _PART_COLUMNS = ("verdict", "id", "claim", "chapter")

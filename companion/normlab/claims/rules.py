@@ -1,11 +1,17 @@
-"""The verdict rules: how a 95 % confidence interval across seeds becomes a verdict.
+"""The verdict rules: how a confidence interval becomes a verdict, and what it would take.
 
-Each rule reads one effect's interval (:class:`normlab.stats.Interval`): :class:`Directional`
-(the claimed sign), :class:`Equivalent` (no real difference, TOST-style),
-:class:`AtLeast` (not worse by more than a margin) and :class:`ConsistentWith` (the sign a
-mechanism predicts, where no run isolates the mechanism). :func:`combine` joins the verdicts of a
-claim's several effects; :func:`trained` is the learnability rule that comes before any of
-them: a comparison whose arm did not beat chance gets no verdict.
+Each rule reads one effect's interval (:class:`normlab.stats.Interval`: the seeds' spread
+and the test set's noise): :class:`Directional` (the claimed sign), :class:`Equivalent` (no
+real difference, TOST-style), :class:`AtLeast` (not worse by more than a margin) and
+:class:`ConsistentWith` (the sign a mechanism predicts, where no run isolates the
+mechanism). A directional claim also has a margin, the smallest effect that matters
+(:mod:`normlab.claims.plans`): an interval inside ``±margin`` is :data:`NEGLIGIBLE`, a
+decided verdict, and "inconclusive" is left for an interval that reaches past the margin
+and still straddles zero. Each rule gives the p-value of its own test (for Holm's
+correction across a claim's effects, :func:`holm_intervals`) and the seeds that would
+resolve an inconclusive effect (``seeds_to_resolve``). :func:`combine` joins the verdicts
+of a claim's several effects; :func:`trained` is the learnability rule that comes before
+any of them: a comparison whose arm did not beat chance gets no verdict.
 """
 
 from __future__ import annotations
@@ -14,15 +20,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as _scipy_stats
-
-from ..stats import Interval
+from .. import stats as _stats
+from ..stats import ALPHA, Interval
 
 __all__ = [
     "SUPPORTED",
     "CONTRADICTED",
     "INCONCLUSIVE",
     "CONSISTENT",
+    "NEGLIGIBLE",
+    "DECIDED",
     "NOT_TRAINED",
     "NOT_YET_TESTED",
     "VERDICTS",
@@ -35,7 +42,9 @@ __all__ = [
     "ConsistentWith",
     "Rule",
     "combine",
+    "holm_intervals",
     "COMBINE_WORDS",
+    "INTERVAL_WORDS",
     "trained_margin",
     "trained",
 ]
@@ -44,7 +53,18 @@ SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusi
 # The predicted sign, seen where the experiment cannot isolate the claimed cause: weaker
 # than "supported", and never counted as it.
 CONSISTENT = "consistent with"
-VERDICTS: tuple[str, ...] = (SUPPORTED, CONSISTENT, CONTRADICTED, INCONCLUSIVE)
+# Decided, either way: the interval lies inside ±margin, so whatever the true effect is, it
+# is smaller than the smallest effect that matters.
+NEGLIGIBLE = "smaller than the margin"
+VERDICTS: tuple[str, ...] = (
+    SUPPORTED,
+    CONSISTENT,
+    NEGLIGIBLE,
+    CONTRADICTED,
+    INCONCLUSIVE,
+)
+#: The verdicts that settle an effect (every one but "inconclusive").
+DECIDED: tuple[str, ...] = (SUPPORTED, CONSISTENT, NEGLIGIBLE, CONTRADICTED)
 NOT_TRAINED = "did not train"  # no verdict: an arm of the comparison did not learn
 NOT_YET_TESTED = "not yet tested"
 # Learnability: at its chosen rate, an arm must beat chance by this much (an accuracy) to be
@@ -55,6 +75,14 @@ LEARNABILITY_WORDS = (
     f"No verdict when an arm scores within {TRAINED_MARGIN:g} of chance at its chosen rate "
     f"({TWO_CLASS_MARGIN:g} on a two-class task)"
 )
+
+
+def _inside(ci: Interval, margin: float | None) -> bool:
+    return margin is not None and -margin < ci.low and ci.high < margin
+
+
+def _level(ci: Interval) -> str:
+    return f"{100 * ci.confidence:g} %"
 
 
 @dataclass(frozen=True)
@@ -72,20 +100,39 @@ class Directional:
         sign = "above" if self.direction > 0 else "below"
         other = "below" if self.direction > 0 else "above"
         return (
-            f"supported if the 95 % CI across seeds lies entirely {sign} zero; contradicted if it lies "
-            f"entirely {other} zero; inconclusive otherwise"
+            f"smaller than the margin if the CI lies inside ±margin (whatever its sign); "
+            f"else supported if it lies entirely {sign} zero, contradicted if it lies "
+            f"entirely {other} zero, and inconclusive otherwise"
         )
 
-    def verdict(self, ci: Interval) -> str:
+    def verdict(self, ci: Interval, margin: float | None = None) -> str:
+        """The verdict of ``ci``; :data:`NEGLIGIBLE` first when it lies inside ``±margin``."""
         if not ci.defined:
             return INCONCLUSIVE
+        if _inside(ci, margin):
+            return NEGLIGIBLE
         low, high = (ci.low, ci.high) if self.direction > 0 else (-ci.high, -ci.low)
         return SUPPORTED if low > 0 else CONTRADICTED if high < 0 else INCONCLUSIVE
+
+    def p_value(self, ci: Interval) -> float:
+        """The two-sided p-value of a zero effect."""
+        return ci.p_value(0.0)
+
+    def target(self, ci: Interval, margin: float) -> float:
+        """The effect size the seeds must detect: the margin."""
+        return margin
+
+    def seeds_to_resolve(
+        self, ci: Interval, margin: float, alpha: float = ALPHA
+    ) -> int | None:
+        """Seeds for 80 % power against a true effect of the margin's size (the smallest
+        that matters), at this spread and test set (:func:`normlab.stats.n_needed`)."""
+        return _stats.n_needed(ci.seed_sd, margin, item_var=ci.item_var, alpha=alpha)
 
 
 @dataclass(frozen=True)
 class Equivalent:
-    """No real difference: the effect lies within ``±margin`` (TOST-style, on the 95 % CI)."""
+    """No real difference: the effect lies within ``±margin`` (TOST-style, on the CI)."""
 
     margin: float
 
@@ -96,38 +143,72 @@ class Equivalent:
     @property
     def words(self) -> str:
         return (
-            f"supported if the 95 % CI lies inside ±{self.margin:g} (equivalence, two one-sided tests at "
-            f"2.5 %); contradicted if it lies entirely outside ±{self.margin:g}; inconclusive otherwise"
+            f"supported if the CI lies inside ±{self.margin:g} (equivalence: two one-sided "
+            f"tests, each at half the CI's error rate); contradicted if it lies entirely "
+            f"outside ±{self.margin:g}; inconclusive otherwise"
         )
 
-    def seeds_needed(self, sd: float, power: float = 0.8, cap: int = 1000) -> int:
-        """Seeds for which the 95 % CI of an effect with true value 0 and per-seed standard
-        deviation ``sd`` lies inside ``±margin`` with probability ``power`` (normal-theory
-        approximation with the t quantile: ``n >= ((t_0.975 + z_(1+power)/2) sd / margin)^2``).
-        ``cap`` when even that many would not do."""
+    def seeds_needed(
+        self,
+        sd: float,
+        power: float = 0.8,
+        cap: int = 1000,
+        *,
+        delta: float = 0.0,
+        item_var: float = 0.0,
+    ) -> int:
+        """Seeds for which the 95 % CI of an effect with true value ``delta`` (not only 0)
+        and per-seed standard deviation ``sd`` lies inside ``±margin`` with probability
+        ``power`` (:func:`normlab.stats.n_needed_equivalence`); ``cap`` when no number up to
+        it would do (always so for ``|delta| >= margin``)."""
         if not sd >= 0 or not 0 < power < 1:
             raise ValueError(
                 f"sd must be >= 0 and power in (0, 1), got {sd!r}, {power!r}"
             )
-        if sd == 0:
-            return 2
-        z = _scipy_stats.norm.ppf((1 + power) / 2)
-        for n in range(2, cap + 1):
-            t = _scipy_stats.t.ppf(0.975, n - 1)
-            if n >= ((t + z) * sd / self.margin) ** 2:
-                return n
-        return cap
+        n = _stats.n_needed_equivalence(
+            sd, self.margin, delta, item_var=item_var, power=power, cap=cap
+        )
+        return cap if n is None else n
 
-    def verdict(self, ci: Interval) -> str:
+    def verdict(self, ci: Interval, margin: float | None = None) -> str:
+        """The verdict of ``ci`` against this rule's own margin."""
         if not ci.defined:
             return INCONCLUSIVE
-        if -self.margin < ci.low and ci.high < self.margin:
+        if _inside(ci, self.margin):
             return SUPPORTED
         return (
             CONTRADICTED
             if ci.low > self.margin or ci.high < -self.margin
             else INCONCLUSIVE
         )
+
+    def p_value(self, ci: Interval) -> float:
+        """The two one-sided tests' p-value, doubled so that it is below ``alpha`` exactly
+        when the two-sided ``1 - alpha`` CI lies inside ``±margin``."""
+        if not ci.defined:
+            return math.nan
+        return min(1.0, 2 * max(ci.p_above(-self.margin), ci.p_below(self.margin)))
+
+    def target(self, ci: Interval, margin: float | None = None) -> float:
+        """The effect size the seeds must resolve: the observed difference's distance
+        from the margin."""
+        return abs(abs(ci.mean) - self.margin)
+
+    def seeds_to_resolve(
+        self, ci: Interval, margin: float | None = None, alpha: float = ALPHA
+    ) -> int | None:
+        """Seeds to decide at the observed difference (the best guess of the true one):
+        inside the margin, 80 % power to show equivalence; outside it, 80 % power to show
+        the difference lies beyond it; None exactly at the margin."""
+        distance = abs(ci.mean) - self.margin
+        sd, v = ci.seed_sd, ci.item_var
+        if distance < 0:
+            return _stats.n_needed_equivalence(
+                sd, self.margin, ci.mean, item_var=v, alpha=alpha
+            )
+        if distance > 0:
+            return _stats.n_needed(sd, distance, item_var=v, alpha=alpha)
+        return None
 
 
 @dataclass(frozen=True)
@@ -150,15 +231,16 @@ class AtLeast:
     def words(self) -> str:
         if self.direction > 0:
             return (
-                f"supported if the 95 % CI lies above -{self.margin:g} (not worse by more than the margin); "
+                f"supported if the CI lies above -{self.margin:g} (not worse by more than the margin); "
                 f"contradicted if it lies entirely below -{self.margin:g}; inconclusive otherwise"
             )
         return (
-            f"supported if the 95 % CI lies below +{self.margin:g} (no gain beyond the margin); "
+            f"supported if the CI lies below +{self.margin:g} (no gain beyond the margin); "
             f"contradicted if it lies entirely above +{self.margin:g}; inconclusive otherwise"
         )
 
-    def verdict(self, ci: Interval) -> str:
+    def verdict(self, ci: Interval, margin: float | None = None) -> str:
+        """The verdict of ``ci`` against this rule's own margin."""
         if not ci.defined:
             return INCONCLUSIVE
         low, high = (ci.low, ci.high) if self.direction > 0 else (-ci.high, -ci.low)
@@ -170,12 +252,37 @@ class AtLeast:
             else INCONCLUSIVE
         )
 
+    def p_value(self, ci: Interval) -> float:
+        """The one-sided p-value of being worse than the margin, doubled (below ``alpha``
+        exactly when the two-sided ``1 - alpha`` CI clears the margin)."""
+        if not ci.defined:
+            return math.nan
+        if self.direction > 0:
+            return min(1.0, 2 * ci.p_above(-self.margin))
+        return min(1.0, 2 * ci.p_below(self.margin))
+
+    def target(self, ci: Interval, margin: float | None = None) -> float:
+        """The effect size the seeds must resolve: the observed difference's distance
+        from the margin's bound."""
+        return abs(self.direction * ci.mean + self.margin)
+
+    def seeds_to_resolve(
+        self, ci: Interval, margin: float | None = None, alpha: float = ALPHA
+    ) -> int | None:
+        """Seeds for 80 % power to decide at the observed difference: its distance from the
+        margin's bound is the effect to detect (None exactly on the bound)."""
+        distance = self.target(ci)
+        if distance == 0:
+            return None
+        return _stats.n_needed(ci.seed_sd, distance, item_var=ci.item_var, alpha=alpha)
+
 
 @dataclass(frozen=True)
 class ConsistentWith(Directional):
     """A mechanism the experiment cannot isolate: an interval on the side the mechanism
     predicts is :data:`CONSISTENT` ("consistent with"), never "supported"; one on the other
-    side is "contradicted"; one that straddles zero, "inconclusive"."""
+    side is "contradicted"; one inside the margin, :data:`NEGLIGIBLE`; one that straddles
+    zero and reaches past the margin, "inconclusive"."""
 
     @property
     def words(self) -> str:
@@ -185,18 +292,31 @@ class ConsistentWith(Directional):
             + " (no run here isolates the mechanism, so never supported)"
         )
 
-    def verdict(self, ci: Interval) -> str:
-        seen = super().verdict(ci)
+    def verdict(self, ci: Interval, margin: float | None = None) -> str:
+        seen = super().verdict(ci, margin)
         return CONSISTENT if seen == SUPPORTED else seen
 
 
 Rule = Directional | Equivalent | AtLeast
 
 
+INTERVAL_WORDS = (
+    "each interval adds the test set's own noise to the seeds' spread: for an accuracy p "
+    "on n test items, p(1 - p)/n per arm, summed over the arms it compares (a bound, "
+    "since no per-item predictions are kept; none for a quantity that is not an "
+    "accuracy), with Welch-Satterthwaite degrees of freedom"
+)
+
+
 COMBINE_WORDS = (
-    "a claim with several effects is contradicted if any effect is, supported if every one "
-    "is, consistent with if every one is supported or consistent with, and inconclusive "
-    "otherwise"
+    "a claim's several effects are judged together with Holm's step-down correction, so "
+    "that the chance of any false verdict stays at 5 %: the effect with the j-th smallest "
+    "p-value of k (its rule's own test) is judged on its interval at confidence "
+    "1 - 0.05/(k - j + 1), and from the first whose test that level does not decide, it and "
+    "the rest keep that level (one effect: the 95 % interval); then the claim is "
+    "contradicted if any effect is, smaller than the margin if any is, supported if every "
+    "one is, consistent with if every one is supported or consistent with, and "
+    "inconclusive otherwise"
 )
 
 
@@ -206,11 +326,27 @@ def combine(verdicts: Sequence[str]) -> str:
         return INCONCLUSIVE
     if CONTRADICTED in verdicts:
         return CONTRADICTED
+    if NEGLIGIBLE in verdicts:
+        return NEGLIGIBLE
     if all(v == SUPPORTED for v in verdicts):
         return SUPPORTED
     if all(v in (SUPPORTED, CONSISTENT) for v in verdicts):
         return CONSISTENT
     return INCONCLUSIVE
+
+
+def holm_intervals(
+    rules: Sequence[Rule], intervals: Sequence[Interval], alpha: float = ALPHA
+) -> list[Interval]:
+    """Each effect's interval at its level under Holm's step-down correction over the
+    claim's effects (:data:`COMBINE_WORDS`), ranked by each rule's own p-value."""
+    if len(rules) != len(intervals):
+        raise ValueError(
+            f"one rule per interval, got {len(rules)} rules, {len(intervals)} intervals"
+        )
+    p = [rule.p_value(ci) for rule, ci in zip(rules, intervals)]
+    levels = _stats.holm_levels(p, alpha)
+    return [ci.at(1 - level) for ci, level in zip(intervals, levels)]
 
 
 def trained_margin(chance: float) -> float:

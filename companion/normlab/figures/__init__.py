@@ -15,7 +15,8 @@
 - :mod:`~normlab.figures.robustness`: accuracy under corruption;
 - :mod:`~normlab.figures.theory`: the Part I theory chapters' measurements;
 - :mod:`~normlab.figures.live_and_saved`: a live run above a saved set;
-- :mod:`~normlab.figures.effects`: the scorecard's effects with their intervals.
+- :mod:`~normlab.figures.effects`: the scorecard's effects with their intervals and
+  margins, one panel per unit.
 
 Figures are built without pyplot, so nothing here calls ``plt.show`` or leaves a figure
 open; a figure returned as a cell's last expression is shown once.
@@ -36,7 +37,7 @@ from .column import (
     style,
 )
 from .curves import metric_vs, training_curves
-from .effects import forest
+from .effects import forest, forest_by_unit
 from .gate_entropy import (
     entropy_explorer,
     entropy_figure,
@@ -94,6 +95,7 @@ __all__ = [
     "entropy_twin",
     "finish",
     "forest",
+    "forest_by_unit",
     "freeze_figure",
     "gate_heatmaps",
     "heatmap",

@@ -1,5 +1,9 @@
-"""The scorecard's forest plot: every judged effect with its 95 % interval, at the column's
-width, its labels wrapped so that the plot keeps most of the width."""
+"""The scorecard's forest plots: every judged effect with its interval, at the column's
+width, its labels wrapped so that the plot keeps most of the width.
+
+:func:`forest` draws every effect on one axis; :func:`forest_by_unit` draws one panel per
+unit (an accuracy, a slope, nats, ...), each effect with its claim's margin, from the
+scorecard's records (:func:`normlab.claims.scorecard_records`)."""
 
 from __future__ import annotations
 
@@ -9,16 +13,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from .column import COLUMN_INCHES, MIN_FONT_PT, new_figure, style
 
-__all__ = ["VERDICT_COLOURS", "forest"]
+__all__ = ["VERDICT_COLOURS", "forest", "forest_by_unit"]
 
 #: The colour of each verdict an effect can have (:mod:`normlab.claims.rules`' words): the
-#: palette's green, blue, vermilion, grey and pink.
+#: palette's green, blue, sky blue, vermilion, grey and pink.
 VERDICT_COLOURS = {
     "supported": "#009E73",
     "consistent with": "#0072B2",
+    "smaller than the margin": "#56B4E9",
     "contradicted": "#D55E00",
     "inconclusive": "#7F7F7F",
     "did not train": "#CC79A7",
@@ -75,4 +81,79 @@ def forest(outcomes: Sequence[Any]) -> Figure:
         for verdict, colour in VERDICT_COLOURS.items():
             ax.plot([], [], "o", color=colour, label=verdict)
         ax.legend(loc="best")
+    return figure
+
+
+#: The colour of the band that marks each effect's margin.
+MARGIN_COLOUR = "#D9D9D9"
+
+
+def forest_by_unit(records: Sequence[dict[str, Any]]) -> Figure:
+    """One forest plot per unit: every effect of the scorecard's ``records`` (the JSON
+    objects of :func:`normlab.claims.scorecard_records`) as its estimate and the interval
+    its verdict read (seeds and test items, at its Holm level), coloured by its verdict,
+    over a grey band for its claim's margin (``±margin``; an effect without one has no
+    band). Panels share no axis: each unit keeps its own scale. With nothing judged yet
+    the figure says so."""
+    panels: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for record in records:
+        for effect in record.get("effects", []):
+            if effect.get("estimate") is None:
+                continue
+            unit = effect.get("units") or "units of the claim"
+            panels.setdefault(unit, []).append((record["id"], effect))
+    with style():
+        if not panels:
+            figure, axes = new_figure(size=(COLUMN_INCHES, 2.0))
+            ax = axes[0, 0]
+            ax.text(
+                0.5,
+                0.5,
+                "No empirical claim has a judged effect yet.",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+            )
+            ax.set_axis_off()
+            return figure
+        heights = [len(rows) + 1.6 for rows in panels.values()]
+        figure = Figure(
+            figsize=(COLUMN_INCHES, 0.42 * sum(heights) + 0.6), layout="constrained"
+        )
+        grid = figure.subplots(
+            len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights}
+        )
+        for ax, (unit, rows) in zip(grid[:, 0], panels.items()):
+            for y, (_, effect) in enumerate(rows):
+                margin = effect.get("margin")
+                if margin:
+                    ax.fill_betweenx(
+                        [y - 0.4, y + 0.4], -margin, margin, color=MARGIN_COLOUR, lw=0
+                    )
+                low, high, mean = effect["low"], effect["high"], effect["estimate"]
+                colour = VERDICT_COLOURS.get(effect["verdict"], "#000000")
+                if low is not None and high is not None:
+                    ax.plot([low, high], [y, y], color=colour, linewidth=1.6)
+                ax.plot([mean], [y], "o", color=colour)
+            ax.axvline(0, color="black", linewidth=0.8)
+            ax.set_yticks(
+                range(len(rows)),
+                [_label(f"{claim}: {e['label']}") for claim, e in rows],
+                fontsize=MIN_FONT_PT,
+            )
+            ax.set_ylim(len(rows) - 0.5, -0.5)
+            ax.set_title(unit, loc="left")
+        grid[-1, 0].set_xlabel(
+            "effect: estimate and interval (seeds and test items);\n"
+            "grey: the claim's margin, ±(smallest effect that matters)"
+        )
+        seen = {e["verdict"] for rows in panels.values() for _, e in rows}
+        handles = [
+            Line2D([], [], marker="o", linestyle="", color=colour, label=verdict)
+            for verdict, colour in VERDICT_COLOURS.items()
+            if verdict in seen
+        ]
+        figure.legend(
+            handles=handles, loc="outside upper center", ncols=3, fontsize=MIN_FONT_PT
+        )
     return figure

@@ -1,0 +1,453 @@
+"""The plan of every empirical claim: what it estimates, on what, and what size matters.
+
+One :class:`Plan` per claim id in :data:`PLANS` (adding a claim's plan is one entry):
+
+- ``estimand``: the quantity, in words;
+- the primary specification: read from the experiment grid the claim's test runs
+  (:func:`specification`: data, model, initialisation, optimiser, budget convention), with
+  the grid axes that the claim's verdict fixes in ``primary``;
+- ``margin``: the smallest effect that matters, in the effect's ``units``, and ``tie``, the
+  reason for its size: half the paper's reported gap where the paper reports one, else our
+  stated choice; an effect of a claim in other units has its own :class:`Margin` in
+  ``others``, matched by a phrase of its label (:func:`margin_for`);
+- the planned number of seeds, computed from a pilot spread (the saved set's per-seed
+  standard deviation of each effect, with its test set's noise) so that the minimum
+  detectable effect at 80 % power, two-sided, is at most the margin
+  (:func:`planned`, :func:`normlab.stats.n_needed`), at the Bonferroni level 0.05/k of a
+  claim with k effects, which Holm's correction never makes stricter.
+
+A margin that a rule also states (:class:`~normlab.claims.rules.Equivalent`,
+:class:`~normlab.claims.rules.AtLeast`) is taken from the same constant, and a test checks
+that the two agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import stats
+from ..experiments.part1 import VERDICT_INIT
+from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS, whose numbers we read)
+from .part1 import ACCURACY_MARGIN, PRIMARY_BUDGET, SLOPE_MARGIN
+from .registry import MARGIN_WORDS, Claim, get
+
+__all__ = [
+    "ACCURACY",
+    "Margin",
+    "Plan",
+    "PLANS",
+    "plan",
+    "margin_for",
+    "specification",
+    "data_words",
+    "planned",
+]
+
+#: The units of an accuracy difference.
+ACCURACY = "accuracy (0.01 = one point)"
+
+
+@dataclass(frozen=True)
+class Margin:
+    """The smallest effect that matters, its units and the reason for its size; ``match``
+    is a phrase of the labels of the effects it is for (empty: the claim's default)."""
+
+    margin: float
+    tie: str
+    units: str = ACCURACY
+    match: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.margin > 0:
+            raise ValueError(f"margin must be positive, got {self.margin!r}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One empirical claim's plan (module docstring)."""
+
+    estimand: str
+    margin: float
+    tie: str
+    units: str = ACCURACY
+    primary: Mapping[str, Any] = field(default_factory=dict)
+    others: tuple[Margin, ...] = ()
+
+    @property
+    def default(self) -> Margin:
+        return Margin(self.margin, self.tie, self.units)
+
+
+def _gap(claim_id: str, a: str, b: str, of: str | None = None) -> float:
+    """Half the paper's gap ``a - b`` (percentage points) of claim ``claim_id``, as a
+    fraction; ``b`` is read from claim ``of`` when given."""
+    left = get(claim_id).paper[a]
+    right = get(of or claim_id).paper[b]
+    return round(abs(left - right) / 200, 6)
+
+
+def _half(claim_id: str, a: str, b: str, of: str | None = None) -> str:
+    left = get(claim_id).paper[a]
+    right = get(of or claim_id).paper[b]
+    return (
+        f"half the paper's {abs(left - right):.2f}-point gap ({a} {left:g} vs {b} "
+        f"{right:g})"
+    )
+
+
+_OURS = "our choice, as the paper reports no number for it"
+_FC = {"init": VERDICT_INIT, "head": "same"}
+
+
+def _gate_defaults() -> dict[str, Any]:
+    from ..experiments.gate_grids import DEFAULT_INIT, DEFAULT_READOUT
+
+    return {"init": DEFAULT_INIT, "readout": DEFAULT_READOUT, "selector_lr": 1.0}
+
+
+_GATE = _gate_defaults()
+_SLOPE = "accuracy per doubling of the batch size"
+# N7: the paper's drop under corruption, clean accuracy (N3's table) minus CIFAR-10-C's mean
+_DROP = {
+    "AutoNorm-S": get("N3").paper["AutoNorm-S"]
+    - get("N7").paper["AutoNorm-S CIFAR-10-C"],
+    "FrozenLN": get("N3").paper["FrozenLN"] - get("N7").paper["FrozenLN"],
+}
+
+PLANS: dict[str, Plan] = {
+    "A8": Plan(
+        "test accuracy of affine-like minus norm-like, and of norm-like minus the strongest "
+        "other normaliser, paired by seed, averaged over the grid's shapes",
+        ACCURACY_MARGIN,
+        "one accuracy point; our choice, as no accuracy of the paper is readable",
+        primary=_FC,
+    ),
+    "A9": Plan(
+        "the corrections' lead over the strongest rival at the larger width (depth) minus at "
+        "the smaller, paired by seed",
+        ACCURACY_MARGIN,
+        f"one accuracy point of lead; {_OURS}",
+        primary=_FC,
+    ),
+    "A10": Plan(
+        "the corrections' lead with tanh minus with leaky-ReLU at the same shapes, and the "
+        "lead with tanh",
+        ACCURACY_MARGIN,
+        f"one accuracy point of lead; {_OURS}",
+        primary=_FC,
+    ),
+    "A11": Plan(
+        "test accuracy of norm-like minus affine-like at depth 3, width 16, paired by seed",
+        ACCURACY_MARGIN / 2,
+        "half an accuracy point: the paper calls the lead 'slight' and gives no number",
+        primary=_FC,
+    ),
+    "A12": Plan(
+        "each correction's slope of test accuracy against log2(batch size) minus the other "
+        "normalisers' mean slope, paired by seed",
+        SLOPE_MARGIN,
+        f"one accuracy point per doubling; {_OURS}",
+        units=_SLOPE,
+        primary={"budget": PRIMARY_BUDGET},
+    ),
+    "A13": Plan(
+        "each rival normaliser's own slope of test accuracy against log2(batch size)",
+        SLOPE_MARGIN,
+        "the rule's 'roughly flat', one accuracy point per doubling; our choice",
+        units=_SLOPE,
+        primary={"budget": PRIMARY_BUDGET},
+    ),
+    "A14": Plan(
+        "test accuracy of PatchNorm's better mode minus the stronger of LayerNorm and "
+        "RMSNorm, paired by seed",
+        ACCURACY_MARGIN,
+        "the rule's 'on par', one accuracy point; our choice, as the paper gives no number",
+    ),
+    "A15": Plan(
+        "test accuracy of affine-like minus the strongest scale-invariant normaliser, "
+        "paired by seed",
+        ACCURACY_MARGIN,
+        "the rule's 'matches', not worse by one accuracy point; our choice",
+        primary=_FC,
+    ),
+    "N1": Plan(
+        "test accuracy of AutoNorm minus the Random Selector, paired by seed",
+        _gap("N1", "Random", "AutoNorm (CIFAR-10)"),
+        _half("N1", "Random", "AutoNorm (CIFAR-10)"),
+        primary=_GATE,
+    ),
+    "N2": Plan(
+        "hottest minus coldest Gumbel-Softmax temperature: the log of the gate's gradient "
+        "SNR, and test accuracy, paired by seed",
+        0.405,
+        f"a 1.5-fold change of the gate's gradient SNR (log 1.5); {_OURS}",
+        units="log gate SNR",
+        primary=_GATE,
+        others=(
+            Margin(ACCURACY_MARGIN, f"one accuracy point; {_OURS}", match="accuracy"),
+        ),
+    ),
+    "N3": Plan(
+        "test accuracy of AutoNorm-S minus FrozenLN and minus AutoNorm, paired by seed",
+        _gap("N3", "AutoNorm-S", "FrozenLN"),
+        _half("N3", "AutoNorm-S", "FrozenLN"),
+        primary=_GATE,
+        others=(
+            Margin(
+                _gap("N3", "AutoNorm-S", "AutoNorm (CIFAR-10)", of="N1"),
+                _half("N3", "AutoNorm-S", "AutoNorm (CIFAR-10)", of="N1"),
+                match="- autonorm on",
+            ),
+        ),
+    ),
+    "N4": Plan(
+        "AutoNorm-S's lead over FrozenLN on CIFAR-100 minus its next largest vision lead",
+        ACCURACY_MARGIN,
+        "one accuracy point; our choice, as the paper's own leads, 2.33 points on "
+        "CIFAR-100 and 3.38 on CIFAR-10, do not order as the claim says",
+    ),
+    "N5": Plan(
+        "test accuracy of AutoNorm-S minus FrozenLN on MNIST-like data, paired by seed",
+        0.005,
+        "the rule's 'no real gain', half a point, against the paper's 0.36-point MNIST "
+        "gap that it calls within the CI",
+        primary=_GATE,
+    ),
+    "N6": Plan(
+        "test accuracy of AdaNorm minus the strongest other normaliser on SVHN",
+        _gap("N6", "AdaNorm", "FrozenLN"),
+        _half("N6", "AdaNorm", "FrozenLN"),
+    ),
+    "N7": Plan(
+        "the drop under corruption (clean minus mean corruption accuracy), FrozenLN's "
+        "minus AutoNorm-S's, paired by seed",
+        round(abs(_DROP["FrozenLN"] - _DROP["AutoNorm-S"]) / 200, 6),
+        f"half the paper's {abs(_DROP['FrozenLN'] - _DROP['AutoNorm-S']):.2f}-point "
+        f"difference in drop (FrozenLN {_DROP['FrozenLN']:.2f}, AutoNorm-S "
+        f"{_DROP['AutoNorm-S']:.2f} points, clean minus CIFAR-10-C)",
+    ),
+    "N8": Plan(
+        "token accuracy of AutoNorm-S minus FrozenLN on POS tagging, paired by seed",
+        _gap("N8", "AutoNorm-S", "FrozenLN"),
+        _half("N8", "AutoNorm-S", "FrozenLN"),
+    ),
+    "N9": Plan(
+        "sentence accuracy of AutoNorm-S minus FrozenLN on SST-2, paired by seed",
+        _gap("N9", "AutoNorm-S", "FrozenLN"),
+        _half("N9", "AutoNorm-S", "FrozenLN"),
+    ),
+    "N10": Plan(
+        "learned AutoNorm's mean gate entropy over layers and epochs, each language task "
+        "minus the image task",
+        0.05,
+        f"0.05 nats, about 7 % of the largest entropy (ln 2); {_OURS}",
+        units="gate entropy (nats)",
+    ),
+    "N11": Plan(
+        "at the last epoch: the image task's weight on LayerNorm minus 1/2; per language "
+        "task, gate entropy minus eps_H and the slope of the weight on DyT over relative "
+        "depth",
+        0.05,
+        f"a weight of 0.05 on either normaliser; {_OURS}",
+        units="gate weight on LayerNorm",
+        others=(
+            Margin(
+                0.05,
+                f"0.05 nats, half of eps_H; {_OURS}",
+                "gate entropy (nats)",
+                match="entropy",
+            ),
+            Margin(
+                0.05,
+                f"a weight change of 0.05 from the first layer to the last; {_OURS}",
+                "gate weight per unit of relative depth",
+                match="slope",
+            ),
+        ),
+    ),
+    "N12": Plan(
+        "relative test RMSE of AutoNorm-S against FrozenLN, (a - b)/b, paired by seed",
+        0.02,
+        "the rule's 'negligible', 2 % of the RMSE; our choice, against the paper's "
+        "California gap of 0.27 %",
+        units="relative RMSE",
+    ),
+    "N13": Plan(
+        "soft minus hard gate: mean validation accuracy over the epochs, paired by seed",
+        ACCURACY_MARGIN,
+        f"one accuracy point averaged over training; {_OURS}",
+        primary=_GATE,
+    ),
+    "N14": Plan(
+        "AutoNorm-S's lead over FrozenLN on the more diverse data minus on the less diverse",
+        ACCURACY_MARGIN,
+        f"one accuracy point of lead; {_OURS}",
+        primary=_GATE,
+    ),
+}
+
+
+MARGIN_WORDS.update(
+    {
+        claim_id: f"The margin: ±{p.margin:g} in {p.units}; {p.tie}"
+        for claim_id, p in PLANS.items()
+    }
+)
+
+
+def plan(claim_id: str) -> Plan | None:
+    """The plan of claim ``claim_id`` (None for a claim without one: exact, conceptual, or
+    one declared outside the book's registry)."""
+    return PLANS.get(claim_id)
+
+
+def margin_for(claim_id: str, label: str) -> Margin | None:
+    """The margin of the effect ``label`` of claim ``claim_id``: the first of the plan's
+    ``others`` whose phrase the label contains, else the plan's default."""
+    found = plan(claim_id)
+    if found is None:
+        return None
+    for other in found.others:
+        if other.match in label:
+            return other
+    return found.default
+
+
+# ------------------------------------------------------------ the primary specification
+
+
+def data_words(claim: Claim, tasks: Sequence[str], profile: str) -> tuple[str, bool]:
+    """What ``tasks`` were in ``profile``, and whether any was a stand-in: e.g. ("8×8
+    digits, a stand-in for CIFAR-10", True) or ("CIFAR-10", False)."""
+    from ..data import REAL, served_by, title
+    from ..data.sources import RESTYLED
+
+    used = ", ".join(dict.fromkeys(title(served_by(t, profile)) for t in tasks))
+    real = [t.removesuffix(RESTYLED) for t in tasks]
+    if all(t in REAL for t in real) and used == ", ".join(
+        dict.fromkeys(title(t) for t in tasks)
+    ):
+        return used, False
+    if claim.datasets:
+        return (
+            f"{used}, a stand-in for {', '.join(title(d) for d in claim.datasets)}",
+            True,
+        )
+    return f"{used} (a stand-in; the claim names no dataset)", True
+
+
+_MODEL = (
+    ("depth", "depth"),
+    ("width", "width"),
+    ("channels", "channels"),
+    ("dim", "dim"),
+    ("heads", "heads"),
+    ("patch_size", "patch"),
+    ("activation", ""),
+)
+
+
+def _values(items: Sequence[Any]) -> str:
+    return "/".join(str(v) for v in items)
+
+
+def specification(claim_id: str, profile: str) -> dict[str, str]:
+    """The claim's primary specification in ``profile``, read from its experiment's grid:
+    ``data`` (the task, named as the stand-in that serves it where one does), ``model``,
+    ``init``, ``optimiser`` and ``budget`` (convention, epochs, batch size and the rates
+    the validation split chooses from); an axis the grid sweeps shows every value."""
+    from .. import experiments
+
+    claim = get(claim_id)
+    test = claim.test
+    if test is None or not hasattr(test, "experiment"):
+        raise ValueError(f"claim {claim_id} runs no experiment")
+    exp = experiments.get(test.experiment)
+    if profile not in exp.profiles:
+        raise ValueError(
+            f"{test.experiment} has no {profile!r} grid; it has {', '.join(exp.profiles)}"
+        )
+    grid = exp.grid(profile)
+    values: dict[str, list[Any]] = {k: [v] for k, v in grid.fixed.items()}
+    values.update({k: list(v) for k, v in grid.axes.items()})
+    found = plan(claim_id)
+    for key, value in (found.primary if found else {}).items():
+        if key in values:
+            values[key] = [value]
+    data_profile = values.get("data_profile", [profile])[0]
+    tasks = [str(t) for t in values.get("data", [])]
+    kind = (
+        "MLP"
+        if "width" in values
+        else "CNN"
+        if "channels" in values
+        else "transformer"
+        if "dim" in values
+        else "transformer at the paper's size"
+        if "patch_size" in values or "heads" in values or "tau" in values
+        else "network"
+    )
+    shape = ", ".join(
+        f"{name} {_values(values[key])}".strip()
+        for key, name in _MODEL
+        if key in values and values[key] != [None]
+    )
+    optimiser = (
+        _values(values["optimizer"]).upper().replace("ADAM", "Adam")
+        if "optimizer" in values
+        else "AdamW"
+    )
+    if "weight_decay" in values:
+        optimiser += f", weight decay {_values(values['weight_decay'])}"
+    schedule = values.get("schedule", ["warm-up + cosine"])
+    budget = values.get("budget", ["fixed_epochs"])
+    return {
+        "data": data_words(claim, tasks, data_profile)[0],
+        "model": f"{kind}, {shape}",
+        "init": _values(values.get("init", ["PyTorch default"])),
+        "optimiser": f"{optimiser}, {_values(schedule)} schedule",
+        "budget": (
+            f"{_values(budget).replace('_', ' ')}: {_values(values.get('epochs', ['?']))} "
+            f"epochs, batch {_values(values.get('batch_size', ['?']))}; lr chosen on val "
+            f"from {_values(values.get('lr', ['?']))}"
+        ),
+    }
+
+
+def planned(
+    spreads: Sequence[tuple[float, float, float, int | None, bool]],
+) -> tuple[int | None, int | None]:
+    """The planned seeds, and test items where the present test set is too small, of a
+    claim whose effects have the pilot ``spreads`` ``(sd, item_var, margin, n_test,
+    equivalence)``, at the level 0.05/k of k effects and 80 % power: for a directional or
+    non-inferiority effect, a minimum detectable effect at most the margin
+    (:func:`normlab.stats.n_needed`); for an equivalence, an interval inside the margin
+    when the true difference is 0 (:func:`normlab.stats.n_needed_equivalence`). The most
+    any effect needs; (None, None) without a usable spread."""
+    usable = [s for s in spreads if s[0] == s[0] and s[2] > 0]
+    if not usable:
+        return None, None
+    alpha = stats.ALPHA / len(usable)
+
+    def seeds(
+        sd: float, item_var: float, margin: float, equivalence: bool
+    ) -> int | None:
+        if equivalence:
+            return stats.n_needed_equivalence(
+                sd, margin, item_var=item_var, alpha=alpha
+            )
+        return stats.n_needed(sd, margin, item_var=item_var, alpha=alpha)
+
+    most, items = 2, None
+    for sd, item_var, margin, n_test, equivalence in usable:
+        n = seeds(sd, item_var, margin, equivalence)
+        if n is None and n_test:
+            more = stats.items_needed(item_var, n_test, margin, alpha=alpha)
+            items = max(items or 0, more)
+            n = seeds(sd, item_var * n_test / more, margin, equivalence)
+        if n is None:
+            return None, items
+        most = max(most, n)
+    return most, items
