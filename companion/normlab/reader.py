@@ -857,15 +857,17 @@ def _colab_button(
     branch = launch.get("pages_branch")
     if not branch or not launch.get("colab_url"):
         return
+    url = colab_link(
+        launch["colab_url"],
+        options.get("repository_url", ""),
+        branch,
+        Path(pagename).name,
+    )
     for group in context.get("header_buttons", []):
-        for button in (
-            group.get("buttons", []) if group.get("label") == "launch-buttons" else []
-        ):
-            if button.get("text") == "Colab":
-                name = Path(pagename).name
-                button["url"] = colab_link(
-                    launch["colab_url"], options["repository_url"], branch, name
-                )
+        if group.get("label") == "launch-buttons":
+            for button in group.get("buttons", []):
+                if button.get("text") == "Colab":
+                    button["url"] = url
 
 
 def setup(app: Any) -> dict[str, Any]:
