@@ -33,9 +33,13 @@ $(VENV)/.lab-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e ".[lab]"
 	touch $@
 
+# After the HTML, the reader notebooks (normlab.reader): every chapter in plain Markdown with
+# its glued numbers filled in from the executed notebooks, into _build/notebooks/ (what
+# `make lab` opens) and _build/html/notebooks/ (published with the HTML; the Colab buttons).
 book: $(VENV)/.book-installed
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
 	$(MAKE) check-figures
+	$(BIN)/python -m normlab.reader _build
 
 # Every chapter whose notebook draws a figure shows at least one image, and each is a valid PNG.
 check-figures:
@@ -88,12 +92,19 @@ test-structure:
 		-D nb_execution_mode=force -c . . _build/structure
 	rm -f conf.py
 
-# JupyterLab on the book's notebooks, with the widget extension; e.g. `make lab PROFILE=standard`.
+# JupyterLab, with the widget extension, on the reader notebooks that `make book` writes
+# (_build/notebooks/: glued numbers filled in, exercises and solutions in plain Markdown), or,
+# before any `make book`, on the chapters' MyST sources in book/, where Jupyter shows the roles
+# and directives as raw text. E.g. `make lab PROFILE=standard`.
 # As root (containers, Colab-like machines) JupyterLab refuses to start without --allow-root.
 LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
+LAB_DIR := $(if $(wildcard _build/notebooks/*.ipynb),_build/notebooks,book)
+LAB_NOTE := make lab: no reader notebooks in _build/notebooks/ yet, so JupyterLab opens the \
+	MyST sources in book/ (glued numbers and exercises show as raw text); 'make book' writes them.
 lab: $(VENV)/.lab-installed
 	$(if $(PROFILE),NORMLAB_PROFILE=$(PROFILE) $(BIN)/python -c "import normlab; normlab.profile()")
-	cd book && env -u MPLBACKEND $(if $(PROFILE),NORMLAB_PROFILE=$(PROFILE)) \
+	$(if $(filter book,$(LAB_DIR)),@echo "$(LAB_NOTE)")
+	cd $(LAB_DIR) && env -u MPLBACKEND $(if $(PROFILE),NORMLAB_PROFILE=$(PROFILE)) \
 		$(abspath $(BIN))/jupyter-lab $(LAB_ROOT) $(LAB_ARGS)
 
 # The notebook kernels' environment, for tests/test_book_figures.py.

@@ -44,6 +44,7 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 import yaml
 from normlab.interactive import BUNDLE, MARKER, MAX_DATA_BYTES
+from normlab.reader import colab_link
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
@@ -85,9 +86,16 @@ def repository(config: dict) -> tuple[str, str]:
 
 
 def colab_url(config: dict, notebook: str) -> str:
-    """The Colab link of one notebook, ``notebook`` relative to the repository root."""
-    repo, branch = repository(config)
-    return f"{COLAB}/{repo}/blob/{branch}/{notebook}"
+    """The Colab link of one chapter (``notebook`` relative to the repository root): its
+    reader notebook, published with the HTML on ``launch_buttons.pages_branch``."""
+    repository(config)  # a GitHub repository, or a ValueError that names the setting
+    launch = config["launch_buttons"]
+    return colab_link(
+        launch["colab_url"],
+        config["repository"]["url"],
+        launch["pages_branch"],
+        Path(notebook).stem,
+    )
 
 
 def toc_entries(toc: dict) -> list[tuple[str, list[str]]]:

@@ -10,12 +10,18 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import browser_check  # noqa: E402
 
-CONFIG = {"repository": {"url": "https://github.com/someone/book", "branch": "dev"}}
+CONFIG = {
+    "repository": {"url": "https://github.com/someone/book", "branch": "dev"},
+    "launch_buttons": {
+        "colab_url": "https://colab.research.google.com",
+        "pages_branch": "pages",
+    },
+}
 
 
-def test_colab_url_comes_from_the_config() -> None:
+def test_colab_url_opens_the_reader_notebook_where_the_config_publishes_it() -> None:
     assert browser_check.colab_url(CONFIG, "book/02_x.ipynb") == (
-        "https://colab.research.google.com/github/someone/book/blob/dev/book/02_x.ipynb"
+        "https://colab.research.google.com/github/someone/book/blob/pages/notebooks/02_x.ipynb"
     )
 
 

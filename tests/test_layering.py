@@ -71,6 +71,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab.display",
             "normlab.interactive",
             "normlab.widgets",
+            # the chapters as plain notebooks for Jupyter and Colab
+            "normlab.reader",
         ),
     ),
     ("entry points", ("normlab", "normlab.__main__")),

@@ -235,17 +235,23 @@ def repository() -> tuple[str, str]:
 
 
 def test_colab_links_follow_config() -> None:
-    slug, branch = repository()
-    prefix = f"{CONFIG['launch_buttons']['colab_url'].rstrip('/')}/github/{slug}/blob/{branch}/"
+    """A Colab link opens a chapter's reader notebook where _config.yml publishes it."""
+    from normlab.reader import colab_link, read_book
+
+    launch = CONFIG["launch_buttons"]
     links = re.findall(r"https://colab\.research\.google\.com/[^\s`)>\]]+", README)
     assert links, "README shows no Colab link"
+    chapters = [c.name for c in read_book(ROOT).chapters]
     for link in links:
-        assert link.startswith(prefix), (
-            f"{link} does not start with {prefix} (from _config.yml)"
+        name = link.rsplit("/", 1)[-1].removesuffix(".ipynb")
+        assert name in chapters, f"{link} opens no chapter of _toc.yml"
+        expected = colab_link(
+            launch["colab_url"],
+            CONFIG["repository"]["url"],
+            launch["pages_branch"],
+            name,
         )
-        assert (ROOT / link[len(prefix) :]).is_file(), (
-            f"{link} opens a notebook that does not exist"
-        )
+        assert link == expected, f"{link} is not {expected} (from _config.yml)"
     section = README[README.index("## Open a chapter on Colab") :]
     assert "`_config.yml`" in section.split("\n## ")[0], (
         "README must say where the repository URL is set"

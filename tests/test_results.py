@@ -893,7 +893,7 @@ def test_cli_verify_exit_codes(copy: results.SavedSet, capsys) -> None:
 
 
 def test_the_shipped_sets_are_few_files() -> None:
-    root = results.default_root()
+    root = results.shipped_root()
     files = [p for p in root.rglob("*") if p.is_file()]
     assert len(files) <= 50
     assert {p.name for p in files} <= {"runs.jsonl", "results.csv", "manifest.json"}
@@ -947,3 +947,44 @@ def test_the_command_names_a_root_relative_to_where_it_ran(
     monkeypatch.setattr(sys, "argv", ["normlab", "save", TINY, "--root", str(sets)])
     monkeypatch.setenv(results.RESULTS_ENV, str(sets))
     assert results._command(sets) == f"python -m normlab save {TINY}"  # the default
+
+
+# ------------------------------------------------------- the reader's folder and the shipped
+
+
+def test_save_writes_where_the_reader_keeps_it(tmp_path: Path, monkeypatch) -> None:
+    """``$NORMLAB_RESULTS``; else, in a git checkout, the package's saved/ (where the shipped
+    sets are made); else a folder in the reader's home, never site-packages."""
+    monkeypatch.delenv(results.RESULTS_ENV, raising=False)
+    assert (results.ROOT / ".git").exists()  # this test runs from a checkout
+    assert results.default_root() == results.shipped_root()
+    assert results.roots() == [results.shipped_root()]
+    monkeypatch.setattr(
+        results, "ROOT", tmp_path / "site-packages"
+    )  # an installed package
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert results.default_root() == tmp_path / "home" / "normlab-results"
+    assert results.roots() == [results.default_root(), results.shipped_root()]
+    monkeypatch.setenv(results.RESULTS_ENV, "~/drive/normlab")
+    assert results.default_root() == tmp_path / "home" / "drive" / "normlab"
+
+
+def test_reads_look_at_the_readers_sets_then_the_shipped_ones(
+    made: results.SavedSet, tmp_path: Path, monkeypatch
+) -> None:
+    mine, shipped = tmp_path / "mine", tmp_path / "shipped"
+    monkeypatch.setattr(results, "shipped_root", lambda: shipped)
+    monkeypatch.setenv(results.RESULTS_ENV, str(mine))
+    assert (
+        results.saved_sets() == [] and results.largest(TINY) is None
+    )  # neither exists
+    shutil.copytree(made.folder, shipped / TINY / "cpu")
+    assert results.largest(TINY).folder == shipped / TINY / "cpu"
+    shutil.copytree(made.folder, mine / TINY / "cpu")
+    found = [s.folder for s in results.saved_sets(TINY)]
+    assert found == [mine / TINY / "cpu", shipped / TINY / "cpu"]
+    assert (
+        results.largest(TINY).folder == mine / TINY / "cpu"
+    )  # a tie: the reader's own
+    assert [s.folder for s in results.saved_sets(root=shipped)] == [found[1]]
+    assert main(["verify", TINY, "--sample", "1", "--budget", "1"]) == 0  # both roots

@@ -22,6 +22,7 @@ table = claims.scorecard()
 print(json.dumps({
     "file": normlab.__file__,
     "root": str(results.default_root()),
+    "shipped": str(results.shipped_root()),
     "sets": sorted(f"{s.experiment}/{s.profile}" for s in results.saved_sets()),
     "verdicts": dict(zip(table["id"], table["verdict"])),
 }))
@@ -60,6 +61,7 @@ def test_the_wheel_ships_the_sets_and_the_same_verdicts(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != results.RESULTS_ENV}
     env["PYTHONPATH"] = str(installed)
+    env["HOME"] = str(tmp_path / "home")
     empty = tmp_path / "empty"
     empty.mkdir()
     done = subprocess.run(
@@ -72,10 +74,12 @@ def test_the_wheel_ships_the_sets_and_the_same_verdicts(
     )
     there = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(there["file"]).is_relative_to(installed)  # the wheel, not the checkout
-    assert Path(there["root"]).is_relative_to(installed)
+    assert Path(there["shipped"]).is_relative_to(installed)
+    # save writes outside site-packages, into a folder of the reader's
+    assert there["root"] == str(tmp_path / "home" / "normlab-results")
     here = sorted(f"{s.experiment}/{s.profile}" for s in results.saved_sets())
     assert there["sets"] == here and len(here) >= 10
     table = claims.scorecard()
     assert there["verdicts"] == dict(zip(table["id"], table["verdict"]))
-    packaged = {p.name for p in Path(there["root"]).rglob("*") if p.is_file()}
+    packaged = {p.name for p in Path(there["shipped"]).rglob("*") if p.is_file()}
     assert packaged == {"runs.jsonl", "results.csv", "manifest.json"}

@@ -34,8 +34,10 @@ DEFAULT_OUT = "runs"
 
 
 _ROOT_HELP = (
-    "saved-results folder (default: $NORMLAB_RESULTS, else the package's saved/)"
+    "results folder to write (default: $NORMLAB_RESULTS, else the package's saved/ in a git "
+    "checkout, else ~/normlab-results)"
 )
+_READ_ROOT_HELP = "results folder to read (default: the one save writes, then the package's shipped sets)"
 
 
 def _duration(seconds: float) -> str:
@@ -102,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default=str(DEFAULT_OUT))
     save = commands.add_parser(
         "save",
-        help="run (or resume) a saved result set in normlab/saved/ and pack it",
+        help="run (or resume) a saved result set in your results folder and pack it",
     )
     save.add_argument("name")
     save.add_argument(
@@ -140,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="experiments to check (default: every saved set)",
     )
-    verify.add_argument("--root", default=None, help=_ROOT_HELP)
+    verify.add_argument("--root", default=None, help=_READ_ROOT_HELP)
     verify.add_argument(
         "--sample",
         type=int,
@@ -169,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     card.add_argument(
         "--root",
         default=None,
-        help=_ROOT_HELP,
+        help=_READ_ROOT_HELP,
     )
     return parser
 
@@ -278,8 +280,11 @@ def _verify(
         raise ValueError(f"--sample must be a positive int, got {sample}")
     if budget is not None and not 0 < budget < 1e6:
         raise ValueError(f"--budget must be a positive number of seconds, got {budget}")
-    where = Path(root) if root else results.default_root()
-    folders = [p.parent for p in sorted(where.glob(f"*/*/{results.MANIFEST}"))]
+    wheres = [Path(root)] if root else results.roots()
+    where = " or ".join(str(w) for w in wheres)
+    folders = [
+        p.parent for w in wheres for p in sorted(w.glob(f"*/*/{results.MANIFEST}"))
+    ]
     if not folders:
         raise ValueError(f"no saved sets under {where}")
     known = sorted({f.parent.name for f in folders})

@@ -12,6 +12,7 @@ inputs) in its spec, and the browser redraws it as a control moves.
 - :class:`LiveAndStatic`: one output holding a live ipywidget and its static twin. Jupyter,
   JupyterLab and Colab render the widget; the HTML book renders the twin (``_config.yml``
   ranks ``text/html`` above the widget view for the ``html`` builder).
+- :func:`widget_view`: the MIME bundle of a widget, from ipywidgets 7.7 (Colab's) or 8.
 - :func:`choice`: a chart parameter bound to radio buttons, or fixed where there is one value.
 - :func:`bundle`: the shared script (Vega, Vega-Lite and vega-embed, from
   ``vl-convert-python``), wrapped in a function so that its top-level names cannot clash
@@ -38,6 +39,7 @@ __all__ = [
     "MAX_DATA_BYTES",
     "Interactive",
     "LiveAndStatic",
+    "widget_view",
     "choice",
     "bundle",
     "vegalite_version",
@@ -185,16 +187,39 @@ class Interactive:
         return out
 
 
+def widget_view(widget: Any) -> dict[str, Any]:
+    """The MIME bundle that shows ``widget``, an ipywidget of ipywidgets 7.7 or 8.
+
+    ipywidgets 8 gives it (``_repr_mimebundle_``). ipywidgets 7.7, which Colab ships,
+    displays a widget itself (``_ipython_display_``) and has none, so the bundle is built
+    here as 7.7 builds it, and the widget is told that it is shown, as 7.7 tells it: its
+    ``interactive`` draws the first output only then.
+    """
+    own = getattr(widget, "_repr_mimebundle_", None)
+    if callable(own):
+        return own()
+    bundle: dict[str, Any] = {"text/plain": repr(widget)}
+    if widget._view_name is not None:
+        bundle["application/vnd.jupyter.widget-view+json"] = {
+            "version_major": 2,
+            "version_minor": 0,
+            "model_id": widget.model_id,
+        }
+        widget._handle_displayed()
+    return bundle
+
+
 class LiveAndStatic:
     """A live ipywidget and its static twin as one output.
 
     Front ends with a kernel and the widget manager (Jupyter, JupyterLab, Colab) render the
     widget view, which they rank first; the HTML book ranks ``text/html`` first and shows
-    the twin; other front ends fall back to the twin's PNG or text.
+    the twin; other front ends fall back to the twin's PNG or text. The widget may come
+    from ipywidgets 7.7 or 8 (:func:`widget_view`).
     """
 
     def __init__(self, live: Any, twin: Interactive) -> None:
-        if not hasattr(live, "_repr_mimebundle_"):
+        if not isinstance(live, require("ipywidgets", "LiveAndStatic").Widget):
             raise TypeError(
                 f"live must be a displayable ipywidget, got {type(live).__name__}"
             )
@@ -203,7 +228,7 @@ class LiveAndStatic:
         self.live, self.twin = live, twin
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        return {**self.live._repr_mimebundle_(), **self.twin._repr_mimebundle_()}
+        return {**widget_view(self.live), **self.twin._repr_mimebundle_()}
 
 
 # ------------------------------------------------------------------ the Sphinx extension

@@ -17,9 +17,12 @@ Make or extend one (resumable; the runner's per-run files are its scratch form u
 Every reader of a set (chapters, the scorecard, widgets, verification) goes through
 :func:`load`, which returns a set only after checking its files, its manifest (which
 carries its own digest), its grid and its table (:mod:`normlab._saved_io`), and raises a
-:class:`SetError` naming the file otherwise. A chapter shows its live quick run beside the
-largest saved set with :func:`normlab.figures.beside`; :func:`normlab.verification.verify`
-adds re-runs of a sample of its records (``python -m normlab verify``).
+:class:`SetError` naming the file otherwise. ``save`` writes into the reader's own folder
+(:func:`default_root`: ``$NORMLAB_RESULTS``, the package's ``saved/`` in a git checkout,
+else ``~/normlab-results``); reads look there first, then at the shipped sets
+(:func:`roots`). A chapter shows its live quick run beside the largest saved set with
+:func:`normlab.figures.beside`; :func:`normlab.verification.verify` adds re-runs of a
+sample of its records (``python -m normlab verify``).
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ __all__ = [
     "SavedSet",
     "SetError",
     "default_root",
+    "shipped_root",
+    "roots",
     "fingerprint",
     "saved_sets",
     "largest",
@@ -80,10 +85,35 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS_ENV = "NORMLAB_RESULTS"
 
 
+#: The reader's results folder outside a git checkout when ``$NORMLAB_RESULTS`` is unset: an
+#: installed package's own folder is in site-packages, which the next install replaces.
+HOME_RESULTS = Path("~") / "normlab-results"
+
+
+def shipped_root() -> Path:
+    """The sets shipped inside the package (``normlab/saved``)."""
+    return Path(str(resources.files("normlab").joinpath("saved")))
+
+
 def default_root() -> Path:
-    """``$NORMLAB_RESULTS`` when set, else the sets shipped inside the package."""
+    """The reader's results folder, where ``save`` writes: ``$NORMLAB_RESULTS`` when set;
+    else, in a git checkout, the package's ``saved/`` (the shipped sets are made there);
+    else ``~/normlab-results``."""
     env = os.environ.get(RESULTS_ENV)
-    return Path(env) if env else Path(str(resources.files("normlab").joinpath("saved")))
+    if env:
+        return Path(env).expanduser()
+    in_checkout = (ROOT / ".git").exists() and (ROOT / "pyproject.toml").is_file()
+    return shipped_root() if in_checkout else HOME_RESULTS.expanduser()
+
+
+def roots() -> list[Path]:
+    """Where saved sets are read from, in order: :func:`default_root` (the reader's own),
+    then :func:`shipped_root` (one folder when they are the same)."""
+    found: list[Path] = []
+    for root in (default_root(), shipped_root()):
+        if all(root.resolve() != seen.resolve() for seen in found):
+            found.append(root)
+    return found
 
 
 # ------------------------------------------------------------------------ the machine
@@ -175,15 +205,17 @@ def load(folder: str | Path, *, partial: bool = False) -> SavedSet:
 def saved_sets(
     experiment: str | None = None, root: str | Path | None = None
 ) -> list[SavedSet]:
-    """Every saved set under ``root`` (of one experiment when given), sorted by folder;
-    a :class:`SetError` if any fails its checks."""
-    root = Path(root) if root is not None else default_root()
+    """Every saved set under ``root``, by default under each of :func:`roots` (the reader's
+    own first), of one experiment when given, sorted by folder within each root; a
+    :class:`SetError` if any fails its checks."""
+    folders = [Path(root)] if root is not None else roots()
     pattern = f"{experiment}/*/{MANIFEST}" if experiment else f"*/*/{MANIFEST}"
-    return [load(p.parent) for p in sorted(root.glob(pattern))]
+    return [load(p.parent) for folder in folders for p in sorted(folder.glob(pattern))]
 
 
 def largest(experiment: str, root: str | Path | None = None) -> SavedSet | None:
-    """The saved set of ``experiment`` with the most runs (ties: the larger profile), or None."""
+    """The saved set of ``experiment`` with the most runs (ties: the larger profile, then
+    the reader's own over a shipped one), from :func:`saved_sets`, or None."""
     sets = saved_sets(experiment, root)
     if not sets:
         return None
@@ -321,8 +353,8 @@ def save(
     command: str | None = None,
     allow_dirty: bool = False,
 ) -> SavedSet:
-    """Run (or resume) ``experiment`` with ``settings`` into the saved-results folder, then
-    :func:`pack` it.
+    """Run (or resume) ``experiment`` with ``settings`` into ``root``, by default the
+    reader's results folder (:func:`default_root`), then :func:`pack` it.
 
     ``settings.profile`` must be given, and the quick profile is refused: a saved set exists
     to show more than the live run does. Without ``settings.device`` the runs are made on

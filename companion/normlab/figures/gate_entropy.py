@@ -215,4 +215,6 @@ def entropy_explorer(
             options=["mean", *map(int, sorted(gates["seed"].unique()))]
         ),
     )
+    if live.result is None:  # ipywidgets 7.7 draws an interactive only once it is shown
+        live.update()
     return LiveAndStatic(live, entropy_twin(gates, by, title, eps_h))
