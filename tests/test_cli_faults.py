@@ -18,7 +18,7 @@ import torch
 from normlab import experiments
 from normlab.__main__ import main
 from normlab._lock import FileLock
-from normlab.experiments import runner
+from normlab.experiments import grid, runner
 from test_cli import SHARD, run_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +67,45 @@ def test_a_bogus_device(tmp_path: Path, capsys) -> None:
     assert main(run_args(tmp_path, "--device", "bogus")) == 2
     assert "--device 'bogus' is not a torch device" in one_error_line(capsys)
     assert not (tmp_path / "fc_normalisers").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "save"])
+@pytest.mark.parametrize("seeds", ["1000000000000", "1001", "0", "-3"])
+def test_a_seeds_count_out_of_range_is_refused_at_once(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, command: str, seeds: str
+) -> None:
+    """10**12 seeds built the grid in memory for a minute, then failed with a traceback: the
+    count is refused before any grid is built (building one fails this test, fast)."""
+
+    def built(*args, **kwargs):
+        raise AssertionError("the grid was built before --seeds was checked")
+
+    monkeypatch.setattr(grid.Grid, "configs", built)
+    monkeypatch.setattr(grid.Grid, "size", built)
+    if command == "run":
+        args = run_args(tmp_path, "--seeds", seeds)
+    else:
+        args = ["save", "fc_normalisers", "--profile", "cpu", "--root", str(tmp_path)]
+        args += ["--seeds", seeds]
+    assert main(args) == 2
+    line = one_error_line(capsys)
+    assert f"--seeds must be an int from 1 to 1000, got {seeds}" in line
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_grid_refuses_a_seeds_count_out_of_range() -> None:
+    quick = experiments.get("fc_normalisers").grid("quick")
+    # 10**12 is not tried: without the check it would fill the memory (size() builds the
+    # configurations of a grid with a `where`)
+    for call, seeds in [
+        (quick.size, 1001),
+        (quick.size, True),
+        (quick.configs, 1001),
+        (quick.configs, 0),
+    ]:
+        with pytest.raises(ValueError, match="seeds must be an int from 1 to 1000"):
+            call(seeds)
+    assert quick.size(1000) == len(quick.configs(1000))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

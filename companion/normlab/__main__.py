@@ -186,6 +186,7 @@ def _run_settings(args: argparse.Namespace) -> RunSettings:
     from . import experiments
 
     experiments.get(args.name)
+    _check_seeds(args.seeds)
     experiments.parse_shard(args.shard)
     _check_device(args.device)
     if args.threads is not None:
@@ -197,6 +198,16 @@ def _run_settings(args: argparse.Namespace) -> RunSettings:
     return experiments.RunSettings(
         profile=args.profile, seeds=args.seeds, device=args.device, shard=args.shard
     )
+
+
+def _check_seeds(value: int | None) -> None:
+    """A ValueError naming ``--seeds`` unless it is None or an int from 1 to ``MAX_SEEDS``:
+    checked before the grid is built, which a huge count would take minutes and gigabytes to
+    do."""
+    from .experiments.grid import MAX_SEEDS
+
+    if value is not None and not 1 <= value <= MAX_SEEDS:
+        raise ValueError(f"--seeds must be an int from 1 to {MAX_SEEDS}, got {value}")
 
 
 def _check_device(value: str | None) -> None:
