@@ -8,6 +8,7 @@ from pathlib import Path
 import normlab
 import pytest
 import torch
+from normlab import checkpoint
 from normlab.checkpoint import CHECKPOINT_NAME
 from normlab.data import DataSplit, load
 from normlab.experiments.registry import RunContext
@@ -61,7 +62,7 @@ def test_one_nan_step_stops_fit_naming_the_epoch_and_step(
     assert (err.value.epoch, err.value.step) == (2, at)
     assert "on_divergence='stop'" in str(err.value)
     # the checkpoint is epoch 1's, not the NaN state of epoch 2
-    saved = torch.load(tmp_path / CHECKPOINT_NAME, weights_only=True)
+    saved = checkpoint.load(tmp_path / CHECKPOINT_NAME)
     assert saved["epoch"] == 1
 
 

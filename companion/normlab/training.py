@@ -29,9 +29,10 @@ Design, in short:
   same seed gives identical numbers. Build the model after ``seed_everything(seed)`` for
   identical initial weights.
 - **Checkpoints** (:mod:`normlab.checkpoint`). With ``checkpoint_dir``, the whole loop state
-  is saved atomically at each epoch end; calling ``fit`` again with the same settings
-  resumes from there, and an interrupted run ends with exactly the numbers of an
-  uninterrupted one (on the CPU).
+  is saved atomically at each epoch end, with its SHA-256 digest; calling ``fit`` again with
+  the same settings resumes from there, and an interrupted run ends with exactly the numbers
+  of an uninterrupted one (on the CPU). A checkpoint damaged since it was saved, or lacking
+  a key, is refused with a :class:`CheckpointError` naming it.
 - **Divergence.** A non-finite training loss (or non-finite outputs on val) ends the run:
   by default with a :class:`DivergenceError` naming the epoch and the step, or, with
   ``on_divergence="stop"`` (the experiment grids, whose learning-rate sweeps expect some runs
