@@ -67,11 +67,13 @@ def train_and_test(
 
     Returns the part of a run record that the runner stores: the metric's name and
     direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
-    ``test_metric``, whether the loss diverged, the history, and ``stand_in``: whether the
+    ``test_metric``, whether the run diverged, the history, and ``stand_in``: whether the
     training data is an offline stand-in (so no table mistakes it for the real dataset).
     A grid's learning-rate sweep expects some runs to diverge: such a run stops after the
-    epoch of its first non-finite loss (``on_divergence="stop"``) and is recorded with
-    ``diverged`` True and NaN losses and metrics.
+    epoch in which it diverged (``on_divergence="stop"``; the rule is
+    :func:`normlab.training.is_diverged`: a loss that is not finite, or above
+    :func:`~normlab.training.divergence_bound`) and is recorded with ``diverged`` True, its
+    losses and metrics as they were (NaN where not finite).
     """
     history = training.fit(
         model,
@@ -93,8 +95,9 @@ def train_and_test(
             "val_metric": last[f"val_{history.metric}"],
             "test_loss": test_scores["loss"],
             "test_metric": test_scores[history.metric],
-            "diverged": not (
-                math.isfinite(last["train_loss"]) and math.isfinite(last["val_loss"])
+            "diverged": training.is_diverged(
+                (last["train_loss"], last["val_loss"]),
+                training.divergence_bound(splits["train"]),
             ),
             "epochs_run": last["epoch"],
             "steps": last["step"],
