@@ -207,7 +207,7 @@ def test_save_shows_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_ctrl_c_during_run_exits_130_with_the_finished_runs_saved(
-    tmp_path: Path,
+    tmp_path: Path, interruptible_children: None
 ) -> None:
     env = {
         **os.environ,
