@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -27,3 +28,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def interruptible_children():
+    """SIGINT handled in this process while the test runs, so that the children it starts
+    (itself or through submitit) can be interrupted. A background job (``nohup ... &``, a
+    CI runner) starts with SIGINT ignored, and an ignored signal stays ignored across
+    ``exec``, so a child would never see its Ctrl-C; a handled one is reset to the default
+    there, and Python turns it into KeyboardInterrupt."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -18,7 +18,7 @@ import torch
 from normlab import experiments
 from normlab.__main__ import main
 from normlab._lock import FileLock
-from normlab.experiments import runner
+from normlab.experiments import grid, runner
 from test_cli import SHARD, run_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +69,103 @@ def test_a_bogus_device(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "fc_normalisers").exists()
 
 
+@pytest.mark.parametrize("device", ["meta", "xpu", "hpu", "ipu"])
+def test_a_device_normlab_does_not_run_on(tmp_path: Path, capsys, device: str) -> None:
+    """torch knows these device types (meta holds no data; the others this build may lack):
+    refused before anything runs, not a traceback from inside the first run."""
+    assert main(run_args(tmp_path, "--device", device)) == 2
+    line = one_error_line(capsys)
+    assert (
+        f"--device {device!r}" in line and "expected cpu, cuda, cuda:N or mps" in line
+    )
+    assert not (tmp_path / "fc_normalisers").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "save"])
+@pytest.mark.parametrize("seeds", ["1000000000000", "1001", "0", "-3"])
+def test_a_seeds_count_out_of_range_is_refused_at_once(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, command: str, seeds: str
+) -> None:
+    """10**12 seeds built the grid in memory for a minute, then failed with a traceback: the
+    count is refused before any grid is built (building one fails this test, fast)."""
+
+    def built(*args, **kwargs):
+        raise AssertionError("the grid was built before --seeds was checked")
+
+    monkeypatch.setattr(grid.Grid, "configs", built)
+    monkeypatch.setattr(grid.Grid, "size", built)
+    if command == "run":
+        args = run_args(tmp_path, "--seeds", seeds)
+    else:
+        args = ["save", "fc_normalisers", "--profile", "cpu", "--root", str(tmp_path)]
+        args += ["--seeds", seeds]
+    assert main(args) == 2
+    line = one_error_line(capsys)
+    assert f"--seeds must be an int from 1 to 1000, got {seeds}" in line
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_grid_refuses_a_seeds_count_out_of_range() -> None:
+    quick = experiments.get("fc_normalisers").grid("quick")
+    # 10**12 is not tried: without the check it would fill the memory (size() builds the
+    # configurations of a grid with a `where`)
+    for call, seeds in [
+        (quick.size, 1001),
+        (quick.size, True),
+        (quick.configs, 1001),
+        (quick.configs, 0),
+    ]:
+        with pytest.raises(ValueError, match="seeds must be an int from 1 to 1000"):
+            call(seeds)
+    assert quick.size(1000) == len(quick.configs(1000))
+
+
+def test_scorecard_root_that_does_not_exist(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "no_such_folder"
+    assert main(["scorecard", "--root", str(missing)]) == 2
+    line = one_error_line(capsys)
+    assert f"--root {str(missing)!r} is not a folder" in line
+    assert capsys.readouterr().out == ""
+
+
+def test_scorecard_out_that_is_not_a_regular_file_is_left_alone(
+    tmp_path: Path, capsys
+) -> None:
+    """Writing renames a new file over ``--out``: over a device such as /dev/null (as root),
+    a folder, a pipe or a link it would replace the thing itself, so each is refused and left
+    as it was. (Not tried on /dev/null itself: a regression would replace this machine's.)"""
+    target = tmp_path / "target.md"
+    target.write_text("kept")
+    link = tmp_path / "link.md"
+    link.symlink_to(target)
+    dangling = tmp_path / "dangling.md"
+    dangling.symlink_to(tmp_path / "nowhere.md")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for out, kind in [
+        (link, "a symbolic link"),
+        (dangling, "a symbolic link"),
+        (folder, "not a regular file"),
+        (pipe, "not a regular file"),
+    ]:
+        assert main(["scorecard", "--out", str(out)]) == 2
+        line = one_error_line(capsys)
+        assert f"--out {str(out)!r} is {kind}" in line, line
+    assert link.is_symlink() and dangling.is_symlink() and target.read_text() == "kept"
+    assert folder.is_dir() and not list(folder.iterdir()) and pipe.is_fifo()
+    assert not (tmp_path / "nowhere.md").exists()
+
+
+def test_scorecard_out_replaces_a_regular_file(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "card.csv"
+    out.write_text("old")
+    assert main(["scorecard", "--format", "csv", "--out", str(out)]) == 0
+    assert out.read_text().startswith("id,kind,paper,ours")
+    assert "written to" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_without_a_gpu(tmp_path: Path, capsys) -> None:
     assert main(run_args(tmp_path, "--device", "cuda")) == 2
@@ -113,7 +210,7 @@ def test_save_shows_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_ctrl_c_during_run_exits_130_with_the_finished_runs_saved(
-    tmp_path: Path,
+    tmp_path: Path, interruptible_children: None
 ) -> None:
     env = {
         **os.environ,

@@ -85,7 +85,11 @@ def test_local_executor_gives_the_plain_results(
     assert again.pending == () and again.pending_runs == 0
 
 
-def test_a_killed_task_resumes(plain: pd.DataFrame, tmp_path: Path) -> None:
+def test_a_killed_task_resumes(
+    plain: pd.DataFrame, tmp_path: Path, interruptible_children: None
+) -> None:
+    """submitit cancels a local job with SIGINT (``interruptible_children``: also when the
+    tests run as a background job, which ignores it)."""
     common = dict(profile="quick", out=tmp_path, seeds=SEEDS, device="cpu", threads=1)
     first = cluster.submit(NAME, executor="local", resources=CPU, **common)
     assert first.plan.pending == (0, 1)

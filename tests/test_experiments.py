@@ -14,6 +14,7 @@ from normlab import experiments
 from normlab.experiments import (
     Experiment,
     Grid,
+    at_chosen_lr,
     mean_ci,
     parse_shard,
     run_id,
@@ -142,6 +143,38 @@ def test_select_best_flags_a_choice_at_the_edge_of_the_grid() -> None:
     best = select_best(pd.DataFrame(rows), ["normaliser"], "lr").set_index("normaliser")
     assert best.loc["edge", "at_edge"] and best.loc["edge", "lr"] == 10.0
     assert not best.loc["inside", "at_edge"]
+
+
+def _two_of_three_diverged(column: bool) -> pd.DataFrame:
+    """At lr 1.0 two of three seeds diverged: the survivor's 0.99 is the best non-NaN mean."""
+    rows = []
+    for lr, vals in {0.1: (0.90, 0.91, 0.92), 1.0: (0.99, math.nan, math.nan)}.items():
+        for seed, val in enumerate(vals):
+            row = {"normaliser": "none", "lr": lr, "seed": seed, "val_metric": val}
+            rows.append({**row, "test_metric": val, "higher_is_better": True})
+            if column:
+                rows[-1]["diverged"] = math.isnan(val)
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("column", [True, False], ids=["diverged", "nan_only"])
+def test_select_best_never_picks_a_rate_at_which_a_seed_diverged(column: bool) -> None:
+    best = select_best(_two_of_three_diverged(column), ["normaliser"], "lr").iloc[0]
+    assert best["lr"] == 0.1 and best["val_mean"] == pytest.approx(0.91)
+    assert not best["all_diverged"] and best["candidates"] == 2
+    chosen = at_chosen_lr(_two_of_three_diverged(column), ["normaliser"])
+    assert set(chosen["lr"]) == {0.1} and len(chosen) == 3
+    assert not chosen["all_diverged"].any()
+
+
+def test_select_best_flags_a_choice_where_every_rate_had_a_divergence() -> None:
+    table = _two_of_three_diverged(True)
+    # one seed at 0.1 diverged too, with a finite (exploded) val metric: no rate is clean
+    table.loc[(table["lr"] == 0.1) & (table["seed"] == 2), "diverged"] = True
+    best = select_best(table, ["normaliser"], "lr").iloc[0]
+    assert best["all_diverged"] and best["lr"] == 1.0  # the old rule: best non-NaN mean
+    lower = select_best(table, ["normaliser"], "lr", higher_is_better=False).iloc[0]
+    assert lower["all_diverged"] and lower["lr"] == 0.1
 
 
 def test_summarise_groups_across_seeds() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import normlab
 import pytest
 import torch
+from normlab import checkpoint, training
 from normlab.checkpoint import CHECKPOINT_NAME
 from normlab.data import DataSplit, load
 from normlab.experiments.registry import RunContext
@@ -61,7 +62,7 @@ def test_one_nan_step_stops_fit_naming_the_epoch_and_step(
     assert (err.value.epoch, err.value.step) == (2, at)
     assert "on_divergence='stop'" in str(err.value)
     # the checkpoint is epoch 1's, not the NaN state of epoch 2
-    saved = torch.load(tmp_path / CHECKPOINT_NAME, weights_only=True)
+    saved = checkpoint.load(tmp_path / CHECKPOINT_NAME)
     assert saved["epoch"] == 1
 
 
@@ -85,6 +86,97 @@ def test_the_grid_records_a_diverged_run(digits, tmp_path: Path) -> None:
     metrics = record["metrics"]
     assert metrics["diverged"] is True and metrics["epochs_run"] == 1
     assert math.isnan(metrics["val_metric"]) and math.isnan(metrics["test_metric"])
+
+
+class ExplodeAtStep(NaNAtStep):
+    """From one training forward on (counted from 1), a finite offset of 1e8 on the first
+    logit, in training and on val: the loss explodes to about 1e8 and stays finite, and
+    the gradients stay bounded (a softmax's), so the parameters stay finite too."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.net(x)
+        if x.shape[0] > 2 and self.training:  # not the dry run
+            self.calls += 1
+        if self.calls >= self.at:
+            out = out + torch.tensor([1e8] + [0.0] * 9)
+        return out
+
+
+BOUND = 1e4 * math.log(10)  # DIVERGENCE_FACTOR times the chance level of ten classes
+
+
+def test_divergence_bound_is_a_multiple_of_the_chance_level_loss(digits) -> None:
+    assert training.DIVERGENCE_FACTOR == 1e4
+    assert training.divergence_bound(digits[0]) == pytest.approx(BOUND)
+    y = torch.tensor([[0.0, 10.0], [4.0, 30.0], [2.0, 20.0]])
+    spread = DataSplit(torch.zeros(3, 1), y, "regression", "toy", "train", {})
+    # the variances of the two targets are 8/3 and 200/3: their mean, the MSE of their means
+    assert training.divergence_bound(spread) == pytest.approx(1e4 * 104 / 3)
+    flat = DataSplit(torch.zeros(3, 1), torch.ones(3), "regression", "toy", "train", {})
+    two = DataSplit(
+        torch.zeros(2, 1),
+        torch.tensor([0, 1]),
+        "classification",
+        "toy",
+        "train",
+        {"classes": ["a", "b"]},
+    )
+    assert training.divergence_bound(flat) == training.divergence_bound(two) == 1e4
+
+
+@pytest.mark.parametrize(
+    ("losses", "diverged"),
+    [
+        ((2.3, 2.2), False),
+        ((BOUND, 0.5), False),
+        ((2.6e8, 2.2), True),  # explodes but stays finite
+        ((2.3, 3e4), True),
+        ((math.nan, 2.2), True),
+        ((2.3, math.inf), True),
+    ],
+)
+def test_is_diverged_is_one_rule_for_finite_and_non_finite_losses(
+    losses: tuple[float, float], diverged: bool
+) -> None:
+    assert training.is_diverged(losses, BOUND) is diverged
+
+
+def test_a_finite_explosion_stops_fit_naming_the_epoch(digits) -> None:
+    at = STEPS_PER_EPOCH + 3  # the third step of epoch 2
+    with pytest.raises(
+        DivergenceError,
+        match=r"the mean training loss is [0-9.e+]+ after epoch 2, step 24, above 2\.3e\+04 "
+        r"\(10000 times the chance-level loss\)",
+    ) as err:
+        fit(ExplodeAtStep(at), *digits, **SETTINGS)
+    assert (err.value.epoch, err.value.step) == (2, 2 * STEPS_PER_EPOCH)
+    history = fit(ExplodeAtStep(at), *digits, **SETTINGS, on_divergence="stop")
+    assert [r["epoch"] for r in history] == [1, 2]  # stopped after the exploding epoch
+    assert history[0]["train_loss"] < 3  # an ordinary first epoch
+    assert BOUND < history[-1]["train_loss"] < math.inf
+
+
+def test_the_grid_records_a_finite_explosion_as_diverged(
+    digits, tmp_path: Path
+) -> None:
+    """Before, a loss of ~1e8 was recorded as a run that did not diverge."""
+    splits = {"train": digits[0], "val": digits[1], "test": digits[1]}
+    ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path)
+    record = train_and_test(
+        ExplodeAtStep(5), splits, ctx, epochs=3, batch_size=100, lr=0.1
+    )
+    metrics = record["metrics"]
+    assert metrics["diverged"] is True and metrics["epochs_run"] == 1
+    assert BOUND < metrics["train_loss"] < math.inf  # recorded as measured
+    calm = train_and_test(
+        NaNAtStep(10**6),
+        splits,
+        RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "calm"),
+        epochs=2,
+        batch_size=100,
+        lr=0.1,
+    )
+    assert calm["metrics"]["diverged"] is False
 
 
 def test_on_divergence_is_checked() -> None:

@@ -172,3 +172,42 @@ def test_ordinary_scales_are_bit_identical_to_the_plain_formula(
     layer = make()
     x = torch.randn(shape) * scale
     assert torch.equal(layer(x), _plain_float32(name, layer, x))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "largest", "rtol"),
+    [
+        (torch.float16, 4e4, 5e-3),  # float16's top binade: [32768, 65504]
+        (torch.float32, 2e38, 1e-5),  # float32's and bfloat16's: [2**127, 3.4e38]
+        (torch.bfloat16, 2e38, 3e-2),
+    ],
+    ids=["float16", "float32", "bfloat16"],
+)
+@pytest.mark.parametrize("spread", ["random", "constant"])
+@pytest.mark.parametrize(("name", "make", "shape", "reference"), CASES, ids=IDS)
+def test_inputs_in_the_dtypes_top_binade_stay_finite_and_correct(
+    name: str,
+    make: Callable,
+    shape: tuple,
+    reference: Callable,
+    spread: str,
+    dtype: torch.dtype,
+    largest: float,
+    rtol: float,
+) -> None:
+    """Each sample's largest magnitude in the top binade (the next power of two is not
+    finite): the output is finite and within ``rtol`` of the float64 formula, as at
+    ordinary scales (before, the scale overflowed and the output was NaN). ``constant``
+    fills a sample with that value, so that ``W x`` itself would overflow float16."""
+    torch.manual_seed(11)
+    layer = make().to(dtype)
+    x = (
+        torch.randn(shape, dtype=F64)
+        if spread == "random"
+        else torch.ones(shape, dtype=F64)
+    )
+    x = (x / x.abs().flatten(1).amax(1).view(-1, *[1] * (x.dim() - 1)) * largest).to(
+        dtype
+    )
+    assert largest > torch.finfo(dtype).max / 2  # the power of two above is not finite
+    _compare(layer(x), reference(layer, x.double()), rtol=rtol)

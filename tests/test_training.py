@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import normlab
 import pytest
 import torch
+from normlab import checkpoint
 from normlab.augment import Augment, cutmix, mixup, random_crop, random_hflip
 from normlab.callbacks import Callback, TrainState
 from normlab.data import DataSplit, load
@@ -254,7 +256,7 @@ def test_resume_after_sigkill_is_exact(tmp_path: Path) -> None:
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     assert victim.returncode == -signal.SIGKILL
-    saved_epoch = torch.load(folder / "last.pt", weights_only=True)["epoch"]
+    saved_epoch = checkpoint.load(folder / "last.pt")["epoch"]
     assert 1 <= saved_epoch < 12, "the kill must land mid-run"
 
     spec = importlib.util.spec_from_file_location("trainjob", script)
@@ -356,6 +358,69 @@ def test_corrupted_checkpoint_gives_a_clear_error(
     with pytest.raises(
         CheckpointError,
         match=r"last\.pt is not a checkpoint of this package.*delete it",
+    ):
+        fit(small_model(), train, val, **kwargs)
+
+
+def test_a_flipped_byte_is_refused_naming_the_file(digits, tmp_path: Path) -> None:
+    """One bit of a saved weight changed: the run resumed with other numbers, silently;
+    now the checkpoint's SHA-256 digest no longer matches and it is refused, by name."""
+    train, val, _ = digits
+    kwargs = dict(
+        epochs=1, batch_size=64, lr=0.01, checkpoint_dir=tmp_path, progress=False
+    )
+    model = small_model()
+    fit(model, train, val, **kwargs)
+    path = tmp_path / "last.pt"
+    blob = bytearray(path.read_bytes())
+    weight = model[1].weight.detach().numpy().tobytes()
+    at = blob.find(weight)
+    assert at > 0  # the weight's bytes, as torch.save stores them
+    blob[at + len(weight) // 2] ^= 0x04
+    path.write_bytes(blob)
+    with pytest.raises(
+        CheckpointError,
+        match=rf"^{re.escape(str(path))} is not a checkpoint of this package \(damaged or "
+        r"altered since it was saved: its SHA-256 digest is [0-9a-f]{64}, not the",
+    ):
+        fit(small_model(), train, val, **kwargs)
+
+
+@pytest.mark.parametrize("key", ["step", "history", "rng.shuffle"])
+def test_a_checkpoint_without_a_key_is_refused_naming_it(
+    digits, tmp_path: Path, key: str
+) -> None:
+    """A checkpoint with a valid digest that lacks a key (another version's, or written by
+    hand): a CheckpointError naming the file and the key, not a KeyError traceback."""
+    train, val, _ = digits
+    kwargs = dict(
+        epochs=1, batch_size=64, lr=0.01, checkpoint_dir=tmp_path, progress=False
+    )
+    fit(small_model(), train, val, **kwargs)
+    path = tmp_path / "last.pt"
+    payload = checkpoint.load(path)
+    holder, name = (
+        (payload["rng"], "shuffle") if key == "rng.shuffle" else (payload, key)
+    )
+    del holder[name]
+    checkpoint._write(path, payload)
+    with pytest.raises(
+        CheckpointError, match=rf"^{re.escape(str(path))} .*lacks {key}\)"
+    ):
+        fit(small_model(), train, val, **kwargs)
+
+
+def test_a_checkpoint_of_format_1_is_refused(digits, tmp_path: Path) -> None:
+    """A bare torch.save file (format 1, no digest) cannot be vouched for."""
+    train, val, _ = digits
+    kwargs = dict(
+        epochs=1, batch_size=64, lr=0.01, checkpoint_dir=tmp_path, progress=False
+    )
+    fit(small_model(), train, val, **kwargs)
+    path = tmp_path / "last.pt"
+    torch.save({**checkpoint.load(path), "format": 1}, path)
+    with pytest.raises(
+        CheckpointError, match="no format-2 header with a SHA-256 digest"
     ):
         fit(small_model(), train, val, **kwargs)
 

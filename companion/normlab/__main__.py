@@ -205,6 +205,7 @@ def _run_settings(args: argparse.Namespace) -> RunSettings:
     from . import experiments
 
     experiments.get(args.name)
+    _check_seeds(args.seeds)
     experiments.parse_shard(args.shard)
     _check_device(args.device)
     if args.threads is not None:
@@ -218,8 +219,25 @@ def _run_settings(args: argparse.Namespace) -> RunSettings:
     )
 
 
+def _check_seeds(value: int | None) -> None:
+    """A ValueError naming ``--seeds`` unless it is None or an int from 1 to ``MAX_SEEDS``:
+    checked before the grid is built, which a huge count would take minutes and gigabytes to
+    do."""
+    from .experiments.grid import MAX_SEEDS
+
+    if value is not None and not 1 <= value <= MAX_SEEDS:
+        raise ValueError(f"--seeds must be an int from 1 to {MAX_SEEDS}, got {value}")
+
+
+#: The device types the training loop runs on; torch knows others (meta, xpu, hpu, ...) that
+#: this package has never run on, or that hold no data (meta).
+DEVICE_TYPES = ("cpu", "cuda", "mps")
+_DEVICES_EXPECTED = "expected cpu, cuda, cuda:N or mps"
+
+
 def _check_device(value: str | None) -> None:
-    """A ValueError naming ``--device`` unless it is a torch device this machine has."""
+    """A ValueError naming ``--device`` unless it is a torch device this machine has, of one
+    of :data:`DEVICE_TYPES`."""
     if value is None:
         return
     import torch
@@ -228,8 +246,13 @@ def _check_device(value: str | None) -> None:
         device = torch.device(value)
     except (RuntimeError, TypeError) as err:
         raise ValueError(
-            f"--device {value!r} is not a torch device; expected cpu, cuda, cuda:1, mps, ..."
+            f"--device {value!r} is not a torch device; {_DEVICES_EXPECTED}"
         ) from err
+    if device.type not in DEVICE_TYPES:
+        raise ValueError(
+            f"--device {value!r}: normlab does not run on {device.type!r} devices; "
+            f"{_DEVICES_EXPECTED} (where this machine has them)"
+        )
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
@@ -339,28 +362,58 @@ def _scorecard_text(table: pd.DataFrame, width: int = 100) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _check_out_file(out: str) -> None:
+    """A ValueError naming ``--out`` when it exists and is not a regular file, or is a
+    symbolic link: writing renames a new file over the path, which would replace a device
+    (``/dev/null``), a pipe or the link itself."""
+    from pathlib import Path
+
+    path = Path(out)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        kind = "a symbolic link" if path.is_symlink() else "not a regular file"
+        raise ValueError(
+            f"--out {out!r} is {kind}, which writing would replace; expected the path of a "
+            "new or regular file"
+        )
+
+
+def _check_root(root: str | None) -> None:
+    """A ValueError naming ``--root`` unless it is None or an existing folder."""
+    from pathlib import Path
+
+    if root is not None and not Path(root).is_dir():
+        raise ValueError(
+            f"--root {root!r} is not a folder; expected a saved-results folder (by default "
+            "the package's saved/)"
+        )
+
+
 def _scorecard(
     fmt: str, out: str | None, root: str | None, as_json: bool = False
 ) -> None:
     from . import claims
     from ._io import write_text_atomic
 
-    table = claims.scorecard(root=root)[
-        ["id", "kind", "paper", "ours", "n", "profile", "data", "verdict", "chapter"]
-    ]
+    _check_root(root)
+    if out:
+        _check_out_file(out)
     if as_json:
         import json
 
-        text = json.dumps(
-            claims.scorecard_records(root=root), allow_nan=False, indent=1
-        )
-        text += "\n"
-    elif fmt == "csv":
-        text = table.to_csv(index=False)
-    elif fmt == "markdown":
-        text = claims.markdown(table)
+        records = claims.scorecard_records(root=root)
+        count = len(records)
+        text = json.dumps(records, allow_nan=False, indent=1) + "\n"
     else:
-        text = _scorecard_text(claims.scorecard(root=root))
+        full = claims.scorecard(root=root)
+        count = len(full)
+        columns = ["id", "kind", "paper", "ours", "n", "profile", "data", "verdict"]
+        table = full[[*columns, "chapter"]]
+        if fmt == "csv":
+            text = table.to_csv(index=False)
+        elif fmt == "markdown":
+            text = claims.markdown(table)
+        else:
+            text = _scorecard_text(full)
     if out:
         try:
             write_text_atomic(out, text)
@@ -369,7 +422,7 @@ def _scorecard(
                 f"--out {out!r} cannot be written ({_os_message(err)}); give a file path in "
                 "a writable folder"
             ) from err
-        print(f"scorecard ({len(table)} claims) written to {out}")
+        print(f"scorecard ({count} claims) written to {out}")
     else:
         print(text, end="")
 

@@ -82,10 +82,11 @@ class FitConfig:
         augment: an :class:`normlab.augment.Augment` for image batches (training only).
         drop_last: drop the last incomplete batch of each epoch (every sample is still
             seen across epochs; keeps BatchNorm away from one-sample batches).
-        on_divergence: what a non-finite training loss (or non-finite outputs on val) does:
-            ``"raise"`` (default) raises :class:`DivergenceError` naming the epoch and step,
-            before that epoch's checkpoint; ``"stop"`` ends training after that epoch and
-            records it, its losses and metrics NaN (for grids that expect divergence).
+        on_divergence: what a diverged epoch does (a training or val loss that is not finite
+            or is above :func:`normlab.training.divergence_bound`): ``"raise"`` (default)
+            raises :class:`DivergenceError` naming the epoch and step, before that epoch's
+            checkpoint; ``"stop"`` ends training after that epoch and records it, its losses
+            and metrics as they are, NaN where not finite (for grids that expect divergence).
         amp: bf16 autocast; ``None`` means on for CUDA with bf16 support, off otherwise.
         device: defaults to :func:`normlab.device`. The model and both splits move there.
         compile: wrap the model in ``torch.compile`` for the forward passes.

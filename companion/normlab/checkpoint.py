@@ -8,12 +8,18 @@ makes a resume safe: the model's :func:`model_signature` and the run's compatibi
 settings raises :class:`CheckpointError` instead of silently mixing two runs.
 
 Files are written atomically (:func:`normlab._io.write_atomic`), so a run killed while
-saving leaves the previous checkpoint intact. Everything is stored as tensors and plain
-types, so loading uses ``torch.load(weights_only=True)``.
+saving leaves the previous checkpoint intact. A file is a two-line header, ``normlab
+checkpoint <format>`` and ``sha256 <hex digest>``, then the ``torch.save`` bytes of the state;
+the digest is of those bytes, so a checkpoint damaged or altered after saving (one flipped
+byte) is refused, naming the file, instead of resuming with other numbers. So is one that
+lacks any of :data:`REQUIRED_KEYS`. Everything is stored as tensors and plain types, so
+loading uses ``torch.load(weights_only=True)``; :func:`load` reads a checkpoint's state.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,13 +36,35 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_NAME",
     "CheckpointError",
+    "REQUIRED_KEYS",
+    "load",
     "model_signature",
     "resume",
     "save",
 ]
 
 CHECKPOINT_NAME = "last.pt"
-CHECKPOINT_FORMAT = 1
+#: 2: a header with the SHA-256 digest of the state, then ``torch.save``'s bytes; 1 (a bare
+#: ``torch.save`` file, without a digest) is no longer read.
+CHECKPOINT_FORMAT = 2
+#: What every checkpoint holds (``rng`` with ``torch``, ``cuda``, ``shuffle``, ``python`` and
+#: ``numpy``); :func:`resume` reads them all.
+REQUIRED_KEYS: tuple[str, ...] = (
+    "format",
+    "signature",
+    "run_config",
+    "model",
+    "optimizer",
+    "scheduler",
+    "rng",
+    "callbacks",
+    "history",
+    "epoch",
+    "step",
+    "stopped",
+)
+_RNG_KEYS: tuple[str, ...] = ("torch", "cuda", "shuffle", "python", "numpy")
+_MAGIC = b"normlab checkpoint "
 
 
 class CheckpointError(RuntimeError):
@@ -77,7 +105,22 @@ def save(
         "step": state.step,
         "stopped": bool(state.stop_training),
     }
-    write_atomic(path, lambda f: torch.save(payload, f))
+    _write(path, payload)
+
+
+def _write(path: Path, payload: Mapping[str, Any]) -> None:
+    """The header with the digest of ``torch.save(payload)``'s bytes, then those bytes."""
+    buffer = io.BytesIO()
+    torch.save(dict(payload), buffer)
+    body = buffer.getvalue()
+    header = b"%s%d\nsha256 %s\n" % (
+        _MAGIC,
+        CHECKPOINT_FORMAT,
+        hashlib.sha256(body).hexdigest().encode(),
+    )
+    # header and body in one file, renamed into place: never a digest beside another
+    # state, as a separate digest file would be after a kill between the two renames
+    write_atomic(path, lambda f: (f.write(header), f.write(body)))
 
 
 def resume(
@@ -95,12 +138,13 @@ def resume(
     without one starts fresh.
 
     Raises:
-        CheckpointError: the file is unreadable, or was written by another model or by a run
-            whose record differs from ``run_record``.
+        CheckpointError: the file is unreadable, damaged or altered since it was saved (its
+            digest differs), lacks a required key, or was written by another model or by a
+            run whose record differs from ``run_record``.
     """
     if not path.exists():
         return False
-    payload = _load(path)
+    payload = load(path)
     _check_compatible(payload, path, model_signature(state.model), run_record)
     state.model.load_state_dict(payload["model"])
     state.optimizer.load_state_dict(payload["optimizer"])
@@ -158,20 +202,68 @@ def _set_rng_state(state: Mapping[str, Any], generator: torch.Generator) -> None
     )
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _refuse(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(
+        f"{path} is not a checkpoint of this package ({why}); delete it, or its folder "
+        f"{path.parent}, to start the run afresh"
+    )
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """The state saved in checkpoint ``path``, once its digest and keys are checked.
+
+    Raises:
+        CheckpointError: naming ``path``, when it cannot be read, has no normlab checkpoint
+            header (damaged, truncated, written by another program or by normlab before
+            format 2), holds bytes whose SHA-256 differs from the digest saved with them, or
+            lacks any of :data:`REQUIRED_KEYS`.
+    """
+    path = Path(path)
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        blob = path.read_bytes()
+    except OSError as err:
+        raise _refuse(path, f"it cannot be read: {err.strerror or err}") from err
+    first, _, rest = blob.partition(b"\n")
+    second, _, body = rest.partition(b"\n")
+    if first != b"%s%d" % (_MAGIC, CHECKPOINT_FORMAT) or not second.startswith(
+        b"sha256 "
+    ):
+        raise _refuse(
+            path,
+            f"no format-{CHECKPOINT_FORMAT} header with a SHA-256 digest: damaged, truncated, "
+            "written by another program or by an older normlab",
+        )
+    recorded = second.removeprefix(b"sha256 ").decode("ascii", "replace")
+    actual = hashlib.sha256(body).hexdigest()
+    if actual != recorded:
+        raise _refuse(
+            path,
+            f"damaged or altered since it was saved: its SHA-256 digest is {actual}, "
+            f"not the {recorded!r} saved with it",
+        )
+    try:
+        payload = torch.load(io.BytesIO(body), map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for a damaged file
         # torch's own message may suggest weights_only=False: never right for a file that
         # is damaged or foreign, and unsafe, so only the error's type is shown.
-        raise CheckpointError(
-            f"{path} is not a checkpoint of this package (damaged, truncated or written by "
-            f"another program; torch.load with weights_only=True raised {type(err).__name__}); "
-            f"delete it, or its folder {path.parent}, to start the run afresh"
+        raise _refuse(
+            path,
+            f"torch.load with weights_only=True raised {type(err).__name__}",
         ) from err
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(
-            f"checkpoint {path} is not a normlab.training checkpoint (format {CHECKPOINT_FORMAT}); delete it to start afresh"
+    if not isinstance(payload, dict):
+        raise _refuse(path, f"it holds a {type(payload).__name__}, not a dict")
+    missing = [k for k in REQUIRED_KEYS if k not in payload]
+    rng = payload.get("rng")
+    if isinstance(rng, dict):
+        missing += [f"rng.{k}" for k in _RNG_KEYS if k not in rng]
+    elif "rng" not in missing:
+        missing.append("rng (not a dict)")
+    if missing:
+        raise _refuse(path, f"it lacks {', '.join(missing)}")
+    if payload["format"] != CHECKPOINT_FORMAT:
+        raise _refuse(
+            path,
+            f"format {payload['format']!r} in a format-{CHECKPOINT_FORMAT} header",
         )
     return payload
 

@@ -29,14 +29,24 @@ Design, in short:
   same seed gives identical numbers. Build the model after ``seed_everything(seed)`` for
   identical initial weights.
 - **Checkpoints** (:mod:`normlab.checkpoint`). With ``checkpoint_dir``, the whole loop state
-  is saved atomically at each epoch end; calling ``fit`` again with the same settings
-  resumes from there, and an interrupted run ends with exactly the numbers of an
-  uninterrupted one (on the CPU).
-- **Divergence.** A non-finite training loss (or non-finite outputs on val) ends the run:
-  by default with a :class:`DivergenceError` naming the epoch and the step, or, with
-  ``on_divergence="stop"`` (the experiment grids, whose learning-rate sweeps expect some runs
-  to diverge), by stopping after that epoch with the run's losses and metrics NaN. No metric
-  is ever computed from non-finite outputs: :func:`evaluate` then reports NaN.
+  is saved atomically at each epoch end, with its SHA-256 digest; calling ``fit`` again with
+  the same settings resumes from there, and an interrupted run ends with exactly the numbers
+  of an uninterrupted one (on the CPU). A checkpoint damaged since it was saved, or lacking
+  a key, is refused with a :class:`CheckpointError` naming it.
+- **Divergence.** One rule (:func:`is_diverged`): an epoch has diverged when its mean
+  training loss or its validation loss is not finite, or exceeds :data:`DIVERGENCE_FACTOR`
+  (10⁴) times the chance-level loss of the training split (:func:`divergence_bound`): the
+  loss of a prediction that ignores the input, ln(number of classes) for classification and
+  tagging, the variance of the targets for regression, at least 1. A loss that large is an
+  explosion however it ends (2.6e8 is as diverged as NaN), while an ordinary run, whose loss
+  starts near the chance level and falls, stays far below it (the largest loss of a run in
+  the saved sets that did not diverge is about 200 times the chance level). A diverged
+  epoch ends the run: by default with a :class:`DivergenceError` naming the epoch and the
+  step, or, with ``on_divergence="stop"`` (the experiment grids, whose learning-rate sweeps
+  expect some runs to diverge), by stopping after that epoch; its losses and metrics are
+  recorded as they are (NaN where not finite), and the grid's record marks the run
+  ``diverged``. No metric is ever computed from non-finite outputs: :func:`evaluate` then
+  reports NaN.
 - **Speed.** bf16 autocast on CUDA by default, optional ``torch.compile``, and no host sync
   in the inner loop unless callbacks need ``state.loss``.
 """
@@ -83,6 +93,7 @@ __all__ = [
     "CHECKPOINT_NAME",
     "CheckpointError",
     "DIVERGENCE_ACTIONS",
+    "DIVERGENCE_FACTOR",
     "DivergenceError",
     "FitConfig",
     "History",
@@ -90,22 +101,30 @@ __all__ = [
     "OPTIMIZERS",
     "SCHEDULES",
     "TIMING_KEYS",
+    "divergence_bound",
     "evaluate",
     "fit",
+    "is_diverged",
     "model_signature",
     "progress_default",
 ]
 
 TIMING_KEYS: tuple[str, ...] = ("epoch_time_s", "samples_per_s")
 PROGRESS_ENV = "NORMLAB_PROGRESS"
+#: A loss above this multiple of the chance-level loss (:func:`divergence_bound`) counts as
+#: diverged, like a non-finite one. 10⁴: an order of magnitude and more above every loss of
+#: a run in the saved sets that did not diverge (at most about 200 times the chance level,
+#: in the first epochs at the largest learning rates).
+DIVERGENCE_FACTOR = 1e4
 
 
 # ------------------------------------------------------------------------- config
 
 
 class DivergenceError(FloatingPointError):
-    """Training produced a non-finite loss or non-finite outputs; ``epoch`` and ``step`` say
-    where (``step`` counts optimiser steps from the start of the run, from 1)."""
+    """Training diverged (:func:`is_diverged`): a non-finite loss or non-finite outputs, or a
+    loss above :func:`divergence_bound`; ``epoch`` and ``step`` say where (``step`` counts
+    optimiser steps from the start of the run, from 1)."""
 
     def __init__(self, message: str, *, epoch: int, step: int) -> None:
         super().__init__(message)
@@ -158,6 +177,29 @@ class History(list):
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def divergence_bound(train: DataSplit) -> float:
+    """The loss above which a run has diverged: :data:`DIVERGENCE_FACTOR` times the
+    chance-level loss of ``train``, at least 1.
+
+    The chance level is the loss of a prediction that ignores the input: ln(number of
+    classes) for classification and tagging (a uniform prediction's cross-entropy), and the
+    variance of the targets for regression (predicting their mean). Flooring it at 1 keeps
+    the bound from shrinking for two classes or near-constant targets.
+    """
+    if train.task == "regression":
+        chance = float(train.y.double().var(dim=0, unbiased=False).mean())
+    else:
+        chance = math.log(train.num_classes)
+    return DIVERGENCE_FACTOR * max(chance, 1.0) if math.isfinite(chance) else math.inf
+
+
+def is_diverged(losses: Iterable[float], bound: float) -> bool:
+    """Whether any of ``losses`` (an epoch's mean training loss and its validation loss) is
+    not finite or exceeds ``bound`` (:func:`divergence_bound`): the one rule for
+    ``on_divergence`` and for a grid record's ``diverged``."""
+    return any(not (math.isfinite(loss) and loss <= bound) for loss in losses)
 
 
 def progress_default(device: torch.device | str | None = None) -> bool:
@@ -216,25 +258,44 @@ def _build_optimizer(
 
 
 def _divergence(
-    epoch: int, step: int, step_losses: torch.Tensor, val_title: str
+    epoch: int,
+    step: int,
+    step_losses: torch.Tensor,
+    losses: tuple[float, float],
+    bound: float,
+    val_title: str,
 ) -> DivergenceError:
-    """The error for an epoch that ended after ``step`` with a non-finite loss or val output."""
+    """The error for an epoch that ended after ``step`` diverged: a non-finite step loss or
+    val output, or a mean training or val loss (``losses``) above ``bound``."""
     bad = (~torch.isfinite(step_losses)).nonzero()
+    train_loss, val_loss = losses
     if len(bad):
         first = int(bad[0])
         at = step - len(step_losses) + first + 1
         what = (
             f"the training loss is {float(step_losses[first])} at epoch {epoch}, step {at} "
-            f"(batch {first + 1} of the epoch)"
+            f"(batch {first + 1} of the epoch); the parameters are no longer finite"
+        )
+    elif not math.isfinite(val_loss):
+        at = step
+        what = (
+            f"the outputs on {val_title} are not finite after epoch {epoch}, step {at}; "
+            "the parameters are no longer finite"
         )
     else:
         at = step
+        which, value = (
+            ("the mean training loss", train_loss)
+            if not train_loss <= bound
+            else (f"the loss on {val_title}", val_loss)
+        )
         what = (
-            f"the outputs on {val_title} are not finite after epoch {epoch}, step {at}"
+            f"{which} is {value:.3g} after epoch {epoch}, step {at}, above {bound:.3g} "
+            f"({DIVERGENCE_FACTOR:g} times the chance-level loss)"
         )
     return DivergenceError(
-        f"training diverged: {what}; the parameters are no longer finite. Lower lr, or pass "
-        "on_divergence='stop' to record the run as diverged",
+        f"training diverged: {what}. Lower lr, or pass on_divergence='stop' to record the "
+        "run as diverged",
         epoch=epoch,
         step=at,
     )
@@ -256,6 +317,7 @@ class _Run:
     path: Path | None
     saving: dict[str, Any]
     bar: Any
+    bound: float
 
 
 def _steps_per_epoch(cfg: FitConfig, n_train: int) -> int:
@@ -353,6 +415,7 @@ def _prepare(
         path=path,
         saving=saving,
         bar=bar,
+        bound=divergence_bound(train),
     )
 
 
@@ -413,12 +476,19 @@ def _epoch(run: _Run, epoch: int, callbacks: CallbackList) -> None:
     scores = _evaluate_on_device(
         run.step_model, run.val, run.cfg.eval_batch_size, run.autocast
     )
-    diverged = not (math.isfinite(train_loss) and math.isfinite(scores["loss"]))
+    diverged = is_diverged((train_loss, scores["loss"]), run.bound)
     if diverged and run.cfg.on_divergence == "raise":
         if run.bar is not None:
             run.bar.close()
         losses = torch.stack(step_losses) if step_losses else torch.zeros(0)
-        raise _divergence(epoch, state.step, losses, run.val.title)
+        raise _divergence(
+            epoch,
+            state.step,
+            losses,
+            (train_loss, scores["loss"]),
+            run.bound,
+            run.val.title,
+        )
     state.loss = train_loss
     state.history.append(
         {
@@ -476,7 +546,8 @@ def fit(
         ValueError: for a bad setting or bad data (TypeError for a wrong kind of object).
         CheckpointError: for an unreadable checkpoint or one written by another model or
             with other settings.
-        DivergenceError: for a non-finite training loss or val output, unless
+        DivergenceError: for a diverged epoch (:func:`is_diverged`: a non-finite training
+            loss or val output, or a loss above :func:`divergence_bound`), unless
             ``on_divergence="stop"``.
     """
     cfg = _resolve_config(config, settings)

@@ -31,6 +31,21 @@ def run_id(experiment: str, config: Mapping[str, Any]) -> str:
     return f"{experiment}-{hashlib.sha256(canonical.encode()).hexdigest()[:12]}"
 
 
+#: The most seeds a grid may have: far above any profile's (at most 5), and low enough that a
+#: mistyped count is refused at once instead of building millions of configurations.
+MAX_SEEDS = 1000
+
+
+def _check_seeds(seeds: object, given: object) -> None:
+    """A ValueError unless ``seeds`` is an int from 1 to :data:`MAX_SEEDS`."""
+    if (
+        not isinstance(seeds, int)
+        or isinstance(seeds, bool)
+        or not 1 <= seeds <= MAX_SEEDS
+    ):
+        raise ValueError(f"seeds must be an int from 1 to {MAX_SEEDS}, got {given!r}")
+
+
 @dataclass(frozen=True)
 class Grid:
     """Swept ``axes`` (name -> values), ``fixed`` settings and a number of ``seeds``.
@@ -47,8 +62,7 @@ class Grid:
     where: Callable[[Mapping[str, Any]], bool] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"seeds must be a positive int, got {self.seeds!r}")
+        _check_seeds(self.seeds, self.seeds)
         if "seed" in self.axes or "seed" in self.fixed:
             raise ValueError(
                 "'seed' comes from the grid's seeds count; do not declare it as a setting"
@@ -63,8 +77,7 @@ class Grid:
     def configs(self, seeds: int | None = None) -> list[dict[str, Any]]:
         """Every configuration, seeds innermost; ``seeds`` overrides the grid's count."""
         n_seeds = self.seeds if seeds is None else seeds
-        if not isinstance(n_seeds, int) or n_seeds < 1:
-            raise ValueError(f"seeds must be a positive int, got {seeds!r}")
+        _check_seeds(n_seeds, seeds)
         names = list(self.axes)
         out = []
         for values in itertools.product(*(self.axes[n] for n in names)):
@@ -81,6 +94,7 @@ class Grid:
         if self.where is not None:
             return len(self.configs(seeds))
         n = self.seeds if seeds is None else seeds
+        _check_seeds(n, seeds)
         for values in self.axes.values():
             n *= len(values)
         return n

@@ -71,11 +71,13 @@ def train_and_test(
 
     Returns the part of a run record that the runner stores: the metric's name and
     direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
-    ``test_metric``, whether the loss diverged, the history, and ``stand_in``: whether the
+    ``test_metric``, whether the run diverged, the history, and ``stand_in``: whether the
     training data is an offline stand-in (so no table mistakes it for the real dataset).
     A grid's learning-rate sweep expects some runs to diverge: such a run stops after the
-    epoch of its first non-finite loss (``on_divergence="stop"``) and is recorded with
-    ``diverged`` True and NaN losses and metrics.
+    epoch in which it diverged (``on_divergence="stop"``; the rule is
+    :func:`normlab.training.is_diverged`: a loss that is not finite, or above
+    :func:`~normlab.training.divergence_bound`) and is recorded with ``diverged`` True, its
+    losses and metrics as they were (NaN where not finite).
     """
     history = training.fit(
         model,
@@ -97,8 +99,9 @@ def train_and_test(
             "val_metric": last[f"val_{history.metric}"],
             "test_loss": test_scores["loss"],
             "test_metric": test_scores[history.metric],
-            "diverged": not (
-                math.isfinite(last["train_loss"]) and math.isfinite(last["val_loss"])
+            "diverged": training.is_diverged(
+                (last["train_loss"], last["val_loss"]),
+                training.divergence_bound(splits["train"]),
             ),
             "epochs_run": last["epoch"],
             "steps": last["step"],
@@ -148,17 +151,28 @@ def select_best(
     """Choose ``select`` per configuration on validation data; report the test metric there.
 
     For each ``by`` group, the value of ``select`` with the best mean ``on`` (validation
-    metric) across seeds wins (a NaN mean, e.g. from a diverged run, never wins). The test
-    split plays no part in the choice. Columns: ``by``, the chosen ``select``, ``val_mean``,
-    ``mean``/``ci95``/``n`` of ``report`` at that choice, ``candidates``, and ``at_edge``:
-    True when the choice is the smallest or largest value tried, so the grid may not contain
-    the true optimum and should be widened before the comparison is trusted.
+    metric) across seeds wins, among the values at which no seed diverged (its ``diverged``
+    is true, where the table has that column, or its ``on`` is NaN): a mean over the seeds
+    that survived would hide those that did not, and a rate at which 2 of 3 seeds diverge is
+    no rate to recommend. Only when every value has a diverged seed is the choice made among
+    them all (the best mean over the surviving seeds; a NaN mean never wins), and
+    ``all_diverged`` says so. The test split plays no part in the choice. Columns: ``by``,
+    the chosen ``select``, ``val_mean``, ``mean``/``ci95``/``n`` of ``report`` at that
+    choice, ``candidates``, ``at_edge``: True when the choice is the smallest or largest
+    value tried, so the grid may not contain the true optimum and should be widened before
+    the comparison is trusted, and ``all_diverged``.
     """
     rows = []
     worst = -math.inf if higher_is_better else math.inf
     for key, group in _groups(results, by):
-        val_means = group.groupby(select)[on].mean().fillna(worst)
-        chosen = val_means.idxmax() if higher_is_better else val_means.idxmin()
+        val_means = group.groupby(select)[on].mean()
+        failed = group[on].isna()
+        if "diverged" in group:
+            failed = failed | group["diverged"].fillna(False).astype(bool)
+        failed_at = failed.groupby(group[select]).any().reindex(val_means.index)
+        all_diverged = bool(failed_at.all())
+        eligible = (val_means if all_diverged else val_means[~failed_at]).fillna(worst)
+        chosen = eligible.idxmax() if higher_is_better else eligible.idxmin()
         at = group[group[select] == chosen]
         mean, half, n = mean_ci(at[report])
         keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
@@ -173,6 +187,7 @@ def select_best(
                 "candidates": len(val_means),
                 "at_edge": len(val_means) > 1
                 and chosen in (val_means.index.min(), val_means.index.max()),
+                "all_diverged": all_diverged,
             }
         )
     return pd.DataFrame(rows)
@@ -187,16 +202,17 @@ def at_chosen_lr(
     """The rows of ``results`` (one per run) at the learning rate chosen on validation data.
 
     The choice is :func:`select_best`'s per ``by`` group (best mean ``val_metric`` across
-    seeds; the test split plays no part). ``at_edge`` and ``candidates`` are carried over so
-    a table can flag a choice at the grid's edge. ``higher_is_better`` None reads the
-    results' own ``higher_is_better`` column.
+    seeds, at a rate where no seed diverged; the test split plays no part). ``at_edge``,
+    ``candidates`` and ``all_diverged`` are carried over so a table can flag a choice at the
+    grid's edge, or one made where every rate had a diverged seed. ``higher_is_better``
+    None reads the results' own ``higher_is_better`` column.
     """
     if higher_is_better is None:
         higher_is_better = bool(results["higher_is_better"].iloc[0])
     best = select_best(
         results, list(by), "lr", higher_is_better=higher_is_better, report="val_metric"
     )
-    keep = best[[*by, "lr", "at_edge", "candidates"]]
+    keep = best[[*by, "lr", "at_edge", "candidates", "all_diverged"]]
     return results.merge(keep, on=[*by, "lr"], how="inner")
 
 

@@ -41,18 +41,38 @@ def _norm_floor(eps: float, dtype: torch.dtype) -> float:
     return max(eps, torch.finfo(dtype).tiny)
 
 
-def _inverse_norm(x: Tensor, dim: int | tuple[int, ...], eps: float) -> Tensor:
-    """``1 / max(|x|, eps)`` over ``dim`` (kept), finite with a finite gradient for any finite
-    ``x``, zero included: ``|x|^2`` is taken at a power-of-two scale."""
+def _scaled_inverse_norm(
+    x: Tensor, dim: int | tuple[int, ...], eps: float
+) -> tuple[Tensor, Tensor]:
+    """``(x / scale, 1 / max(|x / scale|, eps / scale))`` over ``dim`` (kept), ``scale`` a
+    power of two: their product is ``x / max(|x|, eps)``, finite with a finite gradient for
+    any finite ``x``, zero included. The two factors are returned apart because ``1 / |x|``
+    itself is subnormal, or zero, for ``x`` near the dtype's largest value."""
     floor = _norm_floor(eps, x.dtype)
     scale = power_of_two_scale(x, dim, floor)
-    sq_norm = (x / scale).square().sum(dim, keepdim=True)
-    return torch.rsqrt(sq_norm.clamp_min((floor / scale).square())) / scale
+    scaled = x / scale
+    sq_norm = scaled.square().sum(dim, keepdim=True)
+    return scaled, torch.rsqrt(sq_norm.clamp_min((floor / scale).square()))
 
 
 def _inverse_homogeneous(sq_norm: Tensor, scale: Tensor) -> Tensor:
-    """``1 / sqrt(|x|^2 + 1)`` from ``sq_norm`` = ``|x / scale|^2`` (``scale >= 1``)."""
-    return torch.rsqrt(sq_norm + scale.reciprocal().square()) / scale
+    """``scale / sqrt(|x|^2 + 1)`` from ``sq_norm`` = ``|x / scale|^2`` (``scale >= 1``): the
+    factor for a product taken of ``x / scale``."""
+    return torch.rsqrt(sq_norm + scale.reciprocal().square())
+
+
+def _scaled_linear(
+    scaled: Tensor, weight: Tensor, bias: Tensor | None, scale: Tensor
+) -> Tensor:
+    """``F.linear(x, weight, bias) / scale`` from ``scaled = x / scale`` (``scale`` per sample,
+    ``(*, 1)``), finite wherever the result is. The bias is divided per sample and added in
+    one ``addmm``, the call ``F.linear`` makes, so the rounding is that of ``F.linear(x, ...)``
+    (a separate addition would round once more)."""
+    if bias is None:
+        return F.linear(scaled, weight)
+    flat = scaled.reshape(-1, scaled.shape[-1])
+    out = torch.addmm((bias / scale).reshape(-1, bias.shape[0]), flat, weight.T)
+    return out.reshape(*scaled.shape[:-1], weight.shape[0])
 
 
 def _check_features(x: Tensor, in_features: int) -> None:
@@ -109,11 +129,13 @@ class AffineLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
+        # everything at a power-of-two scale: W x overflows float16 at |x| ~ 1e4, and
+        # 1 / sqrt(|x|^2 + 1) is subnormal for float32 near its largest value
         scale = power_of_two_scale(x, -1, 1.0)
-        sq_norm = torch.linalg.vector_norm(x / scale, dim=-1, keepdim=True).square()
-        return F.linear(x, self.weight, self.bias) * _inverse_homogeneous(
-            sq_norm, scale
-        )
+        scaled = x / scale
+        sq_norm = torch.linalg.vector_norm(scaled, dim=-1, keepdim=True).square()
+        z = _scaled_linear(scaled, self.weight, self.bias, scale)
+        return z * _inverse_homogeneous(sq_norm, scale)
 
 
 class NormLikeLinear(_CheckedLinear):
@@ -162,8 +184,8 @@ class NormLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        inv_norm = _inverse_norm(x, -1, self.eps)
-        z = F.linear(x, self.weight)
+        scaled, inv_norm = _scaled_inverse_norm(x, -1, self.eps)
+        z = F.linear(scaled, self.weight)
         if self.bias is None:
             return z * inv_norm
         return torch.addcmul(self.bias, z, inv_norm)
@@ -220,7 +242,8 @@ class L2Norm(nn.Module):
             raise ValueError(
                 f"input of shape {tuple(x.shape)} has no dimension(s) dim={self.dim}"
             )
-        return x * _inverse_norm(x, self.dim, self.eps)
+        scaled, inv_norm = _scaled_inverse_norm(x, self.dim, self.eps)
+        return scaled * inv_norm
 
     def extra_repr(self) -> str:
         dim = self.dim[0] if len(self.dim) == 1 else self.dim
@@ -367,13 +390,27 @@ class PatchNormConv2d(nn.Conv2d):
         largest value, so it is finite for any finite input; a patch far smaller than its
         image's largest value may round to zero, where the floor ``eps`` applies.
         """
+        _, scale, inv_norm = self._scaled(x)
+        return inv_norm / scale
+
+    def _scaled(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(x / scale, scale, scale * inverse_patch_norm(x))``, ``scale`` a power of two per
+        image: the forward pass convolves ``x / scale``, which stays finite where ``x`` would
+        overflow, and multiplies by the last, which is not subnormal where the plain inverse
+        norm would be."""
         if self.mode == "affine_like":
             scale = power_of_two_scale(x, (1, 2, 3), 1.0)
-            return _inverse_homogeneous(self.patch_sq_norm(x / scale), scale)
+            scaled = x / scale
+            return (
+                scaled,
+                scale,
+                _inverse_homogeneous(self.patch_sq_norm(scaled), scale),
+            )
         floor = _norm_floor(self.eps, x.dtype)
         scale = power_of_two_scale(x, (1, 2, 3), floor)
-        sq_norm = self.patch_sq_norm(x / scale).clamp_min((floor / scale).square())
-        return torch.rsqrt(sq_norm) / scale
+        scaled = x / scale
+        sq_norm = self.patch_sq_norm(scaled).clamp_min((floor / scale).square())
+        return scaled, scale, torch.rsqrt(sq_norm)
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor):
@@ -386,11 +423,16 @@ class PatchNormConv2d(nn.Conv2d):
         unbatched = x.dim() == 3
         if unbatched:
             x = x.unsqueeze(0)
-        inv_norm = self.inverse_patch_norm(x)
+        scaled, scale, inv_norm = self._scaled(x)
+        out = self._conv_forward(scaled, self.weight, None)
         if self.mode == "affine_like":
-            out = self._conv_forward(x, self.weight, self.bias) * inv_norm
+            if (
+                self.bias is not None
+            ):  # (W x + b) / scale, as the bias is added after the sum
+                out = out + self.bias.view(1, -1, 1, 1) / scale
+            out = out * inv_norm
         else:
-            out = self._conv_forward(x, self.weight, None) * inv_norm
+            out = out * inv_norm
             if self.bias is not None:
                 out = out + self.bias.view(1, -1, 1, 1)
         return out.squeeze(0) if unbatched else out

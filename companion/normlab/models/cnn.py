@@ -67,9 +67,12 @@ class RMSNorm2d(nn.Module):
             )
         # the mean square at a power-of-two scale: finite for any finite input
         scale = power_of_two_scale(x, (1, 2, 3), 1.0)
-        mean_sq = (x / scale).square().mean(dim=(1, 2, 3), keepdim=True)
-        inv_rms = torch.rsqrt(mean_sq + self.eps / scale.square()) / scale
-        return x * inv_rms * self.weight.view(1, -1, 1, 1)
+        scaled = x / scale
+        mean_sq = scaled.square().mean(dim=(1, 2, 3), keepdim=True)
+        # x / scale times rsqrt, not x times rsqrt / scale: that factor is subnormal near
+        # the dtype's largest value
+        inv_rms = torch.rsqrt(mean_sq + self.eps / scale.square())
+        return scaled * inv_rms * self.weight.view(1, -1, 1, 1)
 
     def extra_repr(self) -> str:
         return f"{self.num_channels}, eps={self.eps}"
