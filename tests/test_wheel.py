@@ -1,5 +1,6 @@
 """The built wheel carries the saved sets: installed into a fresh folder and run from an
-empty one, it finds every shipped set and gives the checkout's scorecard verdicts."""
+empty one, it finds every shipped set and gives the checkout's scorecard verdicts, and a
+chapter runs from it with only what ``normlab[notebooks]`` installs."""
 
 from __future__ import annotations
 
@@ -83,3 +84,45 @@ def test_the_wheel_ships_the_sets_and_the_same_verdicts(
     assert there["verdicts"] == dict(zip(table["id"], table["verdict"]))
     packaged = {p.name for p in Path(there["shipped"]).rglob("*") if p.is_file()}
     assert packaged == {"runs.jsonl", "results.csv", "manifest.json"}
+
+
+#: A chapter that reads a shipped set, glues numbers and shows a widget: run from the
+#: wheel in an empty folder, as a Colab reader runs it after the install cell.
+WHEEL_CHAPTER = "10_gate.ipynb"
+#: What the book's build has and a reader's ``normlab[notebooks]`` does not.
+BUILD_ONLY = ("myst_nb", "jupyter_book", "sphinx")
+
+
+def test_a_chapter_runs_from_the_wheel_in_an_empty_folder(
+    installed: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    # the build's packages made unimportable, so a chapter that needs one fails here
+    blocked = tmp_path / "blocked"
+    for name in BUILD_ONLY:
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(
+            f"raise ImportError('{name} is not in normlab[notebooks]')\n"
+        )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(blocked), str(installed)]))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NORMLAB_PROFILE", "quick")
+    monkeypatch.delenv(results.RESULTS_ENV, raising=False)
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    chapter = nbformat.read(ROOT / "book" / WHEEL_CHAPTER, as_version=4)
+    chapter.cells.insert(
+        0,
+        nbformat.v4.new_code_cell(
+            "import normlab, pathlib\n"
+            f"assert pathlib.Path(normlab.__file__).is_relative_to({str(installed)!r})"
+        ),
+    )
+    NotebookClient(
+        chapter, timeout=300, resources={"metadata": {"path": str(empty)}}
+    ).execute()
+    assert list(empty.iterdir()) == []  # the chapter wrote nothing where it ran
