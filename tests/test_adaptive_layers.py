@@ -57,6 +57,44 @@ def test_dyt_matches_its_formula() -> None:
     torch.testing.assert_close(layer(x), expected, rtol=0, atol=1e-14)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "params"),
+    [
+        ({}, ["alpha", "weight", "bias"]),
+        ({"bias": False}, ["alpha", "weight"]),
+        ({"elementwise_affine": False}, ["alpha"]),
+        ({"elementwise_affine": False, "bias": False}, ["alpha"]),
+    ],
+)
+def test_dyt_switches_are_layernorms(kwargs: dict, params: list[str]) -> None:
+    """``elementwise_affine`` and ``bias`` as in ``nn.LayerNorm``: absent parameters are None,
+    and neither in ``parameters()`` nor in the ``state_dict``."""
+    layer = DyT((3, 4), **kwargs).double()
+    _randomise(layer)
+    assert [n for n, _ in layer.named_parameters()] == params
+    assert list(layer.state_dict()) == params
+    ln = nn.LayerNorm((3, 4), **kwargs)
+    assert (layer.weight is None) == (ln.weight is None)
+    assert (layer.bias is None) == (ln.bias is None)
+    x = torch.randn(5, 3, 4, dtype=torch.float64)
+    expected = torch.tanh(layer.alpha * x)
+    if layer.weight is not None:
+        expected = expected * layer.weight
+    if layer.bias is not None:
+        expected = expected + layer.bias
+    torch.testing.assert_close(layer(x), expected, rtol=0, atol=1e-14)
+    layer(x).sum().backward()
+    assert all(p.grad is not None for p in layer.parameters())
+    assert f"elementwise_affine={ln.elementwise_affine}" in repr(layer)
+
+
+def test_dyt_switches_must_be_bools() -> None:
+    with pytest.raises(TypeError, match="elementwise_affine"):
+        DyT(4, elementwise_affine=1)
+    with pytest.raises(TypeError, match="bias"):
+        DyT(4, bias="no")
+
+
 # --- AdaNorm -----------------------------------------------------------------------------
 
 

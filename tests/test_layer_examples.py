@@ -1,4 +1,5 @@
-"""Every public layer's docstring has an ``Examples::`` section, and its examples run."""
+"""Every public layer's docstring is written to torch's letter: its maths and the sections
+``Args:``, ``Attributes:``, ``Shape:`` and ``Examples::``, whose examples run."""
 
 from __future__ import annotations
 
@@ -24,6 +25,25 @@ def test_every_public_layer_is_covered() -> None:
     assert len(LAYERS) == 10 and {layers.PatchNormConv2d, layers.AutoNorm} <= set(
         LAYERS
     )
+
+
+SECTIONS = ("Args:", "Attributes:", "Shape:", "Examples::")
+
+
+@pytest.mark.parametrize("cls", LAYERS, ids=lambda cls: cls.__name__)
+def test_docstring_has_torchs_sections_in_order(cls: type[nn.Module]) -> None:
+    doc = cls.__doc__
+    assert ":math:" in doc or ".. math::" in doc, f"{cls.__name__} states no maths"
+    where = [doc.find(f"\n    {section}\n") for section in SECTIONS]
+    missing = [s for s, at in zip(SECTIONS, where, strict=True) if at < 0]
+    assert not missing, f"{cls.__name__} lacks {missing}"
+    assert where == sorted(where), f"{cls.__name__}: sections out of torch's order"
+    # each section has an indented body, not just its heading
+    for section in SECTIONS:
+        body = doc.split(f"\n    {section}\n", 1)[1]
+        assert body.lstrip("\n").startswith("        "), (
+            f"{cls.__name__}: {section} is empty"
+        )
 
 
 @pytest.mark.parametrize("cls", LAYERS, ids=lambda cls: cls.__name__)

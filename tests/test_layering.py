@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "library",  # what a user imports for layers, models, data and training
         (
             "normlab.layers",
+            "normlab.functional",
             "normlab.models",
             "normlab.data",
             "normlab.normalisers",

@@ -155,12 +155,21 @@ def test_part2_entries_carry_the_schedule_and_gate() -> None:
 
 def test_bad_entries_are_refused() -> None:
     with pytest.raises(ValueError, match="colour"):
-        normalisers.Normaliser("x", 1, "x", "#123456", None)
+        normalisers.Normaliser(
+            name="x", part=1, label="x", colour="#123456", norm_layer=None
+        )
     with pytest.raises(ValueError, match="part"):
-        normalisers.Normaliser("x", 3, "x", PALETTE[0], None)
+        normalisers.Normaliser(
+            name="x", part=3, label="x", colour=PALETTE[0], norm_layer=None
+        )
     with pytest.raises(ValueError, match="freeze_rule"):
         normalisers.Normaliser(
-            "x", 2, "x", PALETTE[0], AutoNorm, freeze_rule="sometimes"
+            name="x",
+            part=2,
+            label="x",
+            colour=PALETTE[0],
+            norm_layer=AutoNorm,
+            freeze_rule="sometimes",
         )
 
 

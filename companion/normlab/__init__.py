@@ -3,6 +3,7 @@
 Submodules (imported on first use, so ``import normlab`` stays light):
 
 - ``normlab.layers``: normalisers and corrected layers (Part I and Part II).
+- ``normlab.functional``: the layers' functional forms, as ``torch.nn.functional``.
 - ``normlab.symbolic``: SymPy derivations of the affine divergence.
 - ``normlab.divergence``: numerical measurement of effective activation updates.
 - ``normlab.data``: real datasets and offline stand-ins.
@@ -31,6 +32,7 @@ __version__ = VERSION
 
 _SUBMODULES = (
     "layers",
+    "functional",
     "symbolic",
     "divergence",
     "data",

@@ -1,6 +1,4 @@
-"""Shape checks, token pooling and the pooled MLP shared by the Part II layers, and the
-power-of-two scale (:func:`power_of_two_scale`) that keeps the norms of the Part I layers
-finite.
+"""Shape checks, token pooling and the pooled MLP shared by the Part II layers.
 
 Inputs have shape ``(N, *tokens, *normalized_shape)``: a batch dimension first, any number
 of token dimensions, then the normalised dimensions. Layers that look at a whole sample
@@ -101,32 +99,6 @@ def pooled_mlp(
         nn.ReLU(),
         nn.Linear(hidden, out_features, device=device, dtype=dtype),
     )
-
-
-def power_of_two_scale(
-    x: torch.Tensor, dim: int | tuple[int, ...], floor: float
-) -> torch.Tensor:
-    """A power of two above each sample's largest magnitude over ``dim`` (and above
-    ``floor``), kept dims, detached; in the top binade of ``x``'s dtype (float16 from 32768,
-    float32 and bfloat16 from 2**127), where the next power of two is not finite, the power
-    of two at or below it.
-
-    Dividing by it before squaring keeps a norm's square finite for any finite input (float32
-    near 1e38, float16 at std 10 over 784 features, or at 60000), the way LAPACK's ``nrm2``
-    scales. A power of two changes no rounding, so a result computed on ``x / scale`` and
-    rescaled equals the unscaled one bit for bit wherever that one neither overflows nor
-    underflows; and a norm does not depend on the scale it is taken at, so the scale needs no
-    gradient. Callers compute on ``x / scale`` throughout (the product with a weight too),
-    never ``x`` times a factor divided by ``scale``: that factor would be subnormal, and so
-    imprecise, for inputs near the dtype's largest value.
-    """
-    largest = torch.linalg.vector_norm(x.detach(), math.inf, dim, keepdim=True)
-    largest = largest.clamp_min(floor)
-    # largest = mantissa * 2**e with mantissa in [0.5, 1): half = 2**(e - 1) is always
-    # finite, 2**e = largest / mantissa is not in the top binade (it would make x / scale 0)
-    mantissa, _ = torch.frexp(largest)
-    half = largest / (2 * mantissa)
-    return torch.where(half <= torch.finfo(x.dtype).max / 2, half * 2, half)
 
 
 def at_least_float32(t: torch.Tensor) -> torch.Tensor:

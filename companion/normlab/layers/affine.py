@@ -21,8 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import functional as NF
 from .._checks import one_of, positive_ints, positive_number
-from ._common import power_of_two_scale
+from ..functional import PATCHNORM_MODES
 
 __all__ = [
     "AffineLikeLinear",
@@ -32,47 +33,6 @@ __all__ = [
     "Gain",
     "PATCHNORM_MODES",
 ]
-
-PATCHNORM_MODES: tuple[str, ...] = ("affine_like", "norm_like")
-
-
-def _norm_floor(eps: float, dtype: torch.dtype) -> float:
-    """``eps``, raised to the dtype's smallest normal number where it would underflow."""
-    return max(eps, torch.finfo(dtype).tiny)
-
-
-def _scaled_inverse_norm(
-    x: Tensor, dim: int | tuple[int, ...], eps: float
-) -> tuple[Tensor, Tensor]:
-    """``(x / scale, 1 / max(|x / scale|, eps / scale))`` over ``dim`` (kept), ``scale`` a
-    power of two: their product is ``x / max(|x|, eps)``, finite with a finite gradient for
-    any finite ``x``, zero included. The two factors are returned apart because ``1 / |x|``
-    itself is subnormal, or zero, for ``x`` near the dtype's largest value."""
-    floor = _norm_floor(eps, x.dtype)
-    scale = power_of_two_scale(x, dim, floor)
-    scaled = x / scale
-    sq_norm = scaled.square().sum(dim, keepdim=True)
-    return scaled, torch.rsqrt(sq_norm.clamp_min((floor / scale).square()))
-
-
-def _inverse_homogeneous(sq_norm: Tensor, scale: Tensor) -> Tensor:
-    """``scale / sqrt(|x|^2 + 1)`` from ``sq_norm`` = ``|x / scale|^2`` (``scale >= 1``): the
-    factor for a product taken of ``x / scale``."""
-    return torch.rsqrt(sq_norm + scale.reciprocal().square())
-
-
-def _scaled_linear(
-    scaled: Tensor, weight: Tensor, bias: Tensor | None, scale: Tensor
-) -> Tensor:
-    """``F.linear(x, weight, bias) / scale`` from ``scaled = x / scale`` (``scale`` per sample,
-    ``(*, 1)``), finite wherever the result is. The bias is divided per sample and added in
-    one ``addmm``, the call ``F.linear`` makes, so the rounding is that of ``F.linear(x, ...)``
-    (a separate addition would round once more)."""
-    if bias is None:
-        return F.linear(scaled, weight)
-    flat = scaled.reshape(-1, scaled.shape[-1])
-    out = torch.addmm((bias / scale).reshape(-1, bias.shape[0]), flat, weight.T)
-    return out.reshape(*scaled.shape[:-1], weight.shape[0])
 
 
 def _check_features(x: Tensor, in_features: int) -> None:
@@ -112,7 +72,21 @@ class AffineLikeLinear(_CheckedLinear):
     SGD step on a single sample moves :math:`z` by exactly :math:`-\eta\, \partial L/\partial z`.
     The denominator is at least 1, so no epsilon is needed.
 
-    Arguments, parameters and initialisation are those of :class:`torch.nn.Linear`.
+    Args:
+        in_features: size of each input sample.
+        out_features: size of each output sample.
+        bias: if ``False``, the layer learns no :math:`b` (then :math:`z = W x /
+            \sqrt{\lVert x \rVert^2 + 1}`). Default: ``True``.
+        device, dtype: where and in which dtype the parameters are made.
+
+    Attributes:
+        weight: :math:`W`, the learnable weights of shape
+            :math:`(\text{out\_features}, \text{in\_features})`, initialised as in
+            :class:`torch.nn.Linear`: :math:`\mathcal{U}(-\sqrt{k}, \sqrt{k})`,
+            :math:`k = 1 / \text{in\_features}`.
+        bias: :math:`b`, the learnable bias of shape :math:`(\text{out\_features})`,
+            initialised from the same :math:`\mathcal{U}(-\sqrt{k}, \sqrt{k})`; None when
+            ``bias=False``.
 
     Shape:
         - Input: :math:`(*, H_{in})`, any number of leading dimensions.
@@ -129,13 +103,7 @@ class AffineLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        # everything at a power-of-two scale: W x overflows float16 at |x| ~ 1e4, and
-        # 1 / sqrt(|x|^2 + 1) is subnormal for float32 near its largest value
-        scale = power_of_two_scale(x, -1, 1.0)
-        scaled = x / scale
-        sq_norm = torch.linalg.vector_norm(scaled, dim=-1, keepdim=True).square()
-        z = _scaled_linear(scaled, self.weight, self.bias, scale)
-        return z * _inverse_homogeneous(sq_norm, scale)
+        return NF.affine_like_linear(x, self.weight, self.bias)
 
 
 class NormLikeLinear(_CheckedLinear):
@@ -149,10 +117,21 @@ class NormLikeLinear(_CheckedLinear):
     the output is :math:`b` and the gradient is finite. One SGD step on a single sample moves
     :math:`z` by exactly :math:`-2\eta\, \partial L/\partial z`.
 
-    Arguments, parameters and initialisation are those of :class:`torch.nn.Linear`, plus:
-
     Args:
-        eps: floor on :math:`\lVert x \rVert`. Default: ``1e-12``.
+        in_features: size of each input sample.
+        out_features: size of each output sample.
+        bias: if ``False``, the layer learns no :math:`b`. Default: ``True``.
+        eps: floor on :math:`\lVert x \rVert` (keyword-only). Default: ``1e-12``.
+        device, dtype: where and in which dtype the parameters are made.
+
+    Attributes:
+        weight: :math:`W`, the learnable weights of shape
+            :math:`(\text{out\_features}, \text{in\_features})`, initialised as in
+            :class:`torch.nn.Linear`: :math:`\mathcal{U}(-\sqrt{k}, \sqrt{k})`,
+            :math:`k = 1 / \text{in\_features}`.
+        bias: :math:`b`, the learnable bias of shape :math:`(\text{out\_features})`,
+            initialised from the same :math:`\mathcal{U}(-\sqrt{k}, \sqrt{k})`; None when
+            ``bias=False``.
 
     Shape:
         - Input: :math:`(*, H_{in})`.
@@ -184,11 +163,7 @@ class NormLikeLinear(_CheckedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_features(x, self.in_features)
-        scaled, inv_norm = _scaled_inverse_norm(x, -1, self.eps)
-        z = F.linear(scaled, self.weight)
-        if self.bias is None:
-            return z * inv_norm
-        return torch.addcmul(self.bias, z, inv_norm)
+        return NF.norm_like_linear(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, eps={self.eps}"
@@ -207,6 +182,10 @@ class L2Norm(nn.Module):
     Args:
         dim: the dimension or dimensions that form one sample. Default: ``-1``.
         eps: floor on the norm. Default: ``1e-12``.
+
+    Attributes:
+        dim: the tuple of dimensions normalised over; ``eps``: the floor. The layer has no
+            learnable parameters.
 
     Shape:
         - Input: any shape with the dimensions in ``dim``.
@@ -242,8 +221,7 @@ class L2Norm(nn.Module):
             raise ValueError(
                 f"input of shape {tuple(x.shape)} has no dimension(s) dim={self.dim}"
             )
-        scaled, inv_norm = _scaled_inverse_norm(x, self.dim, self.eps)
-        return scaled * inv_norm
+        return NF.l2_normalize(x, self.dim, self.eps)
 
     def extra_repr(self) -> str:
         dim = self.dim[0] if len(self.dim) == 1 else self.dim
@@ -259,6 +237,11 @@ class Gain(nn.Module):
     Args:
         num_features: size of the last dimension.
         init: initial value of every entry of :math:`\gamma`. Default: ``1.0``.
+        device, dtype: where and in which dtype the parameter is made.
+
+    Attributes:
+        weight: :math:`\gamma`, the learnable scale of shape :math:`(\text{num\_features})`,
+            every entry initialised to ``init``.
 
     Shape:
         - Input: :math:`(*, \text{num\_features})`.
@@ -312,13 +295,21 @@ class PatchNormConv2d(nn.Conv2d):
     sum of squares :math:`\sum_c x_c^2`, convolved with a ones kernel at the layer's stride,
     padding and dilation. The input is never unfolded.
 
-    Arguments (in :class:`torch.nn.Conv2d`'s positional order), parameters and
-    initialisation are those of :class:`torch.nn.Conv2d` (``groups`` must be 1), plus two
-    keyword-only ones:
-
     Args:
-        mode: ``"affine_like"`` or ``"norm_like"``. Default: ``"affine_like"``.
-        eps: floor on :math:`\lVert P_p \rVert` in norm_like mode. Default: ``1e-12``.
+        in_channels, out_channels, kernel_size, stride, padding, dilation: as for
+            :class:`torch.nn.Conv2d`, in its positional order.
+        bias, padding_mode, device, dtype: as for :class:`torch.nn.Conv2d`.
+        groups: must be 1 (a patch spans every input channel). Default: ``1``.
+        mode: ``"affine_like"`` or ``"norm_like"`` (keyword-only). Default: ``"affine_like"``.
+        eps: floor on :math:`\lVert P_p \rVert` in norm_like mode (keyword-only).
+            Default: ``1e-12``.
+
+    Attributes:
+        weight: :math:`W`, the learnable kernels of shape
+            :math:`(C_{out}, C_{in}, k_h, k_w)`, initialised as in :class:`torch.nn.Conv2d`:
+            :math:`\mathcal{U}(-\sqrt{k}, \sqrt{k})`, :math:`k = 1 / (C_{in} k_h k_w)`.
+        bias: :math:`b`, the learnable bias of shape :math:`(C_{out})`, initialised from the
+            same distribution; None when ``bias=False``.
 
     Shape:
         - Input: :math:`(N, C_{in}, H, W)` or :math:`(C_{in}, H, W)`.
@@ -373,44 +364,20 @@ class PatchNormConv2d(nn.Conv2d):
         )
         self.mode = mode
         self.eps = eps
-        ones = torch.ones(1, 1, *self.kernel_size, device=device, dtype=dtype)
-        self.register_buffer("patch_kernel", ones, persistent=False)
+
+    def _pad(self, x: Tensor) -> tuple[Tensor, tuple[int, int] | str]:
+        """``x`` padded as ``padding_mode`` says, and the zero padding left to the convolution."""
+        if self.padding_mode == "zeros":
+            return x, self.padding
+        padded = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+        return padded, (0, 0)
 
     def patch_sq_norm(self, x: Tensor) -> Tensor:
         """:math:`\\lVert P_p \\rVert^2` at every output position, shape ``(N, 1, H_out, W_out)``."""
-        channel_sq = x.square().sum(1, keepdim=True)
-        return self._conv_forward(channel_sq, self.patch_kernel.to(x.dtype), None)
-
-    def inverse_patch_norm(self, x: Tensor) -> Tensor:
-        """The scaling of every output position, ``(N, 1, H_out, W_out)``:
-        :math:`1/\\sqrt{\\lVert P_p \\rVert^2 + 1}` (affine_like) or
-        :math:`1/\\max(\\lVert P_p \\rVert, \\epsilon)` (norm_like).
-
-        :meth:`patch_sq_norm` is taken of each image divided by a power of two above its
-        largest value, so it is finite for any finite input; a patch far smaller than its
-        image's largest value may round to zero, where the floor ``eps`` applies.
-        """
-        _, scale, inv_norm = self._scaled(x)
-        return inv_norm / scale
-
-    def _scaled(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(x / scale, scale, scale * inverse_patch_norm(x))``, ``scale`` a power of two per
-        image: the forward pass convolves ``x / scale``, which stays finite where ``x`` would
-        overflow, and multiplies by the last, which is not subnormal where the plain inverse
-        norm would be."""
-        if self.mode == "affine_like":
-            scale = power_of_two_scale(x, (1, 2, 3), 1.0)
-            scaled = x / scale
-            return (
-                scaled,
-                scale,
-                _inverse_homogeneous(self.patch_sq_norm(scaled), scale),
-            )
-        floor = _norm_floor(self.eps, x.dtype)
-        scale = power_of_two_scale(x, (1, 2, 3), floor)
-        scaled = x / scale
-        sq_norm = self.patch_sq_norm(scaled).clamp_min((floor / scale).square())
-        return scaled, scale, torch.rsqrt(sq_norm)
+        padded, padding = self._pad(x)
+        return NF.patch_sq_norm(
+            padded, self.kernel_size, self.stride, padding, self.dilation
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor):
@@ -421,20 +388,17 @@ class PatchNormConv2d(nn.Conv2d):
                 f"got {tuple(x.shape)}"
             )
         unbatched = x.dim() == 3
-        if unbatched:
-            x = x.unsqueeze(0)
-        scaled, scale, inv_norm = self._scaled(x)
-        out = self._conv_forward(scaled, self.weight, None)
-        if self.mode == "affine_like":
-            if (
-                self.bias is not None
-            ):  # (W x + b) / scale, as the bias is added after the sum
-                out = out + self.bias.view(1, -1, 1, 1) / scale
-            out = out * inv_norm
-        else:
-            out = out * inv_norm
-            if self.bias is not None:
-                out = out + self.bias.view(1, -1, 1, 1)
+        padded, padding = self._pad(x.unsqueeze(0) if unbatched else x)
+        out = NF.patch_norm_conv2d(
+            padded,
+            self.weight,
+            self.bias,
+            self.stride,
+            padding,
+            self.dilation,
+            mode=self.mode,
+            eps=self.eps,
+        )
         return out.squeeze(0) if unbatched else out
 
     def extra_repr(self) -> str:

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import functional as NF
 from .._checks import positive_number
 from ..paper import DYT_ALPHA_INIT
 from ._common import ShapeLike, as_shape, check_input, pooled_mlp, token_pool
@@ -27,9 +28,28 @@ class DyT(nn.Module):
     .. math::
         \mathrm{DyT}(x) = \gamma \odot \tanh(\alpha x) + \beta
 
-    :math:`\alpha` is one learnable scalar (``alpha``, initialised to ``alpha_init``, 0.5 in
-    the paper for non-LLM models); :math:`\gamma` (``weight``, ones) and :math:`\beta`
-    (``bias``, zeros) are per channel over ``normalized_shape``.
+    :math:`\alpha` is one learnable scalar; :math:`\gamma` and :math:`\beta` are per channel
+    over ``normalized_shape``. The switches are those of :class:`torch.nn.LayerNorm`: without
+    ``elementwise_affine`` there is neither :math:`\gamma` nor :math:`\beta`
+    (:math:`\tanh(\alpha x)`), without ``bias`` no :math:`\beta`.
+
+    Args:
+        normalized_shape: the trailing dimensions, an int or a tuple, as for
+            :class:`torch.nn.LayerNorm`.
+        alpha_init: the initial :math:`\alpha`. Default: ``0.5``, the paper's value for
+            non-LLM models.
+        elementwise_affine: whether to learn :math:`\gamma` and :math:`\beta`.
+            Default: ``True``.
+        bias: whether to learn :math:`\beta` (with ``elementwise_affine``). Default: ``True``.
+        device, dtype: where and in which dtype the parameters are made.
+
+    Attributes:
+        alpha: :math:`\alpha`, the learnable scalar (shape ``()``), initialised to
+            ``alpha_init``.
+        weight: :math:`\gamma`, the learnable gain of shape ``normalized_shape``,
+            initialised to ones; None without ``elementwise_affine``.
+        bias: :math:`\beta`, the learnable shift of shape ``normalized_shape``, initialised
+            to zeros; None without ``elementwise_affine`` or ``bias``.
 
     Shape:
         - Input: :math:`(*, \text{normalized\_shape})`
@@ -43,37 +63,54 @@ class DyT(nn.Module):
         torch.Size([8, 10, 64])
         >>> torch.equal(layer(x), torch.tanh(0.5 * x))  # at initialisation
         True
+        >>> [name for name, _ in DyT(64, bias=False).named_parameters()]
+        ['alpha', 'weight']
     """
 
     def __init__(
         self,
         normalized_shape: ShapeLike,
         alpha_init: float = DYT_ALPHA_INIT,
+        elementwise_affine: bool = True,
+        bias: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if not math.isfinite(alpha_init):
             raise ValueError(f"alpha_init must be a finite float, got {alpha_init!r}")
+        for name, flag in (("elementwise_affine", elementwise_affine), ("bias", bias)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
         factory = {"device": device, "dtype": dtype}
         self.normalized_shape = as_shape(normalized_shape)
         self.alpha_init = float(alpha_init)
+        self.elementwise_affine = elementwise_affine
         self.alpha = nn.Parameter(torch.empty((), **factory))
-        self.weight = nn.Parameter(torch.empty(self.normalized_shape, **factory))
-        self.bias = nn.Parameter(torch.empty(self.normalized_shape, **factory))
+        shape = self.normalized_shape
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.empty(shape, **factory))
+            self.bias = nn.Parameter(torch.empty(shape, **factory)) if bias else None
+        else:
+            self.weight = self.bias = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         nn.init.constant_(self.alpha, self.alpha_init)
-        nn.init.ones_(self.weight)
-        nn.init.zeros_(self.bias)
+        if self.weight is not None:
+            nn.init.ones_(self.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(x, self.normalized_shape)
-        return torch.addcmul(self.bias, self.weight, torch.tanh(self.alpha * x))
+        return NF.dyt(x, self.alpha, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, alpha_init={self.alpha_init}"
+        return (
+            f"{self.normalized_shape}, alpha_init={self.alpha_init}, "
+            f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
+        )
 
 
 class AdaNorm(nn.Module):
@@ -90,7 +127,17 @@ class AdaNorm(nn.Module):
     the gradient of AdaNorm differ from that of the plain cubic :math:`C(y - k y^2)`.
     ``k`` defaults to the paper's 0.1. ``scale`` (:math:`C`) defaults to 1 (our choice: it
     keeps the output at LayerNorm's unit scale, like the gain LN starts with; Xu et al.'s
-    IWSLT script uses 2). No learned parameters.
+    IWSLT script uses 2).
+
+    Args:
+        normalized_shape: the trailing dimensions, as for :class:`torch.nn.LayerNorm`.
+        k: the adaptive factor's slope :math:`k \ge 0`. Default: ``0.1``.
+        scale: :math:`C > 0`. Default: ``1.0``.
+        eps: added to :math:`\sigma^2`. Default: ``1e-5``.
+        device, dtype: accepted for the common factory signature; nothing is made.
+
+    Attributes:
+        normalized_shape, k, scale, eps: as given. The layer has no learnable parameters.
 
     Shape:
         - Input: :math:`(*, \text{normalized\_shape})`
@@ -145,7 +192,20 @@ class FiLMNorm(nn.Module):
     for a 2-D input, real tokens only when ``token_mask`` is given). Perez et al.'s FiLM
     predicts :math:`\gamma, \beta` from an external condition; with none, the input itself
     conditions (the adaLN form). The last layer starts at zero, so the layer starts as plain
-    LayerNorm. ``hidden`` defaults to ``max(1, D // 2)`` with ``D = prod(normalized_shape)``.
+    LayerNorm.
+
+    Args:
+        normalized_shape: the trailing dimensions, as for :class:`torch.nn.LayerNorm`.
+        hidden: width of the conditioning MLP. Default: ``max(1, D // 2)``,
+            :math:`D = \prod \text{normalized\_shape}`.
+        eps: added to the variance. Default: ``1e-5``.
+        device, dtype: where and in which dtype the parameters are made.
+
+    Attributes:
+        condition: the MLP ``Linear(D, hidden) -> ReLU -> Linear(hidden, 2 D)``. Its first
+            layer (:math:`W_1` of shape ``(hidden, D)``, :math:`b_1`) is initialised as
+            :class:`torch.nn.Linear`; its last (:math:`W_2` of shape ``(2 D, hidden)``,
+            :math:`b_2`) to zeros.
 
     Shape:
         - Input: :math:`(N, *, \text{normalized\_shape})`

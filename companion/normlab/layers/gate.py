@@ -123,6 +123,21 @@ class NormSelector(nn.Module):
     :func:`normlab.gates.freeze_selector` leaves them. Every forward stores ``last_logits``
     and ``last_probs`` (:math:`\mathrm{softmax}(\ell)`, float32, detached) for telemetry.
 
+    Args:
+        normalized_shape: the trailing dimensions, as for :class:`torch.nn.LayerNorm`.
+        k: the number of candidates, at least 2. Default: ``2``.
+        hidden: width of the MLP. Default: ``max(1, D // 2)``,
+            :math:`D = \prod \text{normalized\_shape}`.
+        tau: the Gumbel-Softmax temperature, at least :data:`TAU_MIN`. Default: ``0.5``.
+        hard: straight-through one-hot weights instead of soft ones. Default: ``False``.
+        device, dtype: where and in which dtype the parameters are made.
+
+    Attributes:
+        mlp: ``Linear(D, hidden) -> ReLU -> Linear(hidden, k)``: :math:`W_1` of shape
+            ``(hidden, D)``, :math:`W_2` of shape ``(k, hidden)`` and their biases, all
+            initialised as :class:`torch.nn.Linear`.
+        frozen: whether the weights are deterministic in training too (``False`` at first).
+
     Shape:
         - Input: :math:`(N, *, \text{normalized\_shape})`
         - Output: :math:`(N, k)`, float32 (float64 for float64 input)
@@ -228,6 +243,23 @@ class AutoNorm(nn.Module):
     ordered as :data:`CANDIDATES` = ``("dyt", "ln")``; ``last_probs`` (per-sample gate
     probabilities, ``(N, 2)``, at least float32) and ``last_logits`` hold the last forward's gate, detached
     (the drawn weights for the random selector, which has no logits; None when pinned).
+
+    Args:
+        normalized_shape: the trailing dimensions, as for :class:`torch.nn.LayerNorm`.
+        tau: the gate's Gumbel-Softmax temperature. Default: ``0.5``.
+        hard: straight-through one-hot gate weights. Default: ``False``.
+        selector_hidden: width of the selector's MLP. Default: ``max(1, D // 2)``.
+        selector: ``"learned"`` or ``"random"``. Default: ``"learned"``.
+        alpha_init: DyT's initial :math:`\alpha`. Default: ``0.5``.
+        eps: LayerNorm's epsilon. Default: ``1e-5``.
+        device, dtype: where and in which dtype the parameters are made.
+
+    Attributes:
+        dyt: the :class:`DyT` candidate (:math:`\alpha` = ``alpha_init``, :math:`\gamma`
+            ones and :math:`\beta` zeros of shape ``normalized_shape``).
+        ln: the :class:`torch.nn.LayerNorm` candidate (weight ones, bias zeros of shape
+            ``normalized_shape``).
+        selector: the :class:`NormSelector` (``k=2``); None for the random selector.
 
     Shape:
         - Input: :math:`(N, *, \text{normalized\_shape})`

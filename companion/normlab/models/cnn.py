@@ -21,8 +21,8 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import one_of, positive_int, positive_ints, positive_number
+from ..functional import power_of_two_scale
 from ..layers import PatchNormConv2d
-from ..layers._common import power_of_two_scale
 from ..normalisers import NormFactory
 from .mlp import ACTIVATIONS, INITS, config_or_fields, hidden_blocks, initialise
 
