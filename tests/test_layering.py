@@ -32,28 +32,42 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "library",  # what a user imports for layers, models, data and training
+        "layers and data",  # the building blocks, which know nothing of models or training
         (
             "normlab.layers",
-            "normlab.models",
             "normlab.data",
-            "normlab.normalisers",
             "normlab.augment",
             "normlab.callbacks",
-            "normlab.checkpoint",
-            "normlab._evaluation",
-            "normlab._fit_config",
-            "normlab.training",
-            "normlab.gates",
             "normlab.perplexity",
-            "normlab.corruption_suite",
             # confidence intervals and paired tests: pure maths, which the experiments'
             # summaries and the analysis both use
             "normlab.stats",
         ),
     ),
+    ("registry and models", ("normlab.normalisers", "normlab.models")),
+    (
+        "training",  # fitting a model, its checkpoints, AutoNorm-S's gate schedule
+        (
+            "normlab.checkpoint",
+            "normlab._evaluation",
+            "normlab._fit_config",
+            "normlab.training",
+            "normlab.gates",
+            "normlab.corruption_suite",
+        ),
+    ),
     ("theory", ("normlab.symbolic", "normlab.divergence")),
-    ("experiments", ("normlab.experiments",)),
+    (
+        "experiment machinery",  # grids, the registry and the runner every study uses
+        (
+            "normlab.experiments.grid",
+            "normlab.experiments.registry",
+            "normlab.experiments.runner",
+            "normlab.experiments.costs",
+            "normlab.experiments.cluster",
+        ),
+    ),
+    ("experiments", ("normlab.experiments",)),  # the studies, and the package itself
     (
         "analysis",  # claims, saved sets, their verification, tables of runs
         (
@@ -221,7 +235,15 @@ def test_the_guards_find_a_planted_upward_import_and_a_drawing(tmp_path: Path) -
     assert sorted(found["normlab.stats"]) == ["2: calls errorbar", "4: imports altair"]
 
 
-@pytest.mark.parametrize("module", ["normlab.figures.gates", "normlab.layers.gate"])
-def test_the_longest_prefix_decides(module: str) -> None:
-    expected = "presentation" if "figures" in module else "library"
-    assert LAYERS[layer_of(module)][0] == expected
+@pytest.mark.parametrize(
+    "module, kind",
+    [
+        ("normlab.figures.gates", "presentation"),
+        ("normlab.layers.gate", "layers and data"),
+        ("normlab.experiments.runner", "experiment machinery"),
+        ("normlab.experiments.part1", "experiments"),
+        ("normlab.experiments", "experiments"),
+    ],
+)
+def test_the_longest_prefix_decides(module: str, kind: str) -> None:
+    assert LAYERS[layer_of(module)][0] == kind

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._runtime import progress_default
+
 DATA_ENV = "NORMLAB_DATA"
 TIMEOUT = 3.0  # to connect: an offline machine fails within seconds
 READ_TIMEOUT = 60.0  # between two reads of a download under way (files of several GB)
@@ -202,8 +204,6 @@ def download(
     Raises :class:`OfflineError` when the URL cannot be reached (within about ``timeout``
     seconds) and :class:`ChecksumError` on a mismatch (the partial file is then deleted).
     """
-    from ..training import progress_default
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     part = _part_path(folder, resource)
