@@ -206,6 +206,36 @@ def test_only_the_presentation_layer_draws() -> None:
     assert not found, f"draw in normlab.figures instead: {found}"
 
 
+def private_imports(root: Path, package: str = "normlab.experiments") -> list[str]:
+    """``module: name`` for each private name (``_x``) that a module of ``package`` imports
+    from another module of ``package``: what two studies share is public, or lives lower."""
+    found = []
+    for name, (path, is_package) in modules(root).items():
+        if not (name == package or name.startswith(package + ".")):
+            continue
+        here = name.split(".") if is_package else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = node.module or ""
+            if node.level:
+                source = ".".join(
+                    here[: len(here) - node.level + 1] + ([source] if source else [])
+                )
+            if not source.startswith(package) or source.rsplit(".", 1)[-1][:1] == "_":
+                continue  # another package's, or a private module's own names
+            found += [
+                f"{name}: {alias.name} from {source}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def test_no_study_imports_another_ones_private_names() -> None:
+    assert private_imports(COMPANION) == []
+
+
 # ------------------------------------------------------------------ the guards themselves
 
 
@@ -227,6 +257,13 @@ def test_the_guards_find_a_planted_upward_import_and_a_drawing(tmp_path: Path) -
     (package / "figures.py").write_text(
         "from matplotlib.figure import Figure\nFigure()\n"
     )
+    (package / "experiments").mkdir()
+    (package / "experiments" / "__init__.py").write_text("")
+    (package / "experiments" / "a.py").write_text("_shared = 1\n")
+    (package / "experiments" / "b.py").write_text("from .a import _shared\n")
+    assert private_imports(tmp_path) == [
+        "normlab.experiments.b: _shared from normlab.experiments.a"
+    ]
     graph = import_graph(tmp_path)
     assert upward_imports(graph) == {("normlab.layers.norms", "normlab.claims")}
     found = drawing_modules(tmp_path)
