@@ -181,6 +181,70 @@ def _stream(
         raise http.client.IncompleteRead(b"", expected - received)
 
 
+def _receive(
+    resource: Resource,
+    folder: Path,
+    *,
+    standin: str,
+    opener: Callable[..., object],
+    timeout: float,
+    read_timeout: float,
+    retries: int,
+    show: bool,
+) -> None:
+    """Fill ``resource``'s partial file in ``folder``, resuming up to ``retries`` times.
+
+    Raises :class:`OfflineError` when the first request cannot connect, or when every
+    attempt failed (the bytes received so far are kept for the next call).
+    """
+    part = _part_path(folder, resource)
+    bar = None
+    try:
+        for attempt in range(retries + 1):
+            offset = part.stat().st_size if part.exists() else 0
+            headers = {"Range": f"bytes={offset}-"} if offset else {}
+            try:
+                response = opener(
+                    urllib.request.Request(resource.url, headers=headers),
+                    timeout=timeout,
+                )
+            except urllib.error.HTTPError as error:
+                if error.code == 416 and offset:  # nothing left to send: check the file
+                    return
+                failure: BaseException = error
+            except (
+                urllib.error.URLError,
+                TimeoutError,
+                ConnectionError,
+                OSError,
+            ) as error:
+                failure = error
+            else:
+                bar = bar or _bar(show, resource, response, offset)
+                try:
+                    _stream(response, part, offset, read_timeout, bar)
+                    return
+                except (
+                    TimeoutError,
+                    ConnectionError,
+                    http.client.IncompleteRead,
+                ) as error:
+                    failure = error
+                    continue
+            if attempt == 0:  # never reached: offline
+                raise OfflineError(
+                    offline_message(resource, folder, standin, failure)
+                ) from failure
+        kept = part.stat().st_size if part.exists() else 0
+        raise OfflineError(
+            f"the download of {resource.url} failed {retries + 1} times ({failure}); "
+            f"{kept} bytes are kept in {part}, and calling load again resumes from there"
+        ) from failure
+    finally:
+        if bar is not None:
+            bar.close()  # type: ignore[attr-defined]
+
+
 def download(
     resource: Resource,
     folder: str | Path,
@@ -208,53 +272,16 @@ def download(
     folder.mkdir(parents=True, exist_ok=True)
     part = _part_path(folder, resource)
     pin = _pin(resource)
-    show = progress_default() if progress is None else progress
-    bar = None
-    try:
-        for attempt in range(retries + 1):
-            offset = part.stat().st_size if part.exists() else 0
-            headers = {"Range": f"bytes={offset}-"} if offset else {}
-            try:
-                response = opener(
-                    urllib.request.Request(resource.url, headers=headers),
-                    timeout=timeout,
-                )
-            except urllib.error.HTTPError as error:
-                if error.code == 416 and offset:  # nothing left to send: check the file
-                    break
-                failure: BaseException = error
-            except (
-                urllib.error.URLError,
-                TimeoutError,
-                ConnectionError,
-                OSError,
-            ) as error:
-                failure = error
-            else:
-                bar = bar or _bar(show, resource, response, offset)
-                try:
-                    _stream(response, part, offset, read_timeout, bar)
-                    break
-                except (
-                    TimeoutError,
-                    ConnectionError,
-                    http.client.IncompleteRead,
-                ) as error:
-                    failure = error
-                    continue
-            if attempt == 0:  # never reached: offline
-                raise OfflineError(
-                    offline_message(resource, folder, standin, failure)
-                ) from failure
-        else:
-            kept = part.stat().st_size if part.exists() else 0
-            raise OfflineError(
-                f"the download of {resource.url} failed {retries + 1} times ({failure}); "
-                f"{kept} bytes are kept in {part}, and calling load again resumes from there"
-            ) from failure
-    finally:
-        if bar is not None:
-            bar.close()  # type: ignore[attr-defined]
+    _receive(
+        resource,
+        folder,
+        standin=standin,
+        opener=opener,
+        timeout=timeout,
+        read_timeout=read_timeout,
+        retries=retries,
+        show=progress_default() if progress is None else progress,
+    )
     if pin is not None and (actual := file_hash(part, pin[0])) != pin[1]:
         part.unlink()
         raise ChecksumError(
