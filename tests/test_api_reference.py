@@ -212,6 +212,13 @@ def test_each_object_is_documented_once() -> None:
     assert len(objects) == len(set(objects))
 
 
+def test_the_page_is_the_generated_one() -> None:
+    """The page is exactly what the modules' ``__all__`` generate: no hand edit, no stale name."""
+    assert PAGE.read_text() == render(), (
+        f"{PAGE.name} is not the generated page; regenerate it (see this file's docstring)"
+    )
+
+
 def test_the_check_notices_a_missing_name() -> None:
     """The guard itself: dropping one directive from the page is reported."""
     text = PAGE.read_text()

@@ -32,29 +32,43 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "library",  # what a user imports for layers, models, data and training
+        "layers and data",  # the building blocks, which know nothing of models or training
         (
             "normlab.layers",
             "normlab.functional",
-            "normlab.models",
             "normlab.data",
-            "normlab.normalisers",
             "normlab.augment",
             "normlab.callbacks",
-            "normlab.checkpoint",
-            "normlab._evaluation",
-            "normlab._fit_config",
-            "normlab.training",
-            "normlab.gates",
             "normlab.perplexity",
-            "normlab.corruption_suite",
             # confidence intervals and paired tests: pure maths, which the experiments'
             # summaries and the analysis both use
             "normlab.stats",
         ),
     ),
+    ("registry and models", ("normlab.normalisers", "normlab.models")),
+    (
+        "training",  # fitting a model, its checkpoints, AutoNorm-S's gate schedule
+        (
+            "normlab.checkpoint",
+            "normlab._evaluation",
+            "normlab._fit_config",
+            "normlab.training",
+            "normlab.gates",
+            "normlab.corruption_suite",
+        ),
+    ),
     ("theory", ("normlab.symbolic", "normlab.divergence")),
-    ("experiments", ("normlab.experiments",)),
+    (
+        "experiment machinery",  # grids, the registry and the runner every study uses
+        (
+            "normlab.experiments.grid",
+            "normlab.experiments.registry",
+            "normlab.experiments.runner",
+            "normlab.experiments.costs",
+            "normlab.experiments.cluster",
+        ),
+    ),
+    ("experiments", ("normlab.experiments",)),  # the studies, and the package itself
     (
         "analysis",  # claims, saved sets, their verification, tables of runs
         (
@@ -193,6 +207,36 @@ def test_only_the_presentation_layer_draws() -> None:
     assert not found, f"draw in normlab.figures instead: {found}"
 
 
+def private_imports(root: Path, package: str = "normlab.experiments") -> list[str]:
+    """``module: name`` for each private name (``_x``) that a module of ``package`` imports
+    from another module of ``package``: what two studies share is public, or lives lower."""
+    found = []
+    for name, (path, is_package) in modules(root).items():
+        if not (name == package or name.startswith(package + ".")):
+            continue
+        here = name.split(".") if is_package else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = node.module or ""
+            if node.level:
+                source = ".".join(
+                    here[: len(here) - node.level + 1] + ([source] if source else [])
+                )
+            if not source.startswith(package) or source.rsplit(".", 1)[-1][:1] == "_":
+                continue  # another package's, or a private module's own names
+            found += [
+                f"{name}: {alias.name} from {source}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def test_no_study_imports_another_ones_private_names() -> None:
+    assert private_imports(COMPANION) == []
+
+
 # ------------------------------------------------------------------ the guards themselves
 
 
@@ -214,6 +258,13 @@ def test_the_guards_find_a_planted_upward_import_and_a_drawing(tmp_path: Path) -
     (package / "figures.py").write_text(
         "from matplotlib.figure import Figure\nFigure()\n"
     )
+    (package / "experiments").mkdir()
+    (package / "experiments" / "__init__.py").write_text("")
+    (package / "experiments" / "a.py").write_text("_shared = 1\n")
+    (package / "experiments" / "b.py").write_text("from .a import _shared\n")
+    assert private_imports(tmp_path) == [
+        "normlab.experiments.b: _shared from normlab.experiments.a"
+    ]
     graph = import_graph(tmp_path)
     assert upward_imports(graph) == {("normlab.layers.norms", "normlab.claims")}
     found = drawing_modules(tmp_path)
@@ -222,7 +273,15 @@ def test_the_guards_find_a_planted_upward_import_and_a_drawing(tmp_path: Path) -
     assert sorted(found["normlab.stats"]) == ["2: calls errorbar", "4: imports altair"]
 
 
-@pytest.mark.parametrize("module", ["normlab.figures.gates", "normlab.layers.gate"])
-def test_the_longest_prefix_decides(module: str) -> None:
-    expected = "presentation" if "figures" in module else "library"
-    assert LAYERS[layer_of(module)][0] == expected
+@pytest.mark.parametrize(
+    "module, kind",
+    [
+        ("normlab.figures.gates", "presentation"),
+        ("normlab.layers.gate", "layers and data"),
+        ("normlab.experiments.runner", "experiment machinery"),
+        ("normlab.experiments.part1", "experiments"),
+        ("normlab.experiments", "experiments"),
+    ],
+)
+def test_the_longest_prefix_decides(module: str, kind: str) -> None:
+    assert LAYERS[layer_of(module)][0] == kind

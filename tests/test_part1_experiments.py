@@ -96,7 +96,7 @@ def test_cpu_fc_points_are_matched() -> None:
 def test_cpu_budgets_train_for_a_thousand_steps() -> None:
     """Every cpu set's median run takes >= 1,000 SGD steps (the batch-size set: its
     smallest batch), from the grid and the size of the training split."""
-    train = len(part1._splits("mnist", "cpu")["train"])
+    train = len(part1.load_splits("mnist", "cpu")["train"])
     for name in ("fc_normalisers", "batch_size", "cnn_normalisers"):
         configs = experiments.get(name).grid("cpu").configs(seeds=1)
         steps = sorted(c["epochs"] * (train // c["batch_size"]) for c in configs)

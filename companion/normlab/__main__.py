@@ -49,6 +49,7 @@ def _duration(seconds: float) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The command line: one ``_add_<command>`` helper per subcommand."""
     parser = argparse.ArgumentParser(
         prog="python -m normlab", description="Run the book's experiments."
     )
@@ -57,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "list", help="the experiments, with run counts and expected times per profile"
     )
+    _add_run(commands)
+    _add_report(commands)
+    _add_save(commands)
+    _add_verify(commands)
+    _add_scorecard(commands)
+    return parser
+
+
+def _add_run(commands: argparse._SubParsersAction) -> None:
+    """``run``: run (or resume) one experiment's grid."""
     run = commands.add_parser("run", help="run (or resume) an experiment's grid")
     run.add_argument("name")
     run.add_argument(
@@ -96,12 +107,20 @@ def _parser() -> argparse.ArgumentParser:
     from .experiments import cluster
 
     cluster.add_arguments(run)
+
+
+def _add_report(commands: argparse._SubParsersAction) -> None:
+    """``report``: merge shards and write the summary table and figures."""
     report = commands.add_parser(
         "report", help="merge shards, write the summary table and figures"
     )
     report.add_argument("name")
     report.add_argument("--profile", choices=PROFILES, default=None)
     report.add_argument("--out", default=str(DEFAULT_OUT))
+
+
+def _add_save(commands: argparse._SubParsersAction) -> None:
+    """``save``: make and pack a saved result set."""
     save = commands.add_parser(
         "save",
         help="run (or resume) a saved result set in your results folder and pack it",
@@ -131,6 +150,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="save from package code with uncommitted changes (recorded as +dirty)",
     )
+
+
+def _add_verify(commands: argparse._SubParsersAction) -> None:
+    """``verify``: check saved sets and re-run a sample of their records."""
     verify = commands.add_parser(
         "verify",
         help="check saved sets: digests, schema, grid, table, and re-runs of a sample",
@@ -156,6 +179,10 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds of re-runs per set: sample records that took at most that long "
         "to make, and stop when the next would not fit (at least one always runs)",
     )
+
+
+def _add_scorecard(commands: argparse._SubParsersAction) -> None:
+    """``scorecard``: every claim and its verdict."""
     card = commands.add_parser(
         "scorecard", help="every claim, the paper's number, ours and the verdict"
     )
@@ -173,7 +200,6 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help=_READ_ROOT_HELP,
     )
-    return parser
 
 
 def _list() -> None:

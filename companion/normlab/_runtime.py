@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 
 import numpy as np
 import torch
@@ -17,6 +18,8 @@ PROFILES: tuple[str, ...] = ("quick", "cpu", "standard", "paper")
 # Every experiment declares these; ``cpu`` is optional (the saved result sets that ship).
 REQUIRED_PROFILES: tuple[str, ...] = ("quick", "standard", "paper")
 PROFILE_ENV = "NORMLAB_PROFILE"
+# Training and downloads both show bars; the rule lives here, below both of them.
+PROGRESS_ENV = "NORMLAB_PROGRESS"
 
 
 def profile() -> str:
@@ -76,3 +79,18 @@ def seed_everything(seed: int) -> torch.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
+
+
+def progress_default(device: torch.device | str | None = None) -> bool:
+    """Whether progress bars show by default.
+
+    ``$NORMLAB_PROGRESS`` = ``0`` or ``1`` decides when set. Otherwise bars show on a
+    terminal (stderr is a TTY) and whenever training runs on a GPU, where runs are long
+    enough to need one (``tqdm.auto`` draws a widget in notebooks). Quick-profile CPU runs
+    in notebooks, nbval and the book build therefore stay quiet.
+    """
+    value = os.environ.get(PROGRESS_ENV, "").strip()
+    if value:
+        return value.lower() not in ("0", "false", "no", "off")
+    on_gpu = device is not None and torch.device(device).type == "cuda"
+    return on_gpu or bool(getattr(sys.stderr, "isatty", lambda: False)())

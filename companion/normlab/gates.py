@@ -24,7 +24,7 @@ from torch import nn
 from ._checks import one_of, positive_int
 from .callbacks import Callback, TrainState
 from .layers.gate import CANDIDATES, AutoNorm, check_tau, gumbel_softmax, sample_gumbel
-from .paper import EPS_H, T_FREEZE_EPOCHS
+from .paper import EPS_H, FREEZE_RULES, T_FREEZE_EPOCHS
 
 __all__ = [
     "AutoNormS",
@@ -40,8 +40,6 @@ __all__ = [
     "sample_gumbel",
     "selector_parameters",
 ]
-
-FREEZE_RULES: tuple[str, ...] = ("high", "low")
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:

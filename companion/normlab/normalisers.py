@@ -41,7 +41,6 @@ import torch
 from torch import nn
 
 from ._checks import one_of
-from .gates import FREEZE_RULES
 from .layers import (
     AdaNorm,
     AffineLikeLinear,
@@ -52,6 +51,7 @@ from .layers import (
     NormLikeLinear,
 )
 from .layers._common import ShapeLike, as_shape
+from .paper import FREEZE_RULES
 
 __all__ = [
     "PALETTE",

@@ -54,8 +54,6 @@ Design, in short:
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -84,7 +82,7 @@ from ._fit_config import (
     _resolve_config,
 )
 from ._runtime import device as default_device
-from ._runtime import seed_everything
+from ._runtime import progress_default, seed_everything
 from .callbacks import Callback, CallbackList, TrainState
 from .checkpoint import CHECKPOINT_NAME, CheckpointError, model_signature
 from .data.types import DataSplit
@@ -110,7 +108,6 @@ __all__ = [
 ]
 
 TIMING_KEYS: tuple[str, ...] = ("epoch_time_s", "samples_per_s")
-PROGRESS_ENV = "NORMLAB_PROGRESS"
 #: A loss above this multiple of the chance-level loss (:func:`divergence_bound`) counts as
 #: diverged, like a non-finite one. 10⁴: an order of magnitude and more above every loss of
 #: a run in the saved sets that did not diverge (at most about 200 times the chance level,
@@ -200,21 +197,6 @@ def is_diverged(losses: Iterable[float], bound: float) -> bool:
     not finite or exceeds ``bound`` (:func:`divergence_bound`): the one rule for
     ``on_divergence`` and for a grid record's ``diverged``."""
     return any(not (math.isfinite(loss) and loss <= bound) for loss in losses)
-
-
-def progress_default(device: torch.device | str | None = None) -> bool:
-    """Whether progress bars show by default.
-
-    ``$NORMLAB_PROGRESS`` = ``0`` or ``1`` decides when set. Otherwise bars show on a
-    terminal (stderr is a TTY) and whenever training runs on a GPU, where runs are long
-    enough to need one (``tqdm.auto`` draws a widget in notebooks). Quick-profile CPU runs
-    in notebooks, nbval and the book build therefore stay quiet.
-    """
-    value = os.environ.get(PROGRESS_ENV, "").strip()
-    if value:
-        return value.lower() not in ("0", "false", "no", "off")
-    on_gpu = device is not None and torch.device(device).type == "cuda"
-    return on_gpu or bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
 def _schedule(name: str, total_steps: int, warmup_steps: int) -> Callable[[int], float]:

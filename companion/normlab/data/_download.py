@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._runtime import progress_default
+
 DATA_ENV = "NORMLAB_DATA"
 TIMEOUT = 3.0  # to connect: an offline machine fails within seconds
 READ_TIMEOUT = 60.0  # between two reads of a download under way (files of several GB)
@@ -179,6 +181,70 @@ def _stream(
         raise http.client.IncompleteRead(b"", expected - received)
 
 
+def _receive(
+    resource: Resource,
+    folder: Path,
+    *,
+    standin: str,
+    opener: Callable[..., object],
+    timeout: float,
+    read_timeout: float,
+    retries: int,
+    show: bool,
+) -> None:
+    """Fill ``resource``'s partial file in ``folder``, resuming up to ``retries`` times.
+
+    Raises :class:`OfflineError` when the first request cannot connect, or when every
+    attempt failed (the bytes received so far are kept for the next call).
+    """
+    part = _part_path(folder, resource)
+    bar = None
+    try:
+        for attempt in range(retries + 1):
+            offset = part.stat().st_size if part.exists() else 0
+            headers = {"Range": f"bytes={offset}-"} if offset else {}
+            try:
+                response = opener(
+                    urllib.request.Request(resource.url, headers=headers),
+                    timeout=timeout,
+                )
+            except urllib.error.HTTPError as error:
+                if error.code == 416 and offset:  # nothing left to send: check the file
+                    return
+                failure: BaseException = error
+            except (
+                urllib.error.URLError,
+                TimeoutError,
+                ConnectionError,
+                OSError,
+            ) as error:
+                failure = error
+            else:
+                bar = bar or _bar(show, resource, response, offset)
+                try:
+                    _stream(response, part, offset, read_timeout, bar)
+                    return
+                except (
+                    TimeoutError,
+                    ConnectionError,
+                    http.client.IncompleteRead,
+                ) as error:
+                    failure = error
+                    continue
+            if attempt == 0:  # never reached: offline
+                raise OfflineError(
+                    offline_message(resource, folder, standin, failure)
+                ) from failure
+        kept = part.stat().st_size if part.exists() else 0
+        raise OfflineError(
+            f"the download of {resource.url} failed {retries + 1} times ({failure}); "
+            f"{kept} bytes are kept in {part}, and calling load again resumes from there"
+        ) from failure
+    finally:
+        if bar is not None:
+            bar.close()  # type: ignore[attr-defined]
+
+
 def download(
     resource: Resource,
     folder: str | Path,
@@ -202,59 +268,20 @@ def download(
     Raises :class:`OfflineError` when the URL cannot be reached (within about ``timeout``
     seconds) and :class:`ChecksumError` on a mismatch (the partial file is then deleted).
     """
-    from ..training import progress_default
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     part = _part_path(folder, resource)
     pin = _pin(resource)
-    show = progress_default() if progress is None else progress
-    bar = None
-    try:
-        for attempt in range(retries + 1):
-            offset = part.stat().st_size if part.exists() else 0
-            headers = {"Range": f"bytes={offset}-"} if offset else {}
-            try:
-                response = opener(
-                    urllib.request.Request(resource.url, headers=headers),
-                    timeout=timeout,
-                )
-            except urllib.error.HTTPError as error:
-                if error.code == 416 and offset:  # nothing left to send: check the file
-                    break
-                failure: BaseException = error
-            except (
-                urllib.error.URLError,
-                TimeoutError,
-                ConnectionError,
-                OSError,
-            ) as error:
-                failure = error
-            else:
-                bar = bar or _bar(show, resource, response, offset)
-                try:
-                    _stream(response, part, offset, read_timeout, bar)
-                    break
-                except (
-                    TimeoutError,
-                    ConnectionError,
-                    http.client.IncompleteRead,
-                ) as error:
-                    failure = error
-                    continue
-            if attempt == 0:  # never reached: offline
-                raise OfflineError(
-                    offline_message(resource, folder, standin, failure)
-                ) from failure
-        else:
-            kept = part.stat().st_size if part.exists() else 0
-            raise OfflineError(
-                f"the download of {resource.url} failed {retries + 1} times ({failure}); "
-                f"{kept} bytes are kept in {part}, and calling load again resumes from there"
-            ) from failure
-    finally:
-        if bar is not None:
-            bar.close()  # type: ignore[attr-defined]
+    _receive(
+        resource,
+        folder,
+        standin=standin,
+        opener=opener,
+        timeout=timeout,
+        read_timeout=read_timeout,
+        retries=retries,
+        show=progress_default() if progress is None else progress,
+    )
     if pin is not None and (actual := file_hash(part, pin[0])) != pin[1]:
         part.unlink()
         raise ChecksumError(

@@ -77,7 +77,7 @@ SCALE_INVARIANT: tuple[str, ...] = (
 
 
 @lru_cache(maxsize=2)
-def _splits(task: str, profile: str) -> dict[str, data.DataSplit]:
+def load_splits(task: str, profile: str) -> dict[str, data.DataSplit]:
     """The train, val and test splits of ``task`` in ``profile`` (the
     :data:`normlab.data.SOURCES` table), loaded once per process."""
     return data.for_profile(task, profile)
@@ -85,7 +85,7 @@ def _splits(task: str, profile: str) -> dict[str, data.DataSplit]:
 
 def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
     """Build, train and test one MLP; return it with the run record."""
-    splits = _splits(config["data"], config["data_profile"])
+    splits = load_splits(config["data"], config["data_profile"])
     train = splits["train"]
     seed_everything(config["seed"])
     model = mlp_for(
@@ -139,7 +139,7 @@ def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any
     """:func:`train_mlp`, then :func:`kernel_coupling` of the trained net on ``batch_size``
     training samples (the first ones of the fixed split), stored with the run's metrics."""
     model, record = _fit(config, ctx)
-    train = _splits(config["data"], config["data_profile"])["train"]
+    train = load_splits(config["data"], config["data_profile"])["train"]
     x = train.x[: config["batch_size"]].to(next(model.parameters()).device)
     record["metrics"].update(kernel_coupling(model, x))
     return record
@@ -161,7 +161,7 @@ def verdict_rows(results: pd.DataFrame, init: str = VERDICT_INIT) -> pd.DataFram
 # --------------------------------------------------------------------- declarations
 
 
-def _own_rates(
+def own_rates(
     *, rates: Mapping[str, Sequence[float]], by: str = "optimizer"
 ) -> Callable[[Mapping[str, Any]], bool]:
     """A grid filter keeping each ``by`` value's own learning rates (per optimiser, or per
@@ -194,7 +194,7 @@ GPU_RATES = {
 STANDARD_RATES = {"sgd": (0.01, 0.1, 1.0, 10.0), "adam": (0.0001, 0.001, 0.01)}
 
 
-_cpu_rates = _own_rates(rates=CPU_SGD_RATES, by="normaliser")
+_cpu_rates = own_rates(rates=CPU_SGD_RATES, by="normaliser")
 
 
 def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
@@ -220,11 +220,13 @@ def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
     return shape in wanted and name in FC_CORE
 
 
-def _digits(*, profile: str) -> dict[str, str]:
+def digits_settings(*, profile: str) -> dict[str, str]:
+    """The fixed settings of a grid on the digits (``mnist``) in ``profile``."""
     return {"data": "mnist", "data_profile": profile, "schedule": "constant"}
 
 
-def _cifar(*, profile: str) -> dict[str, str]:
+def cifar_settings(*, profile: str) -> dict[str, str]:
+    """The fixed settings of a grid on ``cifar10`` in ``profile``."""
     return {"data": "cifar10", "data_profile": profile, "schedule": "cosine"}
 
 
@@ -242,7 +244,7 @@ FC_NORMALISERS = register_experiment(
                     "lr": _union(rates=QUICK_RATES),
                 },
                 fixed={
-                    **_digits(profile="quick"),
+                    **digits_settings(profile="quick"),
                     "budget": "fixed_epochs",
                     "activation": "tanh",
                     "width": 32,
@@ -251,7 +253,7 @@ FC_NORMALISERS = register_experiment(
                     "batch_size": 64,
                 },
                 seeds=3,
-                where=_own_rates(rates=QUICK_RATES),
+                where=own_rates(rates=QUICK_RATES),
             ),
             # cpu: SGD to a plateau (26 epochs at batch 32: about 1,000 steps), the two
             # initialisations, the corrections' output layer corrected ("same") or plain.
@@ -266,7 +268,7 @@ FC_NORMALISERS = register_experiment(
                     "lr": _union(rates=CPU_SGD_RATES),
                 },
                 fixed={
-                    **_digits(profile="cpu"),
+                    **digits_settings(profile="cpu"),
                     "budget": "fixed_epochs",
                     "optimizer": "sgd",
                     "epochs": 26,
@@ -287,14 +289,14 @@ FC_NORMALISERS = register_experiment(
                     "lr": _union(rates=STANDARD_RATES),
                 },
                 fixed={
-                    **_cifar(profile="standard"),
+                    **cifar_settings(profile="standard"),
                     "budget": "fixed_epochs",
                     "activation": "tanh",
                     "epochs": 8,
                     "batch_size": 128,
                 },
                 seeds=3,
-                where=_own_rates(rates=STANDARD_RATES),
+                where=own_rates(rates=STANDARD_RATES),
             ),
             "paper": Grid(
                 axes={
@@ -306,13 +308,13 @@ FC_NORMALISERS = register_experiment(
                     "lr": _union(rates=GPU_RATES),
                 },
                 fixed={
-                    **_cifar(profile="paper"),
+                    **cifar_settings(profile="paper"),
                     "budget": "fixed_epochs",
                     "epochs": 50,
                     "batch_size": 128,
                 },
                 seeds=5,
-                where=_own_rates(rates=GPU_RATES),
+                where=own_rates(rates=GPU_RATES),
             ),
         },
         run_one=train_mlp,
@@ -341,7 +343,7 @@ BATCH_SIZE = register_experiment(
                     "lr": [0.1, 1.0, 10.0],
                 },
                 fixed={
-                    **_digits(profile="quick"),
+                    **digits_settings(profile="quick"),
                     "optimizer": "sgd",
                     "activation": "tanh",
                     "width": 32,
@@ -363,7 +365,7 @@ BATCH_SIZE = register_experiment(
                     "lr": _union(rates=CPU_SGD_RATES),
                 },
                 fixed={
-                    **_digits(profile="cpu"),
+                    **digits_settings(profile="cpu"),
                     "optimizer": "sgd",
                     "activation": "tanh",
                     "init": "xavier_normal",
@@ -385,7 +387,7 @@ BATCH_SIZE = register_experiment(
                     "lr": [0.03, 0.3, 3.0],
                 },
                 fixed={
-                    **_cifar(profile="standard"),
+                    **cifar_settings(profile="standard"),
                     "optimizer": "sgd",
                     "activation": "tanh",
                     "width": 256,
@@ -404,7 +406,7 @@ BATCH_SIZE = register_experiment(
                     "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
                 },
                 fixed={
-                    **_cifar(profile="paper"),
+                    **cifar_settings(profile="paper"),
                     "optimizer": "sgd",
                     "activation": "tanh",
                     "width": 256,

@@ -18,7 +18,7 @@ from .._runtime import seed_everything
 from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..models.cnn import CNN, CONV_NORMALISERS, cnn_for
 from .grid import Grid
-from .part1 import _cifar, _digits, _own_rates, _splits
+from .part1 import cifar_settings, digits_settings, load_splits, own_rates
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
 
@@ -47,7 +47,7 @@ def position_coupling(model: CNN, x: torch.Tensor) -> float:
 
 def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One chapter-8 run: a CNN trained with SGD, tested, then its position coupling measured."""
-    splits = _splits(config["data"], config["data_profile"])
+    splits = load_splits(config["data"], config["data_profile"])
     train = splits["train"]
     seed_everything(config["seed"])
     model = cnn_for(
@@ -92,7 +92,7 @@ CNN_NORMALISERS = register_experiment(
             "quick": Grid(
                 axes={"normaliser": list(CONV_NAMES), "lr": [0.1, 0.3, 1.0]},
                 fixed={
-                    **_digits(profile="quick"),
+                    **digits_settings(profile="quick"),
                     **_SGD_TANH,
                     "channels": 8,
                     "depth": 2,
@@ -111,7 +111,7 @@ CNN_NORMALISERS = register_experiment(
                     ),
                 },
                 fixed={
-                    **_digits(profile="cpu"),
+                    **digits_settings(profile="cpu"),
                     **_SGD_TANH,
                     "init": "xavier_normal",
                     "depth": 2,
@@ -120,7 +120,7 @@ CNN_NORMALISERS = register_experiment(
                     "batch_size": 16,
                 },
                 seeds=5,
-                where=_own_rates(rates=CPU_CNN_RATES, by="normaliser"),
+                where=own_rates(rates=CPU_CNN_RATES, by="normaliser"),
             ),
             "standard": Grid(
                 axes={
@@ -131,7 +131,7 @@ CNN_NORMALISERS = register_experiment(
                     "lr": [0.03, 0.3, 3.0],
                 },
                 fixed={
-                    **_cifar(profile="standard"),
+                    **cifar_settings(profile="standard"),
                     **_SGD_TANH,
                     "epochs": 8,
                     "batch_size": 128,
@@ -146,7 +146,7 @@ CNN_NORMALISERS = register_experiment(
                     "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
                 },
                 fixed={
-                    **_cifar(profile="paper"),
+                    **cifar_settings(profile="paper"),
                     **_SGD_TANH,
                     "epochs": 50,
                     "batch_size": 128,
