@@ -222,7 +222,12 @@ def test_a_new_normaliser_is_one_layer_and_one_entry(
 
     free = next(c for c in PALETTE if c not in {normalisers.colour(n) for n in PART1})
     entry = normalisers.Normaliser(
-        "scratch", 1, "Scratch", free, _ScratchNorm, description="x / max |x|"
+        name="scratch",
+        part=1,
+        label="Scratch",
+        colour=free,
+        norm_layer=_ScratchNorm,
+        description="x / max |x|",
     )
     _register(monkeypatch, entry)
     assert normalisers.names(1)[-1] == "scratch" and normalisers.get("scratch") is entry
