@@ -68,6 +68,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "normlab.figures",
             "normlab.display",
+            "normlab.names",
             "normlab.interactive",
             "normlab.widgets",
         ),

@@ -229,20 +229,70 @@ def glue(name: str, value: Any) -> Any:
     return value
 
 
+#: Columns (and index levels) whose values :func:`table` shows by their reader-facing names.
+NAMED_COLUMNS = (
+    "normaliser",
+    "arm",
+    "data",
+    "task",
+    "minus",
+    "init",
+    "readout",
+    "layer",
+)
+
+
+def reader_names(frame: Any, profile: str | None = None) -> Any:
+    """``frame`` (a DataFrame) with the keys of :data:`NAMED_COLUMNS` columns and index
+    levels, and the column labels that are keys, replaced by their reader-facing names
+    (:func:`normlab.names.display_name`)."""
+    import pandas as pd
+
+    from .names import display_name
+
+    def named(values: Any, column: str | None) -> Any:
+        return [display_name(v, column, profile) for v in values]
+
+    frame = frame.assign(
+        **{str(c): named(frame[c], str(c)) for c in frame.columns if c in NAMED_COLUMNS}
+    )
+    index = frame.index
+    if isinstance(index, pd.MultiIndex):
+        index = pd.MultiIndex.from_arrays(
+            [named(index.get_level_values(i), n) for i, n in enumerate(index.names)],
+            names=index.names,
+        )
+    elif index.name in NAMED_COLUMNS:
+        index = pd.Index(named(index, index.name), name=index.name)
+    frame = frame.set_axis(index, axis=0)
+    if not isinstance(frame.columns, pd.MultiIndex):
+        frame = frame.set_axis(
+            pd.Index(
+                [display_name(c) if isinstance(c, str) else c for c in frame.columns],
+                name=frame.columns.name,
+            ),
+            axis=1,
+        )
+    return frame
+
+
 def table(
     frame: Any,
     *,
     digits: int = 3,
     caption: str | None = None,
     index: bool = False,
+    profile: str | None = None,
 ) -> Any:
     """A results table as an HTML table that wraps to the page (a pandas ``Styler``).
 
     Floats show ``digits`` decimals; NaN shows as an empty cell; ``caption`` names what the
-    table holds (its data, its profile). A registered normaliser in a ``normaliser`` column
-    (or index) shows its registered display name (:func:`normlab.normalisers.label`), as in
-    the figures. Make it the last expression of a cell; in plain text (``repr``) it falls
-    back to the frame's own text form.
+    table holds (its data, its profile). Every key the package records shows by its
+    reader-facing name (:func:`normlab.names.display_name`), as in the figures: a
+    normaliser, an arm or a dataset in the columns of :data:`NAMED_COLUMNS` (or the index
+    levels so named), and a column headed by such a key; ``profile`` is the profile whose
+    data the dataset keys name (None: the active one). Make it the last expression of a
+    cell; in plain text (``repr``) it falls back to the frame's own text form.
 
     Raises:
         TypeError: ``frame`` is not a pandas DataFrame.
@@ -251,16 +301,7 @@ def table(
 
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
-    from . import normalisers
-
-    def name(value: Any) -> Any:
-        registered = isinstance(value, str) and value in normalisers.NORMALISERS
-        return normalisers.label(value) if registered else value
-
-    if "normaliser" in frame.columns:
-        frame = frame.assign(normaliser=frame["normaliser"].map(name))
-    if frame.index.name == "normaliser":
-        frame = frame.rename(index=name)
+    frame = reader_names(frame, profile)
     styler = frame.style.format(precision=digits, na_rep="").set_table_attributes(
         'class="normlab-table"'
     )
