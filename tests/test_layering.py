@@ -69,6 +69,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab.figures",
             "normlab.display",
             "normlab.names",
+            "normlab.facts",
             "normlab.interactive",
             "normlab.widgets",
         ),

@@ -233,6 +233,8 @@ def glue(name: str, value: Any) -> Any:
 NAMED_COLUMNS = (
     "normaliser",
     "arm",
+    "a",  # the two arms of a paired table (normlab.claims.tables.paired_table)
+    "b",
     "data",
     "task",
     "minus",
@@ -243,9 +245,9 @@ NAMED_COLUMNS = (
 
 
 def reader_names(frame: Any, profile: str | None = None) -> Any:
-    """``frame`` (a DataFrame) with the keys of :data:`NAMED_COLUMNS` columns and index
-    levels, and the column labels that are keys, replaced by their reader-facing names
-    (:func:`normlab.names.display_name`)."""
+    """``frame`` (a DataFrame) with the keys in its :data:`NAMED_COLUMNS` columns, its
+    row labels and its column labels (every level, read as the column its level is named
+    after) replaced by their reader-facing names (:func:`normlab.names.display_name`)."""
     import pandas as pd
 
     from .names import display_name
@@ -256,24 +258,18 @@ def reader_names(frame: Any, profile: str | None = None) -> Any:
     frame = frame.assign(
         **{str(c): named(frame[c], str(c)) for c in frame.columns if c in NAMED_COLUMNS}
     )
-    index = frame.index
-    if isinstance(index, pd.MultiIndex):
-        index = pd.MultiIndex.from_arrays(
-            [named(index.get_level_values(i), n) for i, n in enumerate(index.names)],
-            names=index.names,
-        )
-    elif index.name in NAMED_COLUMNS:
-        index = pd.Index(named(index, index.name), name=index.name)
-    frame = frame.set_axis(index, axis=0)
-    if not isinstance(frame.columns, pd.MultiIndex):
-        frame = frame.set_axis(
-            pd.Index(
-                [display_name(c) if isinstance(c, str) else c for c in frame.columns],
-                name=frame.columns.name,
-            ),
-            axis=1,
-        )
-    return frame
+
+    def relabel(axis: Any) -> Any:
+        if isinstance(axis, pd.MultiIndex):
+            return pd.MultiIndex.from_arrays(
+                [named(axis.get_level_values(i), n) for i, n in enumerate(axis.names)],
+                names=axis.names,
+            )
+        return pd.Index(named(axis, axis.name), name=axis.name)
+
+    return frame.set_axis(relabel(frame.index), axis=0).set_axis(
+        relabel(frame.columns), axis=1
+    )
 
 
 def table(
@@ -289,8 +285,8 @@ def table(
     Floats show ``digits`` decimals; NaN shows as an empty cell; ``caption`` names what the
     table holds (its data, its profile). Every key the package records shows by its
     reader-facing name (:func:`normlab.names.display_name`), as in the figures: a
-    normaliser, an arm or a dataset in the columns of :data:`NAMED_COLUMNS` (or the index
-    levels so named), and a column headed by such a key; ``profile`` is the profile whose
+    normaliser, an arm or a dataset in the columns of :data:`NAMED_COLUMNS`, in the row
+    labels and in the column labels (:func:`reader_names`); ``profile`` is the profile whose
     data the dataset keys name (None: the active one). Make it the last expression of a
     cell; in plain text (``repr``) it falls back to the frame's own text form.
 
