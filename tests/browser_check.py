@@ -24,7 +24,7 @@ Per page it asserts:
   (:data:`WORDS_JS`: a Range per word, whose boxes must lie on one line);
 - in chapters 6-15 (``CAPTIONED``), every figure (an image in a cell's output) has its
   caption right under it: the first visible block after its cell is a paragraph beginning
-  "Figure", with no other output of its cell between (:data:`CAPTIONS_JS`);
+  "Figure", with no table or text of its cell after its last figure (:data:`CAPTIONS_JS`);
 - every verdict cell (a table column headed "verdict") is in view without a sideways scroll,
   at 1280 px on every page and at phone width on the scorecard (:data:`VERDICTS_JS`).
 
@@ -406,19 +406,22 @@ WORDS_JS = r"""() => {
 # Run in the page: each figure (an image in a cell's output) and the caption under it. The
 # caption is the first visible block after the figure's cell (cells that show nothing, such
 # as a check whose input is removed, are skipped): a paragraph whose text begins with
-# "Figure" (the chapter's Markdown cell "**Figure.** ..." right under the figure's cell), and
-# nothing but the figure's own cell output lies between (no table or text printed after it).
+# "Figure" (the chapter's Markdown cell "**Figure.** ..." right under the figure's cell).
+# Nothing but figures lies between: no table or text is printed after a cell's last figure
+# (the figures of one cell, such as a panel per optimiser, share one caption).
 CAPTIONS_JS = r"""() => {
   const column = document.querySelector("article.bd-article, article, main") || document.body;
   const shown = (el) => el.getClientRects().length > 0 && !el.closest("details:not([open])");
   const missing = [];
-  for (const img of column.querySelectorAll("div.cell_output img")) {
-    if (!shown(img)) continue;
-    const cell = img.closest("div.cell");
-    const name = (img.getAttribute("src") || "").slice(-40);
-    const after = [...cell.querySelectorAll("div.cell_output table, div.cell_output pre, div.cell_output img")]
-      .filter(el => el !== img && shown(el) &&
-              (img.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING));
+  const cells = new Set([...column.querySelectorAll("div.cell_output img")].filter(shown)
+    .map(img => img.closest("div.cell")).filter(cell => cell));
+  for (const cell of cells) {
+    const images = [...cell.querySelectorAll("div.cell_output img")].filter(shown);
+    const last = images[images.length - 1];
+    const name = (last.getAttribute("src") || "").slice(-40);
+    const after = [...cell.querySelectorAll("div.cell_output table, div.cell_output pre")]
+      .filter(el => shown(el) &&
+              (last.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING));
     if (after.length) { missing.push(`${name}: output shown after the figure, above its caption`); continue; }
     let next = cell.nextElementSibling;
     while (next && !(shown(next) && next.textContent.trim())) next = next.nextElementSibling;

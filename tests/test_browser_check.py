@@ -303,6 +303,12 @@ def test_a_figure_without_a_caption_is_reported(
     assert len(problems) == 1 and problem in problems[0], problems
 
 
+def test_the_figures_of_one_cell_share_a_caption(tab, tmp_path: Path) -> None:
+    panels = f"<img src='{_png(300)}'><img src='{_png(300)}'>"
+    body = _cell(panels) + "<p><strong>Figure.</strong> One panel per optimiser.</p>"
+    assert browser_check.caption_problems(_load(tab, tmp_path, body)) == []
+
+
 def test_a_caption_under_a_table_is_not_the_figures(tab, tmp_path: Path) -> None:
     body = _cell(f"<img src='{_png(300)}'>" + NARROW_TABLE) + "<p>Figure. x</p>"
     problems = browser_check.caption_problems(_load(tab, tmp_path, body))
