@@ -374,21 +374,26 @@ VERDICTS_JS = r"""() => {
 
 
 # Run in the page: every word of a table cell that the layout broke across lines. A word is a
-# run of non-space characters of one text node, split after a hyphen or a slash between
-# letters (a legitimate break); it is broken when its Range's boxes lie on more than one line.
+# run of non-space characters of one text node, split after a hyphen or a slash that follows
+# a letter or digit (a legitimate break, as in "CIFAR-/10"); it is broken when its Range's
+# boxes lie on more than one line. Code and links (a path, a URL, an identifier: no space to
+# break at) may wrap anywhere and are not read.
 WORDS_JS = r"""() => {
   const column = document.querySelector("article.bd-article, article, main") || document.body;
   const shown = (el) => el.getClientRects().length > 0 && !el.closest("details:not([open])");
   const broken = [];
   for (const cell of column.querySelectorAll("td, th")) {
     if (!shown(cell)) continue;
-    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT, {
+      acceptNode: (node) => node.parentElement.closest("code, a, kbd, samp")
+        ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
+    });
     while (walker.nextNode()) {
       const node = walker.currentNode;
       const text = node.textContent;
       for (const m of text.matchAll(/[^\s\u200b]+/g)) {
         let start = m.index;
-        for (const part of m[0].split(/(?<=[A-Za-z][-/\u2010\u2013])(?=[A-Za-z])/)) {
+        for (const part of m[0].split(/(?<=[A-Za-z0-9][-/\u2010\u2013])(?=[A-Za-z0-9])/)) {
           const range = document.createRange();
           range.setStart(node, start);
           range.setEnd(node, start + part.length);

@@ -265,8 +265,17 @@ def test_a_word_broken_inside_a_cell_is_reported(tab, tmp_path: Path) -> None:
 
 def test_a_break_after_a_hyphen_is_between_words(tab, tmp_path: Path) -> None:
     body = (
-        "<table style='width:60px'><tr><td>learned-random paired-difference</td>"
-        "</tr></table>"
+        "<table style='width:60px'><tr><td>learned-random paired-difference "
+        "CIFAR-10-C</td></tr></table>"
+    )
+    assert browser_check.word_problems(_load(tab, tmp_path, body), "here") == []
+
+
+def test_code_and_links_may_wrap_anywhere(tab, tmp_path: Path) -> None:
+    body = (
+        "<table style='width:60px'><tr><td style='overflow-wrap:anywhere'>"
+        "<code>normlab.experiments.gate_study</code> "
+        "<a href='#'>https://example.org/a/long/path</a></td></tr></table>"
     )
     assert browser_check.word_problems(_load(tab, tmp_path, body), "here") == []
 
