@@ -18,7 +18,13 @@ Per page it asserts:
   turn, changes the chart's SVG; and the pages of ``INTERACTIVE`` have at least that many such
   controls (the structure build executes chapters 10 and 11 so that their pages have them);
 - at 1280 px, no table and no output block is wider than its container (nor scrolls inside
-  it), and no image is shown at less than half its natural width (:data:`LAYOUT_JS`);
+  it), and no image is shown at less than ``MIN_SHOWN`` (0.8) of its natural width
+  (:data:`LAYOUT_JS`);
+- at 1280 px and at phone width (390 px), no word of a table cell is broken across lines
+  (:data:`WORDS_JS`: a Range per word, whose boxes must lie on one line);
+- in chapters 6-15 (``CAPTIONED``), every figure (an image in a cell's output) has its
+  caption right under it: the first visible block after its cell is a paragraph beginning
+  "Figure", with no table or text of its cell after its last figure (:data:`CAPTIONS_JS`);
 - every verdict cell (a table column headed "verdict") is in view without a sideways scroll,
   at 1280 px on every page and at phone width on the scorecard (:data:`VERDICTS_JS`).
 
@@ -54,6 +60,10 @@ COLAB = "https://colab.research.google.com/github"
 KNOWN_SCRIPT_ERROR = "Identifier 'THEBE_JS_URL' has already been declared"
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
+#: The smallest share of its natural width an image may be shown at (at 1280 px).
+MIN_SHOWN = 0.8
+#: Chapters whose figures need a caption (by the number their file name starts with).
+CAPTIONED = range(6, 16)
 #: The page whose verdicts are also checked at phone width.
 SCORECARD = "book/16_scorecard"
 #: Pages that must carry interactive figures, with the fewest controls that change them.
@@ -310,10 +320,10 @@ IMAGES_JS = r"""() => [...document.images]
 
 # Run in the page: what is wider than its container at this width. A table's container is the
 # article's text column; an output block (a cell's output: text, a table, HTML) must fit it
-# and must not scroll inside it. Images shown at less than half their natural width are too
-# small to read. Code listings that scroll are counted too (ruff keeps the package's to 88
-# columns; a chapter's own cells are its own).
-LAYOUT_JS = r"""() => {
+# and must not scroll inside it. An image shown at less than MIN_SHOWN of its natural width
+# is too small to read: every figure is drawn for the column. Code listings that scroll are
+# counted too (ruff keeps the package's and the chapters' code to 88 columns).
+LAYOUT_JS = r"""(MIN_SHOWN) => {
   const column = document.querySelector("article.bd-article, article, main") || document.body;
   const style = getComputedStyle(column);
   const box = column.getBoundingClientRect();
@@ -331,7 +341,7 @@ LAYOUT_JS = r"""() => {
     .map(o => `${Math.round(Math.max(o.scrollWidth, ...[...o.querySelectorAll("pre")]
       .map(p => p.scrollWidth)))} px: ${name(o)}`);
   const images = [...column.querySelectorAll("img")].filter(shown)
-    .filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < i.naturalWidth / 2 - 0.5)
+    .filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < i.naturalWidth * MIN_SHOWN - 0.5)
     .map(i => `${Math.round(i.getBoundingClientRect().width)} of ${i.naturalWidth} px: ${i.getAttribute("src").slice(-40)}`);
   const listings = [...column.querySelectorAll("div.cell_input pre, div.normlab-source pre")]
     .filter(shown).filter(scrolls).length;
@@ -371,14 +381,100 @@ VERDICTS_JS = r"""() => {
 }"""
 
 
+# Run in the page: every word of a table cell that the layout broke across lines. A word is a
+# run of non-space characters of one text node, split after a hyphen or a slash that follows
+# a letter or digit (a legitimate break, as in "CIFAR-/10"); it is broken when its Range's
+# boxes lie on more than one line. Code and links (a path, a URL, an identifier: no space to
+# break at) may wrap anywhere and are not read.
+WORDS_JS = r"""() => {
+  const column = document.querySelector("article.bd-article, article, main") || document.body;
+  const shown = (el) => el.getClientRects().length > 0 && !el.closest("details:not([open])");
+  const broken = [];
+  for (const cell of column.querySelectorAll("td, th")) {
+    if (!shown(cell)) continue;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT, {
+      acceptNode: (node) => node.parentElement.closest("code, a, kbd, samp")
+        ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
+    });
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      const text = node.textContent;
+      for (const m of text.matchAll(/[^\s\u200b]+/g)) {
+        let start = m.index;
+        for (const part of m[0].split(/(?<=[A-Za-z0-9][-/\u2010\u2013])(?=[A-Za-z0-9])/)) {
+          const range = document.createRange();
+          range.setStart(node, start);
+          range.setEnd(node, start + part.length);
+          start += part.length;
+          const lines = new Set([...range.getClientRects()]
+            .filter(r => r.width > 0).map(r => Math.round(r.bottom)));
+          if (lines.size > 1) broken.push(part.slice(0, 40));
+        }
+      }
+    }
+  }
+  return [...new Set(broken)];
+}"""
+
+# Run in the page: each figure (an image in a cell's output) and the caption under it. The
+# caption is the first visible block after the figure's cell (cells that show nothing, such
+# as a check whose input is removed, are skipped): a paragraph whose text begins with
+# "Figure" (the chapter's Markdown cell "**Figure.** ..." right under the figure's cell).
+# Nothing but figures lies between: no table or text is printed after a cell's last figure
+# (the figures of one cell, such as a panel per optimiser, share one caption).
+CAPTIONS_JS = r"""() => {
+  const column = document.querySelector("article.bd-article, article, main") || document.body;
+  const shown = (el) => el.getClientRects().length > 0 && !el.closest("details:not([open])");
+  const missing = [];
+  const cells = new Set([...column.querySelectorAll("div.cell_output img")].filter(shown)
+    .map(img => img.closest("div.cell")).filter(cell => cell));
+  for (const cell of cells) {
+    const images = [...cell.querySelectorAll("div.cell_output img")].filter(shown);
+    const last = images[images.length - 1];
+    const name = (last.getAttribute("src") || "").slice(-40);
+    const after = [...cell.querySelectorAll("div.cell_output table, div.cell_output pre")]
+      .filter(el => shown(el) &&
+              (last.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING));
+    if (after.length) { missing.push(`${name}: output shown after the figure, above its caption`); continue; }
+    let next = cell.nextElementSibling;
+    while (next && !(shown(next) && next.textContent.trim())) next = next.nextElementSibling;
+    const text = next ? next.textContent.trim() : "";
+    if (!/^Figure\b/.test(text)) missing.push(`${name}: no caption under it (next: ${JSON.stringify(text.slice(0, 40))})`);
+  }
+  return missing;
+}"""
+
+
 def layout_problems(tab: Any) -> list[str]:
     """What is too wide or shown too small on the page loaded in ``tab`` (at 1280 px)."""
-    found = tab.evaluate(LAYOUT_JS)
+    found = tab.evaluate(LAYOUT_JS, MIN_SHOWN)
     return (
         [f"table wider than its container: {t}" for t in found["tables"]]
         + [f"output block wider than its container: {o}" for o in found["outputs"]]
-        + [f"image shown at less than half its width: {i}" for i in found["images"]]
+        + [
+            f"image shown at less than {MIN_SHOWN:.0%} of its width: {i}"
+            for i in found["images"]
+        ]
     )
+
+
+def word_problems(tab: Any, where: str) -> list[str]:
+    """Each word of a table cell that the page loaded in ``tab`` breaks across lines."""
+    return [
+        f"word broken in a table cell {where}: {w!r}" for w in tab.evaluate(WORDS_JS)
+    ]
+
+
+def caption_problems(tab: Any) -> list[str]:
+    """Each figure of the page loaded in ``tab`` without its caption right under it."""
+    return [f"figure without a caption: {c}" for c in tab.evaluate(CAPTIONS_JS)]
+
+
+def captioned(entry: str) -> bool:
+    """Whether the page ``entry`` (``book/10_gate``) is a chapter whose figures need
+    captions (:data:`CAPTIONED`)."""
+    number = re.match(r"book/(\d+)_", entry)
+    return number is not None and int(number.group(1)) in CAPTIONED
 
 
 def verdict_problems(tab: Any, where: str) -> tuple[int, list[str]]:
@@ -412,7 +508,18 @@ def check_in_browser(
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         context = browser.new_context(viewport=DESKTOP)
         tally = dict.fromkeys(
-            ("tables", "outputs", "images", "listings", "verdicts", "out_1280"), 0
+            (
+                "tables",
+                "outputs",
+                "images",
+                "listings",
+                "verdicts",
+                "out_1280",
+                "words_1280",
+                "words_phone",
+                "captions",
+            ),
+            0,
         )
         for page in pages_:
             if not page.html.is_file():
@@ -466,16 +573,23 @@ def check_in_browser(
             page.problems += [
                 f"image did not load: {src}" for src in tab.evaluate(IMAGES_JS)
             ]
-            layout = tab.evaluate(LAYOUT_JS)
+            layout = tab.evaluate(LAYOUT_JS, MIN_SHOWN)
             for key in ("tables", "outputs", "images"):
                 tally[key] += len(layout[key])
             tally["listings"] += layout["listings"]
             page.problems += layout_problems(tab)
+            words = word_problems(tab, f"at {DESKTOP['width']} px")
+            tally["words_1280"] += len(words)
+            page.problems += words
+            entry = page.html.relative_to(build).with_suffix("").as_posix()
+            if captioned(entry):
+                captions = caption_problems(tab)
+                tally["captions"] += len(captions)
+                page.problems += captions
             total, out = verdict_problems(tab, "at 1280 px")
             tally["verdicts"] += total
             tally["out_1280"] += len(out)
             page.problems += out
-            entry = page.html.relative_to(build).with_suffix("").as_posix()
             if page.charts:
                 moved = drive_charts(tab, page)
                 # Counted in the DOM: a page served from Chromium's memory cache loads the
@@ -510,6 +624,16 @@ def check_in_browser(
             viewport=PHONE, device_scale_factor=2, is_mobile=True
         )
         phone.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
+        # Every page at phone width: no word of a table cell broken across lines.
+        for page in pages_:
+            if not page.html.is_file():
+                continue
+            tab = phone.new_page()
+            tab.goto(page.html.as_uri(), wait_until="load", timeout=120_000)
+            words = word_problems(tab, f"at {PHONE['width']} px")
+            tally["words_phone"] += len(words)
+            page.problems += words
+            tab.close()
         chapter = next(
             (p for p in pages_ if p.source is not None and p.source.suffix == ".ipynb"),
             None,
@@ -570,10 +694,12 @@ def main(argv: list[str]) -> int:
         print(
             f"layout at {DESKTOP['width']} px: {tally['tables']} tables and "
             f"{tally['outputs']} output blocks wider than their container, "
-            f"{tally['images']} images under half their width, {tally['listings']} "
+            f"{tally['images']} images under {MIN_SHOWN:.0%} of their width, {tally['listings']} "
             f"listings that scroll; verdict cells out of view: {tally['out_1280']} of "
             f"{tally['verdicts']} at {DESKTOP['width']} px, {tally['out_phone']} on the "
-            f"scorecard at {PHONE['width']} px"
+            f"scorecard at {PHONE['width']} px; words broken in table cells: "
+            f"{tally['words_1280']} at {DESKTOP['width']} px, {tally['words_phone']} at "
+            f"{PHONE['width']} px; figures without a caption: {tally['captions']}"
         )
     bad = [p for p in pages_ if p.problems]
     for page in bad:

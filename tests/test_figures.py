@@ -17,7 +17,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from normlab import figures
+from normlab import figures, results
 from normlab.figures.effects import VERDICT_COLOURS
 from PIL import Image
 
@@ -81,6 +81,66 @@ def _summary(panels: int) -> pd.DataFrame:
 def _draw(results: pd.DataFrame, ax) -> None:
     ax.bar([figures.label(n) for n in results["normaliser"]], results["mean"])
     ax.set_ylabel("mean test accuracy")
+
+
+def _study_gates() -> pd.DataFrame:
+    """A gate study's gate table: two tasks, the learned gate and the gate frozen at epoch
+    2, three seeds, five layers."""
+    layers = [f"encoder.blocks.{b}.norm{n}" for b in range(2) for n in (1, 2)]
+    return pd.DataFrame(
+        {
+            "data": data,
+            "arm": arm,
+            "seed": seed,
+            "run_id": f"{data}-{arm}-{seed}",
+            "epoch": epoch,
+            "position": position,
+            "layer": layer,
+            "entropy": 0.69 / epoch + 0.01 * seed,
+            "p_dyt": 0.5,
+            "p_ln": 0.5,
+            "tau": 0.5,
+        }
+        for data in ("mnist", "mnist_restyled")
+        for arm in ("autonorm", "freeze_at_2")
+        for seed in range(3)
+        for epoch in range(1, 7)
+        for position, layer in enumerate([*layers, "encoder.norm"])
+    )
+
+
+def _sweep() -> pd.DataFrame:
+    """A :func:`normlab.claims.tables.sweep_table`: two tasks, both rules, three T_freeze,
+    eight eps_H."""
+    return pd.DataFrame(
+        {
+            "data": data,
+            "rule": rule,
+            "t_freeze": t,
+            "eps_h": eps,
+            "lead": 0.02 * (eps - 0.3) * (1 if rule == "high" else -1),
+            "fired": float((eps <= 0.1 * t) == (rule == "high")),
+        }
+        for data in ("mnist", "mnist_restyled")
+        for rule in ("high", "low")
+        for t in (4, 8, 14)
+        for eps in (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+    )
+
+
+def _tau_inputs() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    taus = [0.1, 0.2, 0.5, 1.0, 2.0]
+    estimator = pd.DataFrame(
+        {"tau": taus, "variance": [0.1 / t for t in taus], "SNR": [t for t in taus]}
+    )
+    in_net = pd.DataFrame(
+        {("snr", "mean"): [0.1, 0.2, 0.3], ("snr", "std"): [0.01] * 3},
+        index=pd.Index([0.1, 0.5, 2.0], name="tau"),
+    )
+    accuracy = pd.DataFrame(
+        {"tau": [0.1, 0.5, 2.0], "mean": [0.9, 0.92, 0.91], "ci95": [0.01] * 3}
+    )
+    return estimator, in_net, accuracy
 
 
 def _outcomes(count: int) -> list[SimpleNamespace]:
@@ -183,6 +243,44 @@ FIGURES = {
     ),
     "forest": lambda: figures.forest(_outcomes(30)),
     "forest, nothing judged": lambda: figures.forest([]),
+    # Part II (chapters 10-15)
+    "relaxed_histograms": lambda: figures.relaxed_histograms(
+        {t: np.linspace(0, 1, 200) ** t for t in (0.1, 0.5, 1.0, 2.0, 5.0)},
+        "relaxed samples",
+    ),
+    "gradient_against_tau": lambda: figures.gradient_against_tau(
+        pd.DataFrame(
+            {"tau": [0.1, 0.5, 2.0], "variance (trace)": [5, 1, 0.2], "mean grad": 0.2}
+        ),
+        0.21,
+        [4.5, 0.9, 0.22],
+    ),
+    "telemetry_entropy": lambda: figures.telemetry_entropy(
+        _study_gates().query("arm == 'autonorm' and seed == 0 and data == 'mnist'"),
+        2,
+        0.1,
+        "one run",
+    ),
+    "example_images": lambda: figures.example_images(
+        {"8×8 digits": torch.rand(8, 1, 8, 8), "restyled": torch.rand(8, 1, 8, 8)}
+    ),
+    "entropy_figure": lambda: figures.entropy_figure(
+        _study_gates().query("arm == 'autonorm'"), "learned gate, cpu set"
+    ),
+    "freeze_figure": lambda: figures.freeze_figure(_study_gates(), 2),
+    "sweep_figure": lambda: figures.sweep_figure(_sweep()),
+    "tau_figure": lambda: figures.tau_figure(*_tau_inputs()),
+    "draw_arms, beside": lambda: (
+        figures.beside(
+            "gate_bottleneck",
+            results.largest("gate_bottleneck").results,
+            figures.draw_arms,
+            title="test accuracy per arm",
+        ).figure
+    ),
+    "gate_heatmaps, three tasks": lambda: figures.gate_heatmaps(
+        pd.concat([_gates(), _gates().assign(data="fashion_mnist")]), title="three"
+    ),
     "draw_beside": lambda: figures.draw_beside(
         _summary(1),
         "live run: quick profile, stand-in data (digits), 3 seeds, 36 runs, "
@@ -215,7 +313,9 @@ def test_each_figure_fits_the_column_with_legible_text(name: str) -> None:
     texts = [
         t
         for t in figure.findobj(Text)
-        if t.get_visible() and t.get_text().strip() and t.figure is figure
+        if t.get_visible()
+        and t.get_text().strip()
+        and t.get_figure(root=True) is figure  # a subfigure's text too
     ]
     smallest = min(t.get_fontsize() for t in texts) * figure.dpi / 72 * shown
     assert smallest >= MIN_TEXT_PX, f"{name}: smallest text {smallest:.1f} px"

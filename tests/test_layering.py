@@ -84,6 +84,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "normlab.figures",
             "normlab.display",
+            "normlab.names",
+            "normlab.facts",
             "normlab.interactive",
             "normlab.widgets",
             # the chapters as plain notebooks for Jupyter and Colab

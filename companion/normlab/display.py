@@ -237,20 +237,66 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     show({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
 
 
+#: Columns (and index levels) whose values :func:`table` shows by their reader-facing names.
+NAMED_COLUMNS = (
+    "normaliser",
+    "arm",
+    "a",  # the two arms of a paired table (normlab.claims.tables.paired_table)
+    "b",
+    "data",
+    "task",
+    "minus",
+    "init",
+    "readout",
+    "layer",
+)
+
+
+def reader_names(frame: Any, profile: str | None = None) -> Any:
+    """``frame`` (a DataFrame) with the keys in its :data:`NAMED_COLUMNS` columns, its
+    row labels and its column labels (every level, read as the column its level is named
+    after) replaced by their reader-facing names (:func:`normlab.names.display_name`)."""
+    import pandas as pd
+
+    from .names import display_name
+
+    def named(values: Any, column: str | None) -> Any:
+        return [display_name(v, column, profile) for v in values]
+
+    frame = frame.assign(
+        **{str(c): named(frame[c], str(c)) for c in frame.columns if c in NAMED_COLUMNS}
+    )
+
+    def relabel(axis: Any) -> Any:
+        if isinstance(axis, pd.MultiIndex):
+            return pd.MultiIndex.from_arrays(
+                [named(axis.get_level_values(i), n) for i, n in enumerate(axis.names)],
+                names=axis.names,
+            )
+        return pd.Index(named(axis, axis.name), name=axis.name)
+
+    return frame.set_axis(relabel(frame.index), axis=0).set_axis(
+        relabel(frame.columns), axis=1
+    )
+
+
 def table(
     frame: Any,
     *,
     digits: int = 3,
     caption: str | None = None,
     index: bool = False,
+    profile: str | None = None,
 ) -> Any:
     """A results table as an HTML table that wraps to the page (a pandas ``Styler``).
 
     Floats show ``digits`` decimals; NaN shows as an empty cell; ``caption`` names what the
-    table holds (its data, its profile). A registered normaliser in a ``normaliser`` column
-    (or index) shows its registered display name (:func:`normlab.normalisers.label`), as in
-    the figures. Make it the last expression of a cell; in plain text (``repr``) it falls
-    back to the frame's own text form.
+    table holds (its data, its profile). Every key the package records shows by its
+    reader-facing name (:func:`normlab.names.display_name`), as in the figures: a
+    normaliser, an arm or a dataset in the columns of :data:`NAMED_COLUMNS`, in the row
+    labels and in the column labels (:func:`reader_names`); ``profile`` is the profile whose
+    data the dataset keys name (None: the active one). Make it the last expression of a
+    cell; in plain text (``repr``) it falls back to the frame's own text form.
 
     Raises:
         TypeError: ``frame`` is not a pandas DataFrame.
@@ -259,16 +305,7 @@ def table(
 
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
-    from . import normalisers
-
-    def name(value: Any) -> Any:
-        registered = isinstance(value, str) and value in normalisers.NORMALISERS
-        return normalisers.label(value) if registered else value
-
-    if "normaliser" in frame.columns:
-        frame = frame.assign(normaliser=frame["normaliser"].map(name))
-    if frame.index.name == "normaliser":
-        frame = frame.rename(index=name)
+    frame = reader_names(frame, profile)
     styler = frame.style.format(precision=digits, na_rep="").set_table_attributes(
         'class="normlab-table"'
     )

@@ -8,8 +8,10 @@
 - :mod:`~normlab.figures.gates`: AutoNorm's gates during training;
 - :mod:`~normlab.figures.gate_entropy`: the gate studies' entropy per layer, static, as a
   chart with controls, or live;
-- :mod:`~normlab.figures.gate_study`: the gate studies' arms, AutoNorm-S's rule sweep and
-  the gradient against tau;
+- :mod:`~normlab.figures.gumbel`: chapter 10's Gumbel-Softmax samples, gradient and one
+  run's gate entropy;
+- :mod:`~normlab.figures.gate_study`: the gate studies' example images, arms, AutoNorm-S's
+  rule sweep and the gradient against tau;
 - :mod:`~normlab.figures.part1`: Part I's results against a swept variable, on an axis;
 - :mod:`~normlab.figures.reports`: the figures ``python -m normlab report`` writes;
 - :mod:`~normlab.figures.robustness`: accuracy under corruption;
@@ -43,9 +45,11 @@ from .gate_entropy import (
     entropy_figure,
     entropy_twin,
     freeze_figure,
+    task_title,
 )
-from .gate_study import draw_arms, sweep_figure, tau_figure
+from .gate_study import draw_arms, example_images, sweep_figure, tau_figure
 from .gates import entropy_curves, gate_heatmaps
+from .gumbel import gradient_against_tau, relaxed_histograms, telemetry_entropy
 from .heatmaps import heatmap, normaliser_heatmap
 from .intervals import draw_by_normaliser, interval_bars
 from .live_and_saved import Beside, beside, draw_beside
@@ -93,11 +97,13 @@ __all__ = [
     "entropy_explorer",
     "entropy_figure",
     "entropy_twin",
+    "example_images",
     "finish",
     "forest",
     "forest_by_unit",
     "freeze_figure",
     "gate_heatmaps",
+    "gradient_against_tau",
     "heatmap",
     "interval_bars",
     "label",
@@ -111,11 +117,14 @@ __all__ = [
     "plot_ratio_scatter",
     "plot_update_size_curves",
     "plot_update_sizes",
+    "relaxed_histograms",
     "report_figures",
     "severity_curves",
     "style",
     "sweep_figure",
+    "task_title",
     "tau_figure",
+    "telemetry_entropy",
     "training_curves",
     "update_sizes",
 ]

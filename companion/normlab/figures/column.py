@@ -27,6 +27,7 @@ from matplotlib.backends import backend_registry
 from matplotlib.figure import Figure
 
 from .. import normalisers
+from ..names import display_name
 from ..normalisers import PALETTE
 
 __all__ = [
@@ -98,11 +99,14 @@ def colours(names: Iterable[Any]) -> dict[Any, str]:
     }
 
 
-def label(name: Any) -> str:
-    """A display name: a normaliser's registered label (``affine_like`` -> ``affine-like``,
-    ``layernorm`` -> ``LayerNorm``); any other name with ``_`` shown as ``-``."""
-    if isinstance(name, str) and name in normalisers.NORMALISERS:
-        return normalisers.label(name)
+def label(name: Any, column: str | None = None) -> str:
+    """A display name, the one tables show (:func:`normlab.names.display_name`): a
+    normaliser's registered label (``affine_like`` -> ``affine-like``, ``layernorm`` ->
+    ``LayerNorm``), an arm's, a dataset's or a layer's name (``column``: the column it comes
+    from); any other name with ``_`` shown as ``-``."""
+    shown = display_name(name, column)
+    if shown is not name:
+        return str(shown)
     return str(name).replace("_", "-")
 
 

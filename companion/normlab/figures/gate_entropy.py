@@ -23,17 +23,33 @@ from matplotlib.figure import Figure
 from .._extras import require
 from ..experiments.gate_study import FREEZE_PREFIX, TASKS
 from ..interactive import Interactive, LiveAndStatic, choice
+from ..names import layer_name
 from ..normalisers import colour
 from ..paper import EPS_H
-from .column import style
+from .column import COLUMN_INCHES, MIN_FONT_PT, label, new_figure, style
 
-__all__ = ["entropy_explorer", "entropy_figure", "entropy_twin", "freeze_figure"]
+__all__ = [
+    "entropy_explorer",
+    "entropy_figure",
+    "entropy_twin",
+    "freeze_figure",
+    "task_title",
+]
 
 
 def _task_panels(tasks: list[str]) -> tuple[Figure, np.ndarray]:
-    """A figure with a panel per task side by side, sharing the y axis."""
-    figure = Figure(figsize=(5 * len(tasks), 3.4), layout="constrained")
-    return figure, np.atleast_1d(figure.subplots(1, len(tasks), sharey=True))
+    """A figure the width of the text column with a panel per task side by side (wrapped
+    onto more rows past two), sharing the y axis; call it inside :func:`style`."""
+    width = COLUMN_INCHES / min(len(tasks), 2)
+    figure, axes = new_figure(ncols=len(tasks), size=(width, 2.9), sharey=True)
+    return figure, axes[0]
+
+
+def task_title(task: str) -> str:
+    """A panel's title: the data a task's runs trained on, and whether its input statistics
+    are stationary or diverse (``mnist`` offline: "8×8 digits (stationary)")."""
+    kind = TASKS.get(task)
+    return f"{label(task, 'data')} ({kind})" if kind else label(task, "data")
 
 
 def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = EPS_H) -> Figure:
@@ -58,7 +74,7 @@ def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = EPS_H) -> Fig
                     "o-",
                     ms=3,
                     color=shade,
-                    label=layer["layer"].iloc[0],
+                    label=layer_name(layer["layer"].iloc[0]),
                 )
                 ax.fill_between(
                     curve.index,
@@ -70,13 +86,18 @@ def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = EPS_H) -> Fig
                 )
             ax.axhline(math.log(2), color="grey", ls=":")
             ax.axhline(eps_h, color="black", ls="--", lw=1)
-            ax.set(
-                title=f"{task} ({TASKS.get(task, task)})",
-                xlabel="epoch",
-                ylim=(0, math.log(2) + 0.05),
-            )
+            ax.set(title=task_title(task), xlabel="epoch", ylim=(0, math.log(2) + 0.05))
         axes[0].set_ylabel("gate entropy (nats)")
-        axes[-1].legend(fontsize=7, title="layer")
+        handles, names = axes[0].get_legend_handles_labels()
+        figure.legend(
+            handles,
+            names,
+            loc="outside lower center",
+            ncol=min(3, len(names)),
+            fontsize=MIN_FONT_PT,
+            title="layer",
+            title_fontsize=MIN_FONT_PT,
+        )
         figure.suptitle(title)
     return figure
 
@@ -103,17 +124,13 @@ def freeze_figure(gates: pd.DataFrame, t_freeze: int) -> Figure:
                     line,
                     marker="o",
                     ms=3,
-                    label=arm,
+                    label=label(arm),
                     color=shade,
                 )
             ax.axvline(t_freeze, color="#d62728", alpha=0.3, lw=5)
-            ax.set(
-                title=f"{task} ({TASKS.get(task, task)})",
-                xlabel="epoch",
-                ylim=(0, math.log(2) + 0.05),
-            )
+            ax.set(title=task_title(task), xlabel="epoch", ylim=(0, math.log(2) + 0.05))
         axes[0].set_ylabel("mean gate entropy (nats)")
-        axes[0].legend(fontsize=8)
+        axes[0].legend(fontsize=MIN_FONT_PT)
     return figure
 
 
@@ -130,7 +147,7 @@ def entropy_twin(
             "d": gates["data"],
             "v": gates[by],
             "s": gates["seed"],
-            "l": gates["layer"],
+            "l": gates["layer"].map(layer_name),
             "e": gates["epoch"],
             "H": gates["entropy"].round(3),
         }
@@ -139,7 +156,7 @@ def entropy_twin(
     seeds = sorted(data["s"].unique())
     layers = list(dict.fromkeys(data["l"]))
     params = [
-        choice("task", tasks[0], tasks, "task ", [TASKS.get(t, t) for t in tasks]),
+        choice("task", tasks[0], tasks, "task ", [task_title(t) for t in tasks]),
         choice("v", values[len(values) // 2], values, f"{by} "),
         choice(  # one seed: nothing to choose
             "seed",
@@ -206,7 +223,7 @@ def entropy_explorer(
     live = widgets.interactive(
         draw,
         task=widgets.ToggleButtons(
-            options=[(TASKS.get(t, t), t) for t in dict.fromkeys(gates["data"])]
+            options=[(task_title(t), t) for t in dict.fromkeys(gates["data"])]
         ),
         value=widgets.SelectionSlider(
             options=values, value=values[len(values) // 2], description=by

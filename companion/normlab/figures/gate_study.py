@@ -1,6 +1,7 @@
 """The gate study's results (chapters 11 and 12): the arms' accuracy, AutoNorm-S's rule
 swept over its thresholds, and the Gumbel-Softmax gradient against tau.
 
+- :func:`example_images`: a few images of each task, a row per task;
 - :func:`draw_arms`: test accuracy per task and arm on one axis;
 - :func:`sweep_figure`: heat maps of :func:`~normlab.claims.tables.sweep_table`;
 - :func:`tau_figure`: the estimator's variance and SNR, and test accuracy, against tau.
@@ -8,16 +9,18 @@ swept over its thresholds, and the Gumbel-Softmax gradient against tau.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..experiments.gate_study import TASKS, arm_summary, at_defaults, with_schedules
-from .column import colours, label, style
+from ..experiments.gate_study import arm_summary, at_defaults, with_schedules
+from .column import COLUMN_INCHES, MIN_FONT_PT, colours, label, new_figure, style
+from .gate_entropy import task_title
 
-__all__ = ["ARM_ORDER", "draw_arms", "sweep_figure", "tau_figure"]
+__all__ = ["ARM_ORDER", "draw_arms", "example_images", "sweep_figure", "tau_figure"]
 
 #: The arms in the order the figures show them.
 ARM_ORDER = [
@@ -30,12 +33,31 @@ ARM_ORDER = [
 ]
 
 
+def example_images(rows: Mapping[str, Any], count: int = 8) -> Figure:
+    """The first ``count`` images of each of ``rows`` (a title -> an image batch
+    ``(N, 1, H, W)``), a row each, the width of the text column."""
+    side = COLUMN_INCHES / count
+    with style():
+        figure = Figure(
+            figsize=(COLUMN_INCHES, (side + 0.3) * len(rows)), layout="constrained"
+        )
+        for part, (name, images) in zip(
+            np.atleast_1d(figure.subfigures(len(rows), 1)), rows.items()
+        ):
+            for ax, image in zip(part.subplots(1, count), images[:count]):
+                ax.imshow(np.asarray(image[0]), cmap="gray")
+                ax.set_axis_off()
+            part.suptitle(name, x=0.0, ha="left", fontsize=MIN_FONT_PT + 1)
+    return figure
+
+
 def draw_arms(runs: pd.DataFrame, ax: Any) -> None:
     """Test accuracy (mean, 95 % CI) per task and arm on one axis, at the book's default
     configuration (``normlab.experiments.gate_study.at_defaults``); AutoNorm-S composed in."""
     summary = arm_summary(with_schedules(at_defaults(runs)))
     palette = colours(ARM_ORDER)
     tasks = list(dict.fromkeys(summary["data"]))
+    labelled: set[str] = set()
     for _, row in summary.iterrows():
         x = tasks.index(row["data"]) * (len(ARM_ORDER) + 1) + ARM_ORDER.index(
             row["arm"]
@@ -47,17 +69,23 @@ def draw_arms(runs: pd.DataFrame, ax: Any) -> None:
             fmt="o",
             capsize=3,
             color=palette[row["arm"]],
-            label=label(row["arm"]) if row["data"] == tasks[0] else None,
+            label=None if row["arm"] in labelled else label(row["arm"]),
         )
+        labelled.add(row["arm"])
     ax.set_xticks(
         [
             i * (len(ARM_ORDER) + 1) + (len(ARM_ORDER) - 1) / 2
             for i in range(len(tasks))
         ],
-        [f"{d} ({TASKS.get(d, d)})" for d in tasks],
+        [task_title(d) for d in tasks],
     )
     ax.set_ylabel("test accuracy (mean, 95 % CI)")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=MIN_FONT_PT, ncol=2)
+
+
+def _share(share: float) -> str:
+    """A share of seeds as few characters: "0", "1" or ".33"."""
+    return f"{share:g}" if share in (0, 1) else f"{share:.2f}".removeprefix("0")
 
 
 def sweep_figure(table: pd.DataFrame) -> Figure:
@@ -67,8 +95,13 @@ def sweep_figure(table: pd.DataFrame) -> Figure:
     tasks = list(table["data"].unique())
     limit = float(np.nanmax(np.abs(table["lead"])))
     with style():
-        figure = Figure(figsize=(10, 3.0 * len(tasks)), layout="constrained")
-        axes = np.atleast_2d(figure.subplots(len(tasks), 2, sharex=True, sharey=True))
+        figure, axes = new_figure(
+            ncols=2,
+            nrows=len(tasks),
+            size=(COLUMN_INCHES / 2, 2.3),
+            sharex=True,
+            sharey=True,
+        )
         for row, task in zip(axes, tasks):
             for ax, rule in zip(row, ("high", "low")):
                 part = table[(table["data"] == task) & (table["rule"] == rule)]
@@ -82,26 +115,35 @@ def sweep_figure(table: pd.DataFrame) -> Figure:
                     ax.text(
                         j,
                         i,
-                        f"{share:.1f}",
+                        _share(share),
                         ha="center",
                         va="center",
-                        fontsize=8,
+                        fontsize=MIN_FONT_PT,
                         color="white" if dark else "black",
                     )
                 ax.set_xticks(
-                    range(len(lead.columns)), [f"{e:g}" for e in lead.columns]
+                    range(len(lead.columns)),
+                    [f"{e:g}" for e in lead.columns],
+                    fontsize=MIN_FONT_PT,
                 )
                 ax.set_yticks(range(len(lead.index)), lead.index)
-                sign = ">=" if rule == "high" else "<"
+                sign = r"\geq" if rule == "high" else "<"
                 ax.set_title(
-                    f"{task} ({TASKS.get(task, task)}): freeze if H {sign} eps_H"
+                    rf"{task_title(task)}: freeze if $H {sign} \epsilon_H$",
+                    fontsize=MIN_FONT_PT + 1,
                 )
                 ax.grid(False)
-            row[0].set_ylabel(r"$T_\mathrm{freeze}$")
+            row[0].set_ylabel(r"$T_\mathrm{freeze}$ (epoch)")
         for ax in axes[-1]:
-            ax.set_xlabel(r"$\epsilon_H$")
-        figure.colorbar(image, ax=axes, label="test accuracy minus FrozenLN's (mean)")
-        figure.suptitle("numbers: share of seeds where the rule fired")
+            ax.set_xlabel(r"$\epsilon_H$ (nats)")
+        figure.colorbar(
+            image,
+            ax=axes,
+            location="bottom",
+            shrink=0.6,
+            label="AutoNorm-S's test accuracy minus FrozenLN's (mean)",
+        )
+        figure.suptitle("Numbers: share of seeds where the rule fired")
     return figure
 
 
@@ -113,8 +155,8 @@ def tau_figure(
     (``in_net``: indexed by tau, column ``("snr", "mean")``) and test accuracy (``accuracy``:
     ``tau``, ``mean``, ``ci95``)."""
     with style():
-        figure = Figure(figsize=(12, 3.4), layout="constrained")
-        variance, snr, acc = figure.subplots(1, 3)
+        figure, axes = new_figure(ncols=3, size=(COLUMN_INCHES / 2, 2.6))
+        variance, snr, acc = axes[0]
         variance.loglog(estimator["tau"], estimator["variance"], "o-")
         variance.set(xlabel=r"$\tau$", ylabel="gradient variance", title="variance")
         snr.loglog(
@@ -122,7 +164,7 @@ def tau_figure(
         )
         snr.loglog(in_net.index, in_net[("snr", "mean")], "s--", label="in the network")
         snr.set(xlabel=r"$\tau$", ylabel="SNR", title="signal-to-noise ratio")
-        snr.legend(fontsize=8)
+        snr.legend(fontsize=MIN_FONT_PT)
         acc.errorbar(
             accuracy["tau"],
             accuracy["mean"],

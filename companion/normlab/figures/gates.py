@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ..names import layer_name
 from ..paper import EPS_H
 from ._runs import LEGEND_SIZE, across_runs, one_row
 from .column import MIN_FONT_PT, colours, finish, label, style
@@ -96,7 +97,7 @@ def gate_heatmaps(
             ]
             ax.set_yticks(
                 range(len(table.index)),
-                [str(names_by_position[p]) for p in table.index],
+                [layer_name(str(names_by_position[p])) for p in table.index],
                 fontsize=MIN_FONT_PT,
             )
             ax.set_xticks(

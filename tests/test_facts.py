@@ -1,0 +1,166 @@
+"""normlab.facts: the numbers Part II's chapters glue, gathered from the saved sets."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from normlab import facts, results
+from normlab.experiments import gate_study as gs
+
+
+@pytest.fixture(scope="module")
+def bottleneck():
+    saved = results.largest("gate_bottleneck")
+    assert saved is not None
+    return saved
+
+
+def test_temperature_reads_the_bias_and_the_variance_ratio() -> None:
+    moments = pd.DataFrame(
+        {"tau": [0.1, 0.5], "mean grad": [0.2, 0.19], "variance (trace)": [5.0, 0.5]}
+    )
+    soft = pd.DataFrame({"tau": [0.5], "relative bias vs p1": [-0.03]})
+    found = facts.temperature(moments, soft, exact=0.2)
+    assert found == pytest.approx(
+        {"grad_bias": -0.05, "var_ratio": 10.0, "soft_bias": -0.03}
+    )
+
+
+def test_hinges_hold_one_row_per_configuration(bottleneck) -> None:
+    hinges = facts.hinges(bottleneck.results)
+    assert ("torch_default", "cls") in hinges.index
+    assert hinges.index.names == ["init", "readout"]
+    row = hinges.loc[("torch_default", "cls")]
+    assert row["frozen_ln"] == pytest.approx(
+        bottleneck.results.query(
+            "data == 'mnist_restyled' and init == 'torch_default' and readout == "
+            "'cls' and selector_lr == 1.0 and arm == 'frozen_ln'"
+        )["test_metric"].mean()
+    )
+    assert row["learned - random"] == pytest.approx(
+        row["autonorm"] - row["autonorm_random"]
+    )  # paired over the same seeds, so the mean difference is the difference of means
+    found = facts.hinge_facts(hinges)
+    assert found["gap_default"] == pytest.approx(row["learned - random"])
+    assert 0 <= found["h_x10"] <= math.log(2)
+
+
+def test_plainly_says_which_side_of_zero(bottleneck) -> None:
+    n1 = pd.DataFrame(
+        {
+            "data": ["mnist_restyled", "mnist", "mnist"],
+            "mean": [-0.02, 0.01, 0.0],
+            "low": [-0.03, -0.01, float("nan")],
+            "high": [-0.01, 0.03, float("nan")],
+            "n": [3, 3, 0],
+        }
+    )
+    text = facts.plainly(n1, bottleneck.profile).data
+    lines = text.splitlines()
+    assert "restyled 8×8 digits" in lines[0] and "below" in lines[0]
+    assert "not clearly on either side" in lines[1]
+    assert len([line for line in lines if line.startswith("- ")]) == 2  # n = 0 dropped
+    assert "mnist" not in text.replace("8×8", "")
+
+
+def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:
+    extra = results.largest("autonorm_s_sweep")
+    runs = gs.at_defaults(
+        pd.concat([bottleneck.results, extra.results], ignore_index=True)
+    )
+    decisions, fires = facts.freeze_decisions(runs)
+    assert decisions[["min", "max"]].stack().between(0, math.log(2)).all()
+    assert fires.stack().between(0, 1).all()
+    t = gs.freeze_epochs(runs["arm"].unique())[0]
+    effect = facts.freeze_effect(runs, t)
+    assert set(effect["rule"]) == {"high", "low"}
+    # the two readings fire on complementary seeds, and an unfired rule changes nothing
+    shares = effect.pivot(index="data", columns="rule", values="fired")
+    assert ((shares["high"] + shares["low"]) == 1).all()
+    assert (effect.loc[effect["fired"] == 0, "mean"] == 0).all()
+    lead = facts.lead_over_frozen_ln(runs, t)
+    assert set(lead) == {
+        f"{k}_{d}" for k in ("lead", "lead_half") for d in runs["data"].unique()
+    }
+
+
+def test_schedule_of_a_saved_set() -> None:
+    runs = results.largest("autonorm_language").results
+    found = facts.schedule(runs)
+    assert found["t_freeze_share"] == pytest.approx(found["t_freeze"] / found["epochs"])
+    assert found["steps"] > 0 and found["depth"] >= 1
+
+
+def test_verdict_of_a_claim_on_one_effect() -> None:
+    found = facts.verdict("N12", no_note="no note")
+    assert found["verdict"].data.startswith("*") and found["half"] >= 0
+    assert set(found) == {"verdict", "diff", "half", "note"}
+
+
+def test_means_are_keyed_by_their_columns() -> None:
+    table = pd.DataFrame({"data": ["a", "b"], "normaliser": ["x", "y"], "mean": [1, 2]})
+    assert facts.means(table, ["data", "normaliser"]) == {"a_x": 1.0, "b_y": 2.0}
+
+
+def test_freezing_on_off_pairs_the_language_and_gate_sets() -> None:
+    language = results.largest("autonorm_language")
+    gates = results.largest("autonorm_gates")
+    table, found = facts.freezing_on_off(language, gates)
+    assert list(table["data"]) == ["ptb_pos", "sst2"]
+    assert table["froze"].between(0, 1).all()
+    assert found["freeze_sst2"] == pytest.approx(table.iloc[1]["on minus off"])
+
+
+def test_rate_sensitivity_spreads_the_drop_over_rates() -> None:
+    runs = pd.DataFrame(
+        {
+            "normaliser": ["a"] * 3 + ["b"] * 3,
+            "lr": [1, 2, 3] * 2,
+            "val_metric": [0.9, 0.95, 0.99, 0.8, 0.97, 0.96],
+            "test_metric": [0.9] * 6,
+            "mean_corruption_accuracy": [0.5, 0.6, 0.8, 0.7, 0.7, 0.7],
+        }
+    )
+    by_rate, found = facts.rate_sensitivity(runs)
+    assert found["drop_spread"] == pytest.approx(0.3)
+    assert found["second_val"] == pytest.approx(0.95)  # a: 0.95, b: 0.96
+    assert by_rate.loc["a", ("drop", 1)] == pytest.approx(0.4)
+
+
+def test_gate_collapse_walks_the_widgets_runs() -> None:
+    from normlab.widgets import GateRuns
+
+    def record(selector_lr: float, freeze_at: int, entropy: float) -> dict:
+        gates = [
+            {"epoch": e, "layer": layer, "entropy": entropy / e}
+            for e in (1, 2)
+            for layer in ("a", "b")
+        ]
+        return {
+            "config": {
+                "data": "mnist",
+                "tau": 0.5,
+                "selector_lr": selector_lr,
+                "hard": False,
+                "freeze_at": freeze_at,
+                "seed": 0,
+            },
+            "gates": gates,
+            "metrics": {"val_metric": 0.5 + selector_lr / 100},
+            "entropy_records": [{"epoch": freeze_at, "mean": entropy / 4}],
+        }
+
+    runs = GateRuns(
+        record(lr, t, 0.6 if lr == 1.0 else 0.1)
+        for lr in (1.0, 10.0)
+        for t in (0, 1, 2)
+    )
+    found = facts.gate_collapse(runs)
+    assert found["h_slow"] == pytest.approx(0.3) and found["h_fast"] == pytest.approx(
+        0.05
+    )
+    assert (found["fast_rate"], found["t_first"], found["t_last"]) == (10.0, 1, 2)
+    assert found["h_first"] == found["decision_1"] == pytest.approx(0.15)
+    assert found["acc_fast"] == pytest.approx(0.6)
