@@ -61,7 +61,7 @@ class Judged:
     variance (0 where the effect is not an accuracy: ``note`` says so). ``margin`` is the
     smallest effect that matters (in ``units``), ``mde`` the minimum detectable effect at
     80 % power and this level, ``n`` the seeds. For an inconclusive effect, ``n_needed``
-    is the seeds that would resolve it (:meth:`~normlab.claims.rules.Directional.seeds_to_resolve`):
+    is the seeds that would resolve it (each rule's ``seeds_to_resolve``):
     at this test set of ``n_test`` items, or, where its noise alone is too large for any
     number of seeds, at ``n_test_needed`` items; both None once resolved.
     """
