@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 GLUE_TEXT = re.compile(r"\{glue:text\}`(?P<name>[^`:]+)(?::(?P<spec>[^`]*))?`")
 GLUE_MD = re.compile(r"\{glue:md\}`(?P<name>[^`:]+)(?::[^`]*)?`")
+#: The directive form, a glued block: ```{glue:md} name
+GLUE_MD_BLOCK = re.compile(r"```\{glue:md\}[ \t]+(?P<name>\S+)")
 # MyST that Jupyter would show as raw text: a role, a directive's fence or option, a target
 MYST = re.compile(
     r"\{[\w:.-]+\}`|^\s*:{3,}|^\s*`{3,}\{|^\s*:(label|class|name):|^\([^()\s]+\)=\s*$",
@@ -56,7 +58,8 @@ def fabricate(build: Path) -> dict[str, list[str]]:
             )
             bundles[match["name"]] = {"text/plain": repr(value)}
             shown.append(format(value, spec))
-        for i, match in enumerate(GLUE_MD.finditer(text)):
+        found_md = [*GLUE_MD.finditer(text), *GLUE_MD_BLOCK.finditer(text)]
+        for i, match in enumerate(found_md):
             words = values.setdefault(match["name"], f"**verdict {n}.{i}**")
             bundles[match["name"]] = {
                 "text/plain": "<IPython.core.display.Markdown object>",
@@ -287,3 +290,11 @@ def test_the_colab_button_opens_the_reader_notebook() -> None:
         reader.colab_link(
             "https://colab.research.google.com", "https://gitlab.com/a/b", "main", "x"
         )
+
+
+def test_a_glue_directive_pastes_its_value_as_a_block() -> None:
+    (text,) = convert(
+        "Before.\n\n```{glue:md} verdicts\n```\n\nAfter.",
+        glued={"verdicts": {"text/markdown": "**A8**: inconclusive"}},
+    )
+    assert text == "Before.\n\n**A8**: inconclusive\n\nAfter."

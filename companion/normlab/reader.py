@@ -511,6 +511,9 @@ class _Converter:
         if d.name == "math":
             maths = "\n".join(d.body).strip()
             return f"\n$$\n{maths}\n$$\n"
+        if d.name in ("glue", "glue:any", "glue:md", "glue:text"):
+            # the directive pastes a block where the role pastes inline: the same value
+            return f"\n{self.role(d.name, d.arg.strip())}\n"
         if d.name.startswith("glue"):
             raise self.fail(
                 f"the {{{d.name}}} directive is not converted; glue with a role"
