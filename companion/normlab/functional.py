@@ -5,12 +5,8 @@ Each layer's ``forward`` checks its input and calls its function here with its p
 so a layer and its function are one implementation: ``AffineLikeLinear(...)(x)`` is
 ``affine_like_linear(x, layer.weight, layer.bias)`` bit for bit.
 
-The norms stay finite for any finite input, float16 at 60000 and float32 near its largest
-value included. Each function first takes the plain formula, one reduction over the input,
-and keeps it when every squared norm lies in :func:`plain_range` and the product is finite;
-otherwise it computes again at a power-of-two scale (:func:`power_of_two_scale`), which costs
-a second pass over the input. The two agree bit for bit wherever the plain one is kept, so the
-choice changes no result; it costs one host synchronisation per call.
+The norms are taken at a power-of-two scale (:func:`power_of_two_scale`), so that they stay
+finite for any finite input, float16 at 60000 and float32 near its largest value included.
 """
 
 from __future__ import annotations
@@ -64,33 +60,6 @@ def power_of_two_scale(x: Tensor, dim: Dims, floor: float) -> Tensor:
     return torch.where(half <= torch.finfo(x.dtype).max / 2, half * 2, half)
 
 
-def plain_range(dtype: torch.dtype) -> tuple[float, float]:
-    """The squared norms ``s`` for which the unscaled formulas are exact, with their gradient.
-
-    ``rsqrt(s)`` has the gradient ``-s**-1.5 / 2``, which must be a normal number (float32:
-    ``s`` in about ``[2**-85, 2**84]``; float16: ``[1/16, 645]``), and below ``tiny / eps``
-    a sum of squares has lost bits to subnormal terms.
-    """
-    info = torch.finfo(dtype)
-    return max(info.max ** (-2 / 3), info.tiny / info.eps), info.tiny ** (-2 / 3)
-
-
-def _plain_holds(rsqrt_arg: Tensor, out: Tensor | None = None) -> bool:
-    """Whether every argument of the plain formula's ``rsqrt`` lies in :func:`plain_range`
-    and ``out``, the product taken of the unscaled input, is finite."""
-    low, high = plain_range(rsqrt_arg.dtype)
-    smallest, largest = torch.aminmax(rsqrt_arg.detach())
-    # NaN fails both comparisons, so a non-finite input takes the scaled path as before
-    if not (float(smallest) >= low and float(largest) <= high):
-        return False
-    if out is None:
-        return True
-    # finite exactly when every term is, unless the sum itself overflows (then the scaled
-    # path runs, as correct): one reduction, where isfinite().all() takes three passes
-    total = out.detach().sum(dtype=torch.promote_types(out.dtype, torch.float32))
-    return bool(torch.isfinite(total))
-
-
 def _norm_floor(eps: float, dtype: torch.dtype) -> float:
     """``eps``, raised to the dtype's smallest normal number where it would underflow."""
     return max(eps, torch.finfo(dtype).tiny)
@@ -134,10 +103,6 @@ def affine_like_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) ->
     See :class:`~normlab.layers.AffineLikeLinear`; ``weight`` is ``(out, in)``, ``bias``
     ``(out,)`` or None.
     """
-    homogeneous = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square() + 1
-    z = F.linear(x, weight, bias)
-    if _plain_holds(homogeneous, z):
-        return z * torch.rsqrt(homogeneous)
     # everything at a power-of-two scale: W x overflows float16 at |x| ~ 1e4, and
     # 1 / sqrt(|x|^2 + 1) is subnormal for float32 near its largest value
     scale = power_of_two_scale(x, -1, 1.0)
@@ -154,13 +119,8 @@ def norm_like_linear(
 
     See :class:`~normlab.layers.NormLikeLinear`.
     """
-    sq_norm = x.square().sum(-1, keepdim=True).clamp_min(eps**2)
-    z = F.linear(x, weight)
-    if _plain_holds(sq_norm, z):
-        inv_norm = torch.rsqrt(sq_norm)
-    else:
-        x, inv_norm = _scaled_inverse_norm(x, -1, eps)
-        z = F.linear(x, weight)
+    scaled, inv_norm = _scaled_inverse_norm(x, -1, eps)
+    z = F.linear(scaled, weight)
     if bias is None:
         return z * inv_norm
     return torch.addcmul(bias, z, inv_norm)
@@ -171,9 +131,6 @@ def l2_normalize(x: Tensor, dim: Dims = -1, eps: float = 1e-12) -> Tensor:
 
     See :class:`~normlab.layers.L2Norm`.
     """
-    sq_norm = x.square().sum(dim, keepdim=True).clamp_min(eps**2)
-    if _plain_holds(sq_norm):
-        return x * torch.rsqrt(sq_norm)
     scaled, inv_norm = _scaled_inverse_norm(x, dim, eps)
     return scaled * inv_norm
 
@@ -218,20 +175,13 @@ def patch_norm_conv2d(
     """
     one_of("mode", mode, PATCHNORM_MODES)
     geometry = (stride, padding, dilation)
-    sq_norm = patch_sq_norm(x, weight.shape[-2:], *geometry)
-    affine = mode == "affine_like"
-    plain = sq_norm + 1 if affine else sq_norm.clamp_min(eps**2)
-    out = F.conv2d(x, weight, bias if affine else None, *geometry)
-    if _plain_holds(plain, out):
-        out = out * torch.rsqrt(plain)
-        return out if affine or bias is None else out + bias.view(1, -1, 1, 1)
     # each image at a power-of-two scale: its convolution and its patch norms stay finite
-    floor = 1.0 if affine else _norm_floor(eps, x.dtype)
+    floor = 1.0 if mode == "affine_like" else _norm_floor(eps, x.dtype)
     scale = power_of_two_scale(x, (1, 2, 3), floor)
     scaled = x / scale
     sq_norm = patch_sq_norm(scaled, weight.shape[-2:], *geometry)
     out = F.conv2d(scaled, weight, None, *geometry)
-    if affine:
+    if mode == "affine_like":
         if bias is not None:  # (W x + b) / scale, as the bias is added after the sum
             out = out + bias.view(1, -1, 1, 1) / scale
         return out * _inverse_homogeneous(sq_norm, scale)
