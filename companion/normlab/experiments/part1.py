@@ -77,15 +77,23 @@ SCALE_INVARIANT: tuple[str, ...] = (
 
 
 @lru_cache(maxsize=2)
-def load_splits(task: str, profile: str) -> dict[str, data.DataSplit]:
+def load_splits(
+    task: str, profile: str, chosen: str | None = None
+) -> dict[str, data.DataSplit]:
     """The train, val and test splits of ``task`` in ``profile`` (the
-    :data:`normlab.data.SOURCES` table), loaded once per process."""
-    return data.for_profile(task, profile)
+    :data:`normlab.data.SOURCES` table, or the grid's ``source`` setting ``chosen``), loaded
+    once per process."""
+    return data.for_profile(task, profile, chosen=chosen)
+
+
+def config_splits(config: Mapping[str, Any]) -> dict[str, data.DataSplit]:
+    """The splits a run's ``config`` trains and tests on."""
+    return load_splits(config["data"], config["data_profile"], config.get("source"))
 
 
 def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
     """Build, train and test one MLP; return it with the run record."""
-    splits = load_splits(config["data"], config["data_profile"])
+    splits = config_splits(config)
     train = splits["train"]
     seed_everything(config["seed"])
     model = mlp_for(
@@ -139,7 +147,7 @@ def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any
     """:func:`train_mlp`, then :func:`kernel_coupling` of the trained net on ``batch_size``
     training samples (the first ones of the fixed split), stored with the run's metrics."""
     model, record = _fit(config, ctx)
-    train = load_splits(config["data"], config["data_profile"])["train"]
+    train = config_splits(config)["train"]
     x = train.x[: config["batch_size"]].to(next(model.parameters()).device)
     record["metrics"].update(kernel_coupling(model, x))
     return record

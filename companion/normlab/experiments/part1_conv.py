@@ -18,7 +18,7 @@ from .._runtime import seed_everything
 from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..models.cnn import CNN, CONV_NORMALISERS, cnn_for
 from .grid import Grid
-from .part1 import cifar_settings, digits_settings, load_splits, own_rates
+from .part1 import cifar_settings, config_splits, digits_settings, own_rates
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
 
@@ -47,7 +47,7 @@ def position_coupling(model: CNN, x: torch.Tensor) -> float:
 
 def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One chapter-8 run: a CNN trained with SGD, tested, then its position coupling measured."""
-    splits = load_splits(config["data"], config["data_profile"])
+    splits = config_splits(config)
     train = splits["train"]
     seed_everything(config["seed"])
     model = cnn_for(
