@@ -324,48 +324,91 @@ def test_unmeasurable_is_said_not_guessed() -> None:
     assert out.verdict == INCONCLUSIVE and "width=16" in out.note and not out.effects
 
 
-def test_batch_size_slopes() -> None:
+def steps_table(
+    slopes: dict[str, float], *, noise: float = 0.02, seeds: int = 5
+) -> pd.DataFrame:
+    """A batch-size set under the primary specification: each normaliser's epochs to the
+    target grow by ``slopes[name]`` doublings per doubling of the batch (steps = epochs x
+    3000 / B), with a seed-dependent wobble of ``noise`` doublings; three rates, the middle
+    one the fastest, the others 1.5 times slower."""
     rows = []
-    for name, slope in (
-        ("affine_like", -0.03),
-        ("norm_like", -0.02),
-        ("layernorm", 0.0),
-        ("batchnorm", 0.01),
-        ("rmsnorm", 0.0),
-        ("none", 0.02),
-        ("l2", 0.0),
-    ):
-        for b in (8, 32, 128):
-            for seed in range(5):
-                value = 0.8 + slope * math.log2(b) + 0.001 * ((seed * 7 + b) % 3)
-                rows.append(
-                    {
-                        "normaliser": name,
-                        "batch_size": b,
-                        "seed": seed,
-                        "lr": 0.1,
-                        "data": "digits",
-                        "budget": "fixed_epochs",
-                        "base_batch_size": 32,
-                        "higher_is_better": True,
-                        "val_metric": value,
-                        "test_metric": value,
-                    }
-                )
-    table = pd.DataFrame(rows)
+    for name, slope in slopes.items():
+        for b in (4, 16, 64, 256):
+            for seed in range(seeds):
+                wobble = noise * (((seed * 7 + b) % 5) - 2) / 2
+                epochs = 0.5 * 2 ** ((slope + wobble) * math.log2(b / 4))
+                for lr, slower in ((0.1, 1.5), (0.3, 1.0), (1.0, 1.5)):
+                    steps = round(epochs * slower * 3000 / b, 3)
+                    rows.append(
+                        {
+                            "normaliser": name,
+                            "batch_size": b,
+                            "seed": seed,
+                            "lr": lr,
+                            "data": "mnist",
+                            "data_profile": "cpu",
+                            "source": "mnist_5k",
+                            "optimizer": "sgd",
+                            "init": "xavier_normal",
+                            "budget": "to_target",
+                            "metric": "accuracy",
+                            "higher_is_better": True,
+                            "steps_to_target": steps,
+                            "epochs_to_target": steps * b / 3000,
+                            "val_metric": 0.85,
+                            "test_metric": 0.85,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+RIVALS_FLAT = {
+    "layernorm": 0.0,
+    "batchnorm": 0.02,
+    "rmsnorm": 0.0,
+    "none": -0.02,
+    "l2": 0.0,
+}
+
+
+def test_batch_size_scaling_slopes() -> None:
+    """A12 reads each correction's scaling slope (log2 epochs to the target per doubling)
+    minus the rivals' mean; A13 each rival's own slope against 0, perfect scaling."""
+    table = steps_table({"affine_like": 0.4, "norm_like": 0.3, **RIVALS_FLAT})
     a12 = claims.judge(claims.get("A12"), table)
     assert a12.verdict == SUPPORTED
-    # the quantity is the contrast: affine-like -0.03 against the others' mean of +0.006
-    assert a12.effects[0][1].mean == pytest.approx(-0.036, abs=1e-3)
+    # the contrast: affine-like's 0.4 against the rivals' mean of 0.0
+    assert a12.effects[0][1].mean == pytest.approx(0.4, abs=0.02)
     assert claims.judge(claims.get("A13"), table).verdict == SUPPORTED
-    # every method falling alike is the step-count confound, not A12
-    alike = table.assign(
-        test_metric=0.8 - 0.03 * np.log2(table["batch_size"]) + 0.001 * table["seed"]
-    )
+    # every method leaving perfect scaling alike is no evidence for A12, and A13's "flat"
+    # is then contradicted for every rival
+    alike = steps_table(dict.fromkeys(["affine_like", "norm_like", *RIVALS_FLAT], 0.5))
     assert claims.judge(claims.get("A12"), alike).verdict != SUPPORTED
-    # judged under the primary convention only: fixed steps alone is not measurable
-    steps = claims.judge(claims.get("A12"), table.assign(budget="fixed_steps"))
-    assert "fixed_epochs" in steps.note
+    assert claims.judge(claims.get("A13"), alike).verdict == CONTRADICTED
+    # the corrections keeping perfect scaling longer than the rivals contradict A12
+    early = steps_table(
+        {"affine_like": 0.0, "norm_like": 0.0, **{n: 0.5 for n in RIVALS_FLAT}}
+    )
+    assert claims.judge(claims.get("A12"), early).verdict == CONTRADICTED
+
+
+def test_batch_size_claims_refuse_censored_and_other_conventions() -> None:
+    """A cell where no rate reached the target with every seed leaves no slope to judge,
+    and the fixed-epochs convention alone is not the primary specification."""
+    table = steps_table({"affine_like": 0.4, "norm_like": 0.3, **RIVALS_FLAT})
+    cell = (table["normaliser"] == "norm_like") & (table["batch_size"] == 256)
+    censored = table.copy()
+    censored.loc[
+        cell & (table["seed"] == 0) & (table["lr"] == 0.3),
+        ["steps_to_target", "epochs_to_target"],
+    ] = math.nan
+    # a rate with one censored seed is never chosen; the cell keeps its other rates
+    assert claims.judge(claims.get("A12"), censored).verdict == SUPPORTED
+    censored.loc[cell, ["steps_to_target", "epochs_to_target"]] = math.nan
+    out = claims.judge(claims.get("A12"), censored)
+    assert out.verdict == INCONCLUSIVE and "norm_like at batch 256" in out.note
+    epochs = claims.judge(claims.get("A13"), table.assign(budget="fixed_epochs"))
+    assert "primary specification" in epochs.note
 
 
 # ---------------------------------------------------------------------- statuses

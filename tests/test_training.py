@@ -604,3 +604,53 @@ def test_progress_switch(monkeypatch, digits, capsys) -> None:
     train, val, _ = digits
     fit(small_model(), train, val, epochs=1, batch_size=256, lr=0.01, progress=True)
     assert "step" in capsys.readouterr().err  # the tqdm bar went to stderr
+
+
+# ------------------------------------------------------------------- stop at a target
+
+
+class ValRecorder(Callback):
+    """The validation accuracy after every step, measured independently of TargetStop."""
+
+    def __init__(self, val: DataSplit) -> None:
+        self.val, self.accuracy = val, {}
+
+    def on_step_end(self, state: TrainState) -> None:
+        self.accuracy[state.step] = evaluate(state.model, self.val)["accuracy"]
+
+
+def _target_run(digits, target: float, every: int, **extra):
+    from normlab.training import TargetStop
+
+    train, val, _ = digits
+    stop = TargetStop(val, target, every)
+    kwargs = dict(epochs=3, batch_size=16, lr=0.3, device="cpu", progress=False, seed=1)
+    history = fit(small_model(1), train, val, callbacks=[stop], **{**kwargs, **extra})
+    return stop, history, kwargs
+
+
+def test_target_stop_fires_at_the_first_measured_step_at_the_target(digits) -> None:
+    """The run ends at the first step, of those measured (every 5th), whose validation
+    accuracy reaches the target: the step that an unstopped run of the same seed shows."""
+    train, val, _ = digits
+    stop, history, kwargs = _target_run(digits, 0.8, every=5)
+    recorder = ValRecorder(val)
+    fit(small_model(1), train, val, callbacks=[recorder], **kwargs)
+    expected = min(
+        s for s, acc in recorder.accuracy.items() if s % 5 == 0 and acc >= 0.8
+    )
+    assert stop.reached_at == expected
+    # training ended there: the cut-short epoch is recorded, and no step came after it
+    assert history[-1]["step"] == expected and history[-1]["val_accuracy"] >= 0.8
+    assert expected < 3 * (len(train) // 16)
+
+
+def test_a_target_never_reached_is_censored(digits) -> None:
+    """An unreachable target: the run goes to its cap, ``reached_at`` stays None."""
+    train, _, _ = digits
+    stop, history, _ = _target_run(digits, 1.5, every=3, max_steps=40)
+    assert stop.reached_at is None and history[-1]["step"] == 40
+    with pytest.raises(ValueError, match="every"):
+        from normlab.training import TargetStop
+
+        TargetStop(digits[1], 0.9, 0)

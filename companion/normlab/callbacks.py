@@ -10,6 +10,7 @@ A callback sees the whole training state at fixed points of the loop and may cha
             callbacks.on_after_backward(state)   # gradients are populated here
             optimizer.step(); scheduler.step()
             callbacks.on_step_end(state)
+            if state.stop_training: break        # a step hook may end the run here
         (evaluate on val, append to state.history)
         callbacks.on_epoch_end(state)           # state.history[-1] holds this epoch
     callbacks.on_train_end(state)
@@ -33,8 +34,9 @@ class TrainState:
 
     ``epoch`` counts from 1 and is the epoch in progress (or just finished, in
     ``on_epoch_end``); ``step`` counts optimiser steps since the start of training;
-    ``loss`` is the last mini-batch loss as a float. Setting ``stop_training`` ends the run
-    after the current epoch.
+    ``loss`` is the last mini-batch loss as a float. Setting ``stop_training`` ends the run:
+    in ``on_step_end`` at that step (the cut-short epoch is evaluated and recorded as any
+    other), elsewhere after the current epoch.
     """
 
     model: nn.Module

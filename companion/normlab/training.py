@@ -99,6 +99,7 @@ __all__ = [
     "OPTIMIZERS",
     "SCHEDULES",
     "TIMING_KEYS",
+    "TargetStop",
     "divergence_bound",
     "evaluate",
     "fit",
@@ -197,6 +198,87 @@ def is_diverged(losses: Iterable[float], bound: float) -> bool:
     not finite or exceeds ``bound`` (:func:`divergence_bound`): the one rule for
     ``on_divergence`` and for a grid record's ``diverged``."""
     return any(not (math.isfinite(loss) and loss <= bound) for loss in losses)
+
+
+class TargetStop(Callback):
+    """Stop training at the first step whose validation metric reaches ``target``.
+
+    The metric is measured on ``val`` every ``every`` optimiser steps (and read from each
+    epoch's own evaluation), in eval mode and without gradients; training ends at that
+    step (:mod:`normlab.callbacks`). ``reached_at`` is the step, None while the target has
+    not been reached: a run that ends without it is censored, its steps to the target only
+    known to exceed the steps it ran. A higher-is-better metric reaches the target at or
+    above it, an RMSE at or below. A non-finite validation loss also ends the run (it has
+    diverged, and will reach nothing). ``amp`` is as :class:`FitConfig`'s (None: bf16 on
+    CUDA).
+
+    Examples::
+
+        stop = TargetStop(val, target=0.9, every=8)
+        fit(model, train, val, epochs=20, batch_size=16, lr=0.1, callbacks=[stop])
+        stop.reached_at  # e.g. 344, or None
+    """
+
+    def __init__(
+        self,
+        val: DataSplit,
+        target: float,
+        every: int,
+        *,
+        amp: bool | None = None,
+        eval_batch_size: int = 1024,
+    ) -> None:
+        _check_split(val, "val")
+        if not math.isfinite(target):
+            raise ValueError(f"target must be a finite number, got {target!r}")
+        for name, value in (("every", every), ("eval_batch_size", eval_batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.val, self.target, self.every = val, float(target), every
+        self.amp, self.eval_batch_size = amp, eval_batch_size
+        self.metric, self.higher_is_better = METRICS[val.task]
+        self.reached_at: int | None = None
+        self._on_device: DataSplit | None = None
+
+    def on_train_start(self, state: TrainState) -> None:
+        first = next(iter(state.model.parameters()), None)
+        self.device = first.device if first is not None else torch.device("cpu")
+        self._on_device = self.val.to(self.device)
+
+    def _reached(self, value: float) -> bool:
+        return value >= self.target if self.higher_is_better else value <= self.target
+
+    def _judge(self, state: TrainState, value: float, loss: float) -> None:
+        if self.reached_at is None and math.isfinite(value) and self._reached(value):
+            self.reached_at = state.step
+            state.stop_training = True
+        elif not math.isfinite(loss):
+            state.stop_training = True
+
+    def on_step_end(self, state: TrainState) -> None:
+        if state.step % self.every or self._on_device is None:
+            return
+        model = state.model
+        was_training = model.training
+        model.eval()
+        scores = _evaluate_on_device(
+            model,
+            self._on_device,
+            self.eval_batch_size,
+            _autocast(self.device, self.amp),
+        )
+        model.train(was_training)
+        self._judge(state, scores[self.metric], scores["loss"])
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        last = state.history[-1]
+        self._judge(state, last[f"val_{self.metric}"], last["val_loss"])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"reached_at": self.reached_at}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.reached_at = state["reached_at"]
 
 
 def _schedule(name: str, total_steps: int, warmup_steps: int) -> Callable[[int], float]:
@@ -437,11 +519,13 @@ def _train_steps(run: _Run, callbacks: CallbackList) -> tuple[float, int, list[A
         loss_sum += loss.detach() * len(index)
         seen += len(index)
         step_losses.append(loss.detach())
+        if run.bar is not None:
+            run.bar.update()
         if callbacks:
             state.loss = loss.item()
             callbacks.on_step_end(state)
-        if run.bar is not None:
-            run.bar.update()
+            if state.stop_training:  # a step hook ends the run at this step, not later
+                break
     return (loss_sum / max(seen, 1)).item(), seen, step_losses
 
 

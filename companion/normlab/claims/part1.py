@@ -21,7 +21,7 @@ from ..experiments.part1 import (
     SCALE_INVARIANT,
     verdict_rows,
 )
-from ..stats import paired_differences, slopes_log2
+from ..stats import paired_differences
 from .exact import (
     measure_a1,
     measure_a2,
@@ -43,7 +43,9 @@ from .pairing import (
 from .registry import Arm, Effect, Measurement, Test, Unmeasurable, declare
 from .rules import AtLeast, Directional, Equivalent, Rule
 
-SLOPE_MARGIN = 0.01  # accuracy per doubling of batch size: one point is "roughly flat"
+# log2(epochs to the target) per doubling of the batch: a tenth of a doubling of the data
+# needed, a factor 2^0.6 (about 1.5) over the 64-fold range of batch sizes
+SLOPE_MARGIN = 0.1
 ACCURACY_MARGIN = 0.01  # one accuracy point: "matches", "on par"
 _PAIRED = (
     "paired by seed at the lr chosen on val per configuration, mean over configurations"
@@ -193,131 +195,122 @@ def _per_optimizer(
     return split
 
 
-PRIMARY_BUDGET = "fixed_epochs"  # the convention of the paper's mechanism (chapter 7)
+PRIMARY_BUDGET = (
+    "to_target"  # steps to a target accuracy, as in the large-batch studies
+)
 OTHERS = "mean of none/BN/LN/RMS/L2"
+_SCALING = "slope of log2(epochs to the target) per doubling of the batch"
 
 
-def _slope_scores(
-    results: pd.DataFrame, budget: str
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs under ``budget`` and their per-seed scores at the chosen rates."""
-    from ..experiments.part1 import batch_slopes
+def _served(results: pd.DataFrame) -> tuple[str, float]:
+    """The dataset that served the runs (the grid's ``source`` where it names one) and the
+    majority class's share of its test split (the chance level)."""
+    from ..data import served_by
+    from ..experiments.part1 import config_splits
 
-    if "budget" not in results or budget not in set(results["budget"]):
-        raise Unmeasurable(f"no runs under the {budget} convention")
-    part = results[results["budget"] == budget]
-    if part["batch_size"].nunique() < 2:
+    first = results.iloc[0]
+    chosen = first.get("source")
+    config = {
+        "data": str(first["data"]),
+        "data_profile": str(first["data_profile"]),
+        "source": chosen if isinstance(chosen, str) else None,
+    }
+    labels = config_splits(config)["test"].y
+    chance = float(labels.bincount().max() / labels.numel())
+    return served_by(config["data"], config["data_profile"], config["source"]), chance
+
+
+def scaling_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Per normaliser and seed, under the primary specification
+    (:data:`normlab.experiments.part1_batch.PRIMARY`: SGD, Xavier-normal, steps to the
+    target), the ``slope`` of log2(epochs to the target) against log2(batch size)
+    (:func:`~normlab.experiments.part1_batch.scaling_slopes`: 0 is perfect scaling), the
+    weakest batch size's mean test metric as ``test_metric`` (learnability is judged on the
+    weakest cell); plus the rivals' mean slope per seed as the arm :data:`OTHERS`.
+    Unmeasurable when a batch size of a normaliser is censored (no rate at which every
+    seed reached the target)."""
+    from ..experiments.part1_batch import PRIMARY, scaling_slopes, steps_scores
+
+    rows = results
+    for key, value in PRIMARY.items():
+        rows = rows[rows[key] == value] if key in rows else rows.iloc[0:0]
+    if rows.empty or "steps_to_target" not in rows:
+        words = ", ".join(f"{k} {v}" for k, v in PRIMARY.items())
+        raise Unmeasurable(f"no runs under the primary specification ({words})")
+    if rows["batch_size"].nunique() < 2:
         raise Unmeasurable("the set has one batch size")
-    return part, batch_slopes(part)[1]
-
-
-def slope_items(
-    results: pd.DataFrame,
-    weights: dict[str, float],
-    budget: str = PRIMARY_BUDGET,
-) -> tuple[tuple[float, float, int], ...]:
-    """The test-item terms (:func:`normlab.stats.accuracy_item_variance`) of the weighted sum
-    ``weights`` of normalisers' slopes: a least-squares slope against log2(batch size) is
-    the sum over batch sizes of :math:`c_b\\,\\mathrm{acc}_b` with
-    :math:`c_b = (\\log_2 b - \\overline{\\log_2 b}) / \\sum (\\log_2 b - \\overline{\\log_2 b})^2`."""
-    part, scores = _slope_scores(results, budget)
-    n_test = test_items(part)
-    if n_test is None:
-        return ()
-    terms = []
-    for name, weight in weights.items():
-        acc = scores[scores["normaliser"] == name].groupby("batch_size")["test_metric"]
-        acc = acc.mean()
-        lx = np.log2(acc.index.to_numpy(dtype=float))
-        c = (lx - lx.mean()) / np.sum((lx - lx.mean()) ** 2)
-        terms += [(weight * ck, float(p), n_test) for ck, p in zip(c, acc.to_numpy())]
-    return tuple(terms)
-
-
-def slope_table(results: pd.DataFrame, budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
-    """Per normaliser and seed, the slope of test accuracy against log2(batch size) under
-    ``budget`` (rates of :func:`normlab.experiments.part1.batch_slopes`), with the weakest
-    batch size's mean test metric as ``test_metric`` (learnability is judged on the weakest
-    cell) and the mean val metric as ``val_metric``; plus the rivals' mean slope per seed
-    as the arm :data:`OTHERS`."""
-    part, scores = _slope_scores(results, budget)
-    rows = []
-    for name, group in scores.groupby("normaliser"):
-        weakest = group.groupby("batch_size")["test_metric"].mean().min()
-        slopes = slopes_log2(group, "batch_size", "test_metric")
-        seeds = sorted(
-            group.groupby("seed")
-            .filter(lambda g: g["batch_size"].nunique() > 1)["seed"]
-            .unique()
+    scores = steps_scores(rows)
+    censored = scores[scores["censored"]].drop_duplicates(["normaliser", "batch_size"])
+    if not censored.empty:
+        cells = ", ".join(
+            f"{n} at batch {b}"
+            for n, b in zip(censored["normaliser"], censored["batch_size"])
         )
-        rows += [
-            {
-                "normaliser": name,
-                "seed": int(seed),
-                "slope": float(v),
-                "test_metric": float(weakest),
-                "val_metric": float(group["val_metric"].mean()),
-            }
-            for seed, v in zip(seeds, slopes)
-        ]
-    table = pd.DataFrame(rows)
+        raise Unmeasurable(f"no rate reached the target with every seed: {cells}")
+    table = scaling_slopes(scores).rename(columns={"weakest": "test_metric"})
+    table = table.assign(val_metric=table["test_metric"])
     rivals = table[table["normaliser"].isin(PART1_RIVALS)]
     if rivals["normaliser"].nunique() == len(PART1_RIVALS):
-        mean = rivals.groupby("seed")[["slope", "val_metric"]].mean().reset_index()
-        mean["test_metric"] = rivals["test_metric"].min()
+        mean = rivals.groupby("seed")[["slope"]].mean().reset_index()
+        mean = mean.assign(
+            test_metric=rivals["test_metric"].min(),
+            val_metric=rivals["test_metric"].min(),
+            **{k: rivals[k].iloc[0] for k in PRIMARY},
+        )
         table = pd.concat([table, mean.assign(normaliser=OTHERS)], ignore_index=True)
-    first = part.iloc[0]
-    carried = [c for c in ("metric", "data", "data_profile", "profile") if c in part]
-    return table.assign(
-        budget=budget, higher_is_better=True, **{c: first[c] for c in carried}
-    )
+    served, chance = _served(rows)
+    return table.assign(higher_is_better=True, served=served, chance=chance)
+
+
+def _arms(effect: Effect, table: pd.DataFrame) -> Effect:
+    """``effect`` with its arms' chance level and the dataset that served it (the grid's
+    ``source``), which the generic pairing cannot know."""
+    chance = float(table["chance"].iloc[0])
+    arms = tuple(Arm(a.name, a.score, chance) for a in effect.arms)
+    return dataclasses.replace(effect, arms=arms, data=(str(table["served"].iloc[0]),))
 
 
 def _a12(results: pd.DataFrame) -> list[Effect]:
-    """Each correction's slope minus the other normalisers' mean slope, paired by seed, under
-    the primary convention (the other conventions are the chapter's sensitivity)."""
-    table = slope_table(results)
-    rivals = {r: -1 / len(PART1_RIVALS) for r in PART1_RIVALS}
-    return [
-        dataclasses.replace(
-            paired(
-                table,
-                name,
-                OTHERS,
-                value="slope",
-                higher_is_better=True,
-                label=f"{name} slope - {OTHERS} slope ({PRIMARY_BUDGET})",
-            ),
-            items=slope_items(results, {name: 1.0, **rivals}),
+    """Each correction's scaling slope minus the other normalisers' mean slope, paired by
+    seed, under the primary specification (the others are the chapter's sensitivities):
+    positive when the correction leaves perfect scaling at a smaller batch."""
+    table = scaling_table(results)
+    effects = []
+    for name in CORRECTIONS:
+        effect = paired(
+            table,
+            name,
+            OTHERS,
+            value="slope",
+            higher_is_better=True,
+            label=f"{name} - {OTHERS}: {_SCALING}",
         )
-        for name in CORRECTIONS
-    ]
+        effects.append(_arms(effect, table))
+    return effects
 
 
-def _own_slopes(
-    results: pd.DataFrame, table: pd.DataFrame, names: Sequence[str], rule: Rule
-) -> list[Effect]:
-    from .pairing import chance_level
-
+def _own_slopes(table: pd.DataFrame, names: Sequence[str], rule: Rule) -> list[Effect]:
     effects = []
     for name in names:
         rows = table[table["normaliser"] == name].sort_values("seed")
         if rows.empty:
             raise Unmeasurable(f"no runs of {name}")
-        arm = Arm(name, float(rows["test_metric"].iloc[0]), chance_level(table))
-        label = f"{name}: slope per doubling of batch size ({PRIMARY_BUDGET})"
-        items = slope_items(results, {name: 1.0})
+        arm = Arm(name, float(rows["test_metric"].iloc[0]))
+        label = f"{name}: {_SCALING}"
         samples = rows["slope"].to_numpy()
-        effects.append(Effect(label, samples, rule, (arm,), items=items))
+        effects.append(_arms(Effect(label, samples, rule, (arm,)), table))
     return effects
 
 
 def _a13(results: pd.DataFrame) -> list[Effect]:
-    table = slope_table(results)
+    """LayerNorm's own scaling slope within the margin of 0 (perfect scaling: the data it
+    needs does not grow with the batch), and BatchNorm's, RMSNorm's and no normalisation's
+    at most the margin above it."""
+    table = scaling_table(results)
     return [
-        *_own_slopes(results, table, ["layernorm"], Equivalent(SLOPE_MARGIN)),
+        *_own_slopes(table, ["layernorm"], Equivalent(SLOPE_MARGIN)),
         *_own_slopes(
-            results, table, ["batchnorm", "rmsnorm", "none"], AtLeast(SLOPE_MARGIN)
+            table, ["batchnorm", "rmsnorm", "none"], AtLeast(SLOPE_MARGIN, direction=-1)
         ),
     ]
 
@@ -499,8 +492,10 @@ declare(
     test=Test(
         experiment="batch_size",
         quantity=_a12,
-        rule=Directional(-1),
-        says="per seed, the least-squares slope of test accuracy against log2(batch size), per budget",
+        rule=Directional(+1),
+        says="per seed, the least-squares slope of log2(epochs to a target validation accuracy) "
+        "against log2(batch size), each batch size at its rate with the fewest steps: each correction's "
+        f"minus the mean of {OTHERS}'s; positive: the correction leaves perfect scaling sooner",
     ),
 )
 declare(
@@ -514,9 +509,9 @@ declare(
     test=Test(
         experiment="batch_size",
         quantity=_a13,
-        rule=AtLeast(SLOPE_MARGIN),
-        says=f"slopes per doubling of batch size; LayerNorm within ±{SLOPE_MARGIN} (equivalence), the others "
-        f"at least -{SLOPE_MARGIN}",
+        rule=AtLeast(SLOPE_MARGIN, direction=-1),
+        says=f"slopes of log2(epochs to a target validation accuracy) per doubling of the batch (0: perfect "
+        f"scaling); LayerNorm's within ±{SLOPE_MARGIN} (equivalence), the others' at most +{SLOPE_MARGIN}",
     ),
 )
 declare(

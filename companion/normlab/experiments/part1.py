@@ -143,16 +143,6 @@ def train_mlp(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return _fit(config, ctx)[1]
 
 
-def train_mlp_measured(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """:func:`train_mlp`, then :func:`kernel_coupling` of the trained net on ``batch_size``
-    training samples (the first ones of the fixed split), stored with the run's metrics."""
-    model, record = _fit(config, ctx)
-    train = config_splits(config)["train"]
-    x = train.x[: config["batch_size"]].to(next(model.parameters()).device)
-    record["metrics"].update(kernel_coupling(model, x))
-    return record
-
-
 # ------------------------------------------------------------------------ analysis
 
 
@@ -331,107 +321,5 @@ FC_NORMALISERS = register_experiment(
         notes="SGD without momentum, and Adam (quick and GPU profiles), each with its own lr grid; the lr is "
         "chosen per configuration (optimizer, init, activation, width, depth, head, normaliser) on the val "
         "split. cpu: about 1,000 SGD steps per run, Xavier-normal weights unless init says default.",
-    )
-)
-
-BATCH_SIZES = [8, 16, 32, 64, 256]  # five sizes over a factor of 32
-
-BATCH_SIZE = register_experiment(
-    Experiment(
-        name="batch_size",
-        title="The batch-size prediction",
-        chapter="7",
-        select="lr",
-        profiles={
-            "quick": Grid(
-                axes={
-                    "budget": ["fixed_steps"],
-                    "normaliser": list(NORMALISERS),
-                    "batch_size": BATCH_SIZES,
-                    "lr": [0.1, 1.0, 10.0],
-                },
-                fixed={
-                    **digits_settings(profile="quick"),
-                    "optimizer": "sgd",
-                    "activation": "tanh",
-                    "width": 32,
-                    "depth": 2,
-                    "steps": 30,
-                    "epochs": 1,
-                    "base_batch_size": 32,
-                },
-                seeds=3,
-            ),
-            # cpu: fixed epochs (8: about 1,250 steps at batch 8, 157 at batch 64), the
-            # primary convention; the other two run in the GPU profiles (the shared 2-core
-            # machine that made the cpu sets had time for one).
-            "cpu": Grid(
-                axes={
-                    "budget": ["fixed_epochs"],
-                    "normaliser": list(NORMALISERS),
-                    "batch_size": [8, 32, 64],
-                    "lr": _union(rates=CPU_SGD_RATES),
-                },
-                fixed={
-                    **digits_settings(profile="cpu"),
-                    "optimizer": "sgd",
-                    "activation": "tanh",
-                    "init": "xavier_normal",
-                    "width": 64,
-                    "depth": 2,
-                    "epochs": 8,
-                    "base_batch_size": 32,
-                },
-                seeds=5,
-                where=_cpu_rates,
-            ),
-            # standard: one GPU in about half an hour: five batch sizes over a factor of 32,
-            # three rates a decade apart, short budgets (about 1,000 steps per run).
-            "standard": Grid(
-                axes={
-                    "budget": list(BUDGETS),
-                    "normaliser": list(NORMALISERS),
-                    "batch_size": [32, 64, 128, 256, 1024],
-                    "lr": [0.03, 0.3, 3.0],
-                },
-                fixed={
-                    **cifar_settings(profile="standard"),
-                    "optimizer": "sgd",
-                    "activation": "tanh",
-                    "width": 256,
-                    "depth": 4,
-                    "epochs": 2,
-                    "steps": 1000,
-                    "base_batch_size": 128,
-                },
-                seeds=3,
-            ),
-            "paper": Grid(
-                axes={
-                    "budget": list(BUDGETS),
-                    "normaliser": list(NORMALISERS),
-                    "batch_size": [8, 16, 32, 64, 128, 256, 512, 1024],
-                    "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
-                },
-                fixed={
-                    **cifar_settings(profile="paper"),
-                    "optimizer": "sgd",
-                    "activation": "tanh",
-                    "width": 256,
-                    "depth": 4,
-                    "epochs": 50,
-                    "steps": 20000,
-                    "base_batch_size": 128,
-                },
-                seeds=5,
-            ),
-        },
-        run_one=train_mlp_measured,
-        # standard/paper: about 1.6 ms per step on one GPU (the former 15 s for 20 epochs or
-        # 8,000 steps); standard's runs average about 1,050 steps, plus evaluation.
-        seconds_per_run={"quick": 0.09, "cpu": 1.4, "standard": 2.0, "paper": 40.0},
-        notes="SGD. Three budget conventions: fixed epochs and fixed steps (lr chosen on val per batch size), and "
-        "scaled lr (lr chosen at the base batch size, then scaled linearly). Each run also measures the "
-        "update kernel's cross-sample coupling on the trained net's real activations.",
     )
 )

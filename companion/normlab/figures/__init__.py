@@ -13,6 +13,7 @@
 - :mod:`~normlab.figures.gate_study`: the gate studies' example images, arms, AutoNorm-S's
   rule sweep and the gradient against tau;
 - :mod:`~normlab.figures.part1`: Part I's results against a swept variable, on an axis;
+- :mod:`~normlab.figures.batch`: chapter 7's steps to a target against the batch size;
 - :mod:`~normlab.figures.reports`: the figures ``python -m normlab report`` writes;
 - :mod:`~normlab.figures.robustness`: accuracy under corruption;
 - :mod:`~normlab.figures.theory`: the Part I theory chapters' measurements;
@@ -26,6 +27,7 @@ open; a figure returned as a cell's last expression is shown once.
 
 from __future__ import annotations
 
+from .batch import draw_kernel, draw_steps, fixed_epochs_figure, scaling_figure
 from .column import (
     COLUMN_INCHES,
     COLUMN_PX,
@@ -92,13 +94,16 @@ __all__ = [
     "draw_batch_curves",
     "draw_by_normaliser",
     "draw_coupling",
+    "draw_kernel",
     "draw_lr_sensitivity",
+    "draw_steps",
     "entropy_curves",
     "entropy_explorer",
     "entropy_figure",
     "entropy_twin",
     "example_images",
     "finish",
+    "fixed_epochs_figure",
     "forest",
     "forest_by_unit",
     "freeze_figure",
@@ -119,6 +124,7 @@ __all__ = [
     "plot_update_sizes",
     "relaxed_histograms",
     "report_figures",
+    "scaling_figure",
     "severity_curves",
     "style",
     "sweep_figure",

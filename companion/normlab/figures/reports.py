@@ -9,11 +9,12 @@ Each function takes an experiment's merged results and its summary (the best-of 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..experiments.part1 import batch_slopes, lr_sensitivity, verdict_rows
+from ..experiments.part1 import lr_sensitivity, verdict_rows
 from ..experiments.runner import select_best, summarise
 from .curves import metric_vs
 from .heatmaps import normaliser_heatmap
@@ -80,47 +81,45 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
 
 
 def batch_size(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
-    """Accuracy and the chosen learning rate against the batch size, per budget convention,
-    and the update kernel's cross-sample coupling where the runs measured it."""
-    metric = results["metric"].iloc[0]
-    _, scores = batch_slopes(results)
-    best = summarise(scores, ["budget", "normaliser", "batch_size"])
+    """Steps to the target against the batch size, the rate each cell chose and the
+    scaling slopes (:mod:`normlab.experiments.part1_batch`), test accuracy under fixed
+    epochs where the set has it, and the update kernel's cross-sample coupling."""
+    from ..experiments.part1_batch import steps_scores
+    from .batch import draw_kernel, draw_steps, fixed_epochs_figure, scaling_figure
+    from .column import new_figure, style
+
+    def panel(draw: Callable[[Any], None]) -> Figure:
+        with style():
+            figure, axes = new_figure(size=(6.0, 3.6))
+            draw(axes[0, 0])
+        return figure
+
+    chosen = steps_scores(results).drop_duplicates(
+        ["optimizer", "init", "normaliser", "batch_size"]
+    )
+    chosen = chosen.assign(
+        specification=chosen["optimizer"] + ", " + chosen["init"]
+    ).dropna(subset=["lr"])
     figures = {
-        "best_by_batch_size": metric_vs(
-            best,
-            "batch_size",
-            hue="normaliser",
-            col="budget",
-            logx=True,
-            base=2,
-            ylabel=f"test {metric} (lr chosen on val)",
-            title="Accuracy against batch size",
-        ),
+        "steps_to_target": panel(lambda ax: draw_steps(results, ax)),
         "chosen_lr": metric_vs(
-            summary,
+            chosen,
             "batch_size",
             y="lr",
             err=None,
             hue="normaliser",
-            col="budget",
+            col="specification",
             logx=True,
             base=2,
             logy=True,
-            ylabel="learning rate chosen on val (before scaling)",
-            title="Best learning rate against batch size",
+            ylabel="rate with the fewest steps to the target",
+            title="The chosen learning rate against the batch size",
         ),
+        "scaling_slopes": scaling_figure(results),
+        "gram_offdiag": panel(lambda ax: draw_kernel(results, ax)),
     }
-    if "gram_offdiag" in results:
-        fixed = results[results["budget"] == results["budget"].iloc[0]]
-        figures["gram_offdiag"] = metric_vs(
-            summarise(fixed, ["normaliser", "batch_size"], value="gram_offdiag"),
-            "batch_size",
-            hue="normaliser",
-            logx=True,
-            base=2,
-            ylabel="off-diagonal share of |K|",
-            title="Cross-sample coupling of the update kernel",
-        )
+    if "fixed_epochs" in set(results["budget"]):
+        figures["fixed_epochs"] = fixed_epochs_figure(results)
     return figures
 
 
