@@ -325,18 +325,19 @@ def test_unmeasurable_is_said_not_guessed() -> None:
 
 
 def steps_table(
-    slopes: dict[str, float], *, noise: float = 0.02, seeds: int = 5
+    slopes: dict[str, float | list[float]], *, noise: float = 0.02, seeds: int = 5
 ) -> pd.DataFrame:
     """A batch-size set under the primary specification: each normaliser's epochs to the
-    target grow by ``slopes[name]`` doublings per doubling of the batch (steps = epochs x
-    3000 / B), with a seed-dependent wobble of ``noise`` doublings; three rates, the middle
-    one the fastest, the others 1.5 times slower."""
+    target grow by ``slopes[name]`` doublings per doubling of the batch (one value, or one
+    per seed; steps = epochs x 3000 / B), with a seed-dependent wobble of ``noise``
+    doublings; three rates, the middle one the fastest, the others 1.5 times slower."""
     rows = []
     for name, slope in slopes.items():
         for b in (4, 16, 64, 256):
             for seed in range(seeds):
+                tilt = slope[seed] if isinstance(slope, list) else slope
                 wobble = noise * (((seed * 7 + b) % 5) - 2) / 2
-                epochs = 0.5 * 2 ** ((slope + wobble) * math.log2(b / 4))
+                epochs = 0.5 * 2 ** ((tilt + wobble) * math.log2(b / 4))
                 for lr, slower in ((0.1, 1.5), (0.3, 1.0), (1.0, 1.5)):
                     steps = round(epochs * slower * 3000 / b, 3)
                     rows.append(

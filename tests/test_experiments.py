@@ -425,7 +425,7 @@ def test_report_writes_summary_and_figures(tmp_path) -> None:
     assert {"normaliser", "batch_size", "lr", "mean", "ci95"} <= set(
         rep.summary.columns
     )
-    assert {"best_by_batch_size", "chosen_lr"} <= set(rep.figures)
+    assert {"steps_to_target", "chosen_lr", "scaling_slopes"} <= set(rep.figures)
 
 
 def test_cpu_profile_is_optional_and_named_when_missing() -> None:

@@ -10,7 +10,8 @@ import pytest
 import torch
 from normlab import experiments
 from normlab.divergence import layer_inputs, offdiagonal_share, tangent_kernel
-from normlab.experiments import Grid, RunContext, part1, part1_conv
+from normlab.experiments import Grid, RunContext, part1, part1_batch, part1_conv
+from normlab.experiments.part1_batch import PRIMARY
 from normlab.layers import L2Norm, PatchNormConv2d
 from normlab.models import CNN, CONV_NORMALISERS, RMSNorm2d, cnn_for, mlp_for
 from torch import nn
@@ -51,7 +52,7 @@ def test_part1_grids_meet_the_design() -> None:
                     sorted((k, v) for k, v in c.items() if k not in ("lr", "seed"))
                 )
                 per_config.setdefault(key, set()).add(c["lr"])
-            least = 4 if profile == "cpu" else 3
+            least = 4 if profile == "cpu" and exp is not batch else 3
             assert min(len(v) for v in per_config.values()) >= least, (
                 f"{exp.name} {profile}: lr chosen from >= {least} rates"
             )
@@ -59,12 +60,22 @@ def test_part1_grids_meet_the_design() -> None:
     assert {c["normaliser"] for c in cpu} == set(part1.NORMALISERS)
     assert {c["optimizer"] for c in cpu} == {"sgd"}
     assert {c["optimizer"] for c in fc.grid("quick").configs()} == {"sgd", "adam"}
-    for profile in ("quick", "standard", "paper"):
-        sizes = sorted(batch.grid(profile).axes["batch_size"])
-        assert len(sizes) >= 5 and sizes[-1] / sizes[0] >= 32
-    sizes = sorted(batch.grid("cpu").axes["batch_size"])
-    assert len(sizes) >= 3 and sizes[-1] / sizes[0] >= 8
-    assert set(batch.grid("cpu").axes["budget"]) == {"fixed_epochs"}
+    for profile in batch.profiles:  # the large-batch studies' range: a factor of 64
+        sizes = sorted({c["batch_size"] for c in batch.grid(profile).configs(seeds=1)})
+        assert len(sizes) >= 3 and sizes[-1] / sizes[0] >= 64, profile
+    # cpu: every normaliser at seven doublings under the primary specification, and the
+    # initialisation and the budget convention as axes beside it
+    cpu_batch = batch.grid("cpu").configs(seeds=1)
+    primary = [c for c in cpu_batch if all(c[k] == v for k, v in PRIMARY.items())]
+    assert {c["batch_size"] for c in primary} == set(part1_batch.CPU_SIZES)
+    assert {c["normaliser"] for c in primary} == set(part1.NORMALISERS)
+    assert {"optimizer", "init", "budget"} <= set(batch.grid("cpu").axes)
+    assert {c["init"] for c in cpu_batch} == {"xavier_normal", "default"}
+    assert {c["budget"] for c in cpu_batch} == set(part1_batch.BATCH_BUDGETS)
+    assert {c["optimizer"] for c in batch.grid("standard").configs(seeds=1)} == {
+        "sgd",
+        "adam",
+    }
     assert set(cnn.grid("cpu").axes["normaliser"]) == set(CONV_NORMALISERS)
 
 
@@ -94,21 +105,27 @@ def test_cpu_fc_points_are_matched() -> None:
 
 
 def test_cpu_budgets_train_for_a_thousand_steps() -> None:
-    """Every cpu set's median run takes >= 1,000 SGD steps (the batch-size set: its
-    smallest batch), from the grid and the size of the training split."""
+    """Every fixed-budget cpu set's median run takes >= 1,000 SGD steps, from the grid
+    and the size of the training split (the batch-size set trains to a target instead)."""
     train = len(part1.load_splits("mnist", "cpu")["train"])
-    for name in ("fc_normalisers", "batch_size", "cnn_normalisers"):
+    for name in ("fc_normalisers", "cnn_normalisers"):
         configs = experiments.get(name).grid("cpu").configs(seeds=1)
         steps = sorted(c["epochs"] * (train // c["batch_size"]) for c in configs)
-        smallest = min(c["batch_size"] for c in configs)
-        at_smallest = [
-            c["epochs"] * (train // c["batch_size"])
-            for c in configs
-            if c["batch_size"] == smallest
-        ]
-        assert min(at_smallest) >= 1000, name
-        if name != "batch_size":
-            assert steps[len(steps) // 2] >= 1000, name
+        assert steps[len(steps) // 2] >= 1000, name
+
+
+def test_batch_size_caps_leave_room_to_reach_the_target() -> None:
+    """A steps-to-target run may go on for at least its cap of epochs and steps, and is
+    measured at least 16 times before the cap, so a run the cap stops is a slow run, not
+    one stopped between two measurements."""
+    for profile in ("quick", "cpu"):
+        for c in experiments.get("batch_size").grid(profile).configs(seeds=1):
+            if c["budget"] != "to_target":
+                continue
+            train = len(part1.config_splits(c)["train"])
+            cap = part1_batch.cap_steps(c, train)
+            assert cap >= c["cap_epochs"] * (train // c["batch_size"])
+            assert cap >= 16 * part1_batch.eval_every(c), (profile, c["batch_size"])
 
 
 # ----------------------------------------------------------------------- models
@@ -367,6 +384,108 @@ def test_scaled_lr_flags_the_edge_of_its_one_choice() -> None:
     assert not fixed[fixed["batch_size"] != 32]["at_edge"].any()
 
 
+def _steps_rows(curves: dict[str, dict[int, float]], seeds: int = 3) -> pd.DataFrame:
+    """to_target runs: ``curves[name][batch]`` epochs to the target at the best of three
+    rates (0.3), the other two twice as slow; every seed alike up to a small wobble."""
+    rows = []
+    for name, curve in curves.items():
+        for batch, epochs in curve.items():
+            for lr, slower in ((0.1, 2.0), (0.3, 1.0), (1.0, 2.0)):
+                for seed in range(seeds):
+                    e = epochs * slower * (1 + 0.01 * seed)
+                    rows.append(
+                        {
+                            "optimizer": "sgd",
+                            "init": "xavier_normal",
+                            "budget": "to_target",
+                            "normaliser": name,
+                            "batch_size": batch,
+                            "lr": lr,
+                            "seed": seed,
+                            "steps_to_target": e * 1000 / batch,
+                            "epochs_to_target": e,
+                            "val_metric": 0.85,
+                            "test_metric": 0.85,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def test_steps_scores_choose_the_fastest_rate_every_seed_reaches() -> None:
+    sizes = (4, 16, 64, 256)
+    rows = _steps_rows({"none": dict.fromkeys(sizes, 1.0)})
+    scores = part1_batch.steps_scores(rows)
+    assert set(scores["lr"]) == {0.3} and not scores["at_edge"].any()
+    # one censored seed disqualifies the fastest rate at batch 16 ...
+    slow = (rows["batch_size"] == 16) & (rows["lr"] == 0.3) & (rows["seed"] == 1)
+    rows.loc[slow, ["steps_to_target", "epochs_to_target"]] = math.nan
+    at16 = part1_batch.steps_scores(rows).query("batch_size == 16")
+    assert set(at16["lr"]) == {0.1} and at16["at_edge"].all()  # ties: the smaller rate
+    # ... and a batch size where no rate has every seed is censored, its seeds kept
+    rows.loc[rows["batch_size"] == 16, ["steps_to_target", "epochs_to_target"]] = (
+        math.nan
+    )
+    at16 = part1_batch.steps_scores(rows).query("batch_size == 16")
+    assert at16["censored"].all() and at16["lr"].isna().all() and len(at16) == 3
+    assert (
+        part1_batch.scaling_slopes(part1_batch.steps_scores(rows))["slope"].isna().all()
+    )
+
+
+def test_scaling_slopes_and_the_critical_batch() -> None:
+    """Perfect scaling has slope 0 and no critical batch in range; epochs growing as
+    1 + B / 32 (McCandlish et al.'s form) double their value at batch 4 by batch 40."""
+    sizes = (4, 8, 16, 32, 64, 128, 256)
+    rows = _steps_rows(
+        {
+            "layernorm": dict.fromkeys(sizes, 0.5),
+            "norm_like": {b: 0.5 * (1 + b / 32) for b in sizes},
+            "none": {b: 0.5 * (b / 4) ** 0.25 for b in sizes},
+        }
+    )
+    scores = part1_batch.steps_scores(rows)
+    slopes = part1_batch.scaling_slopes(scores).groupby("normaliser")["slope"].mean()
+    assert slopes["layernorm"] == pytest.approx(0.0, abs=0.01)
+    assert slopes["none"] == pytest.approx(0.25, abs=0.01)
+    assert 0.25 < slopes["norm_like"] < 1.0
+    critical = part1_batch.critical_batch(scores).set_index("normaliser")
+    assert bool(critical.loc["layernorm", "beyond"])
+    assert math.isnan(critical.loc["layernorm", "critical_batch"])
+    # 1 + B/32 = 2 (1 + 4/32) at B = 40, read between 32 and 64 on a log2 scale
+    assert 32 < critical.loc["norm_like", "critical_batch"] < 64
+    # (B/4)^0.25 = 2 at B = 64 exactly
+    assert critical.loc["none", "critical_batch"] == pytest.approx(64, rel=0.02)
+    summary = part1_batch.scaling_summary(scores).set_index("normaliser")
+    assert (summary["n"] == 3).all() and (summary["censored"] == 0).all()
+
+
+def test_each_cell_tries_three_rates_around_its_centre() -> None:
+    """Three rates half a decade apart around the centre; a cell that chose an edge tries
+    a fourth beyond it under the steps-to-target budget, and only there."""
+    for (profile, optimizer), (sizes, table) in part1_batch.CENTRES.items():
+        wider = part1_batch.WIDER.get((profile, optimizer), {})
+        for name, centres in table.items():
+            for batch, centre in zip(sizes, centres):
+                rates = part1_batch.rates_for(profile, optimizer, name, batch)
+                assert len(rates) == 3 and rates[1] == centre
+                assert rates[2] / rates[0] == pytest.approx(10, rel=0.12)
+                more = part1_batch.rates_for(
+                    profile, optimizer, name, batch, wider=True
+                )
+                side = wider.get((name, batch), 0)
+                assert set(rates) <= set(more) and len(more) == 3 + abs(side)
+                if side:
+                    extra = (set(more) - set(rates)).pop()
+                    assert (extra > rates[-1]) if side > 0 else (extra < rates[0])
+    cpu = experiments.get("batch_size").grid("cpu").configs(seeds=1)
+    per_cell: dict[tuple, int] = {}
+    for c in cpu:
+        key = (c["budget"], c["init"], c["normaliser"], c["batch_size"])
+        per_cell[key] = per_cell.get(key, 0) + 1
+    assert all(n == 3 for k, n in per_cell.items() if k[0] == "fixed_epochs")
+    assert {n for k, n in per_cell.items() if k[0] == "to_target"} == {3, 4}
+
+
 def test_plateau_gap() -> None:
     rising = [{"val_accuracy": v} for v in (0.1, 0.5, 0.7, 0.8)]
     flat = [{"val_accuracy": v} for v in (0.1, 0.9, 0.95, 0.94, 0.95, 0.96, 0.95, 0.95)]
@@ -385,13 +504,24 @@ def test_runs_record_the_measurements(tmp_path) -> None:
         **experiments.get("batch_size").grid("quick").configs(seeds=1)[0],
         "normaliser": "affine_like",
         "batch_size": 16,
-        "steps": 3,
+        "lr": 1.0,
     }
-    record = part1.train_mlp_measured(config, ctx)
-    assert (
-        0.0 < record["metrics"]["gram_offdiag"] < 1.0
-        and 0.0 < record["metrics"]["gram_cosine"] <= 1.0
+    record = part1_batch.train_batch_run(config, ctx)
+    metrics = record["metrics"]
+    assert 0.0 < metrics["gram_offdiag"] < 1.0 and 0.0 < metrics["gram_cosine"] <= 1.0
+    # stopped at the target: the last step is the one that reached it
+    assert metrics["reached"] and metrics["steps_to_target"] == metrics["steps"]
+    assert record["history"][-1]["val_accuracy"] >= config["target"]
+    assert metrics["epochs_to_target"] == pytest.approx(
+        metrics["steps"] * 16 / len(part1.config_splits(config)["train"])
     )
+    # a target no run reaches: censored at the cap, its steps unknown
+    censored = part1_batch.train_batch_run(
+        {**config, "target": 1.5, "cap_epochs": 0, "cap_steps": 20},
+        RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "d"),
+    )["metrics"]
+    assert not censored["reached"] and math.isnan(censored["steps_to_target"])
+    assert censored["steps"] == 20
     adam = {
         **experiments.get("fc_normalisers").grid("quick").configs(seeds=1)[0],
         "optimizer": "adam",

@@ -584,22 +584,30 @@ def claimed_copy(claimed: Path, tmp_path: Path) -> Path:
     return folder
 
 
-def _rising(folder: Path) -> pd.DataFrame:
-    """The set's table with test accuracy rising with the batch size."""
+def _flipped(folder: Path, verdict: str) -> pd.DataFrame:
+    """The set's table with the corrections' steps (and epochs) to the target multiplied by
+    (B / 4) ** k: their scaling slopes move by k, against the way ``verdict`` went."""
     table = pd.read_csv(folder / "results.csv")
-    rise = 0.01 * np.log2(table["batch_size"])
-    return table.assign(test_metric=(table["test_metric"] + rise).clip(upper=1.0))
+    k = -1.0 if verdict == claims.SUPPORTED else 1.0
+    corrections = table["normaliser"].isin(["affine_like", "norm_like"])
+    factor = np.where(corrections, (table["batch_size"] / 4.0) ** k, 1.0)
+    return table.assign(
+        steps_to_target=table["steps_to_target"] * factor,
+        epochs_to_target=table["epochs_to_target"] * factor,
+    )
 
 
 def test_an_edited_table_no_longer_changes_a_verdict(
     claimed_copy: Path, tmp_path: Path, capsys
 ) -> None:
-    """Edited so that A12's slopes rise, the table alone would flip A12's verdict; the
-    scorecard refuses the set instead, naming the file, as a link to an outside file too."""
+    """Edited so that the corrections' steps to the target scale the other way, the table
+    alone would flip A12's verdict; the scorecard refuses the set instead, naming the file,
+    as a link to an outside file too."""
     a12 = claims.get("A12")
     table = results.load(claimed_copy).results
-    rising = _rising(claimed_copy)
-    assert claims.judge(a12, rising).verdict != claims.judge(a12, table).verdict
+    verdict = claims.judge(a12, table).verdict
+    rising = _flipped(claimed_copy, verdict)
+    assert claims.judge(a12, rising).verdict != verdict
     root = claimed_copy.parent.parent
     assert _scorecard_cli(root, capsys)[0] == 0
     rising.to_csv(claimed_copy / "results.csv", index=False)

@@ -56,7 +56,14 @@ __all__ = [
     "BATCH_BUDGETS",
     "BATCH_SIZE",
     "CELL",
+    "CENTRES",
+    "CPU_SIZES",
+    "CPU_WIDER",
+    "LADDER",
     "PRIMARY",
+    "QUICK_SIZES",
+    "SENSITIVITY_SIZES",
+    "WIDER",
     "cap_steps",
     "critical_batch",
     "eval_every",
@@ -345,25 +352,64 @@ CENTRES: dict[tuple[str, str], tuple[tuple[int, ...], dict[str, tuple[float, ...
 }
 
 
+# The cells whose rate the set's first three seeds chose at the edge of its three (under
+# either initialisation), and which edge: the steps-to-target runs of such a cell also try
+# the next rate of the ladder beyond it, so that the search brackets the best rate.
+CPU_WIDER: dict[tuple[str, int], int] = {
+    ("affine_like", 4): +1,
+    ("affine_like", 16): -1,
+    ("affine_like", 128): +1,
+    ("affine_like", 256): +1,
+    ("batchnorm", 4): -1,
+    ("batchnorm", 16): -1,
+    ("batchnorm", 64): -1,
+    ("batchnorm", 256): -1,
+    ("l2", 4): +1,
+    ("l2", 256): +1,
+    ("none", 16): +1,
+    ("norm_like", 64): +1,
+    ("norm_like", 128): +1,
+    ("norm_like", 256): +1,
+    ("rmsnorm", 4): -1,
+    ("rmsnorm", 32): -1,
+    ("rmsnorm", 64): -1,
+}
+WIDER: dict[tuple[str, str], dict[tuple[str, int], int]] = {("cpu", "sgd"): CPU_WIDER}
+
+
 def rates_for(
-    profile: str, optimizer: str, normaliser: str, batch_size: int
+    profile: str,
+    optimizer: str,
+    normaliser: str,
+    batch_size: int,
+    *,
+    wider: bool = False,
 ) -> tuple[float, ...]:
-    """The three rates a cell of ``profile``'s grid tries: its centre (:data:`CENTRES`)
-    and the rates a half-decade either side of it."""
+    """The rates a cell of ``profile``'s grid tries: its centre (:data:`CENTRES`) and the
+    rates a half-decade either side of it; ``wider`` adds the next rate beyond the edge
+    that :data:`WIDER` names for the cell, if it names one."""
     sizes, table = CENTRES[profile, optimizer]
     centre = LADDER.index(table[normaliser][sizes.index(batch_size)])
-    return LADDER[centre - 1 : centre + 2]
+    side = (
+        WIDER.get((profile, optimizer), {}).get((normaliser, batch_size), 0)
+        if wider
+        else 0
+    )
+    return LADDER[centre - 1 - (side < 0) : centre + 2 + (side > 0)]
 
 
 def _cpu_point(config: Mapping[str, Any]) -> bool:
     """The cpu set: the primary specification (:data:`PRIMARY`) at every batch size, and
     one sensitivity at a time at :data:`SENSITIVITY_SIZES`: the package's default
-    initialisation and fixed epochs; each cell at its own three rates."""
+    initialisation and fixed epochs; each cell at its own rates (a fourth where
+    :data:`CPU_WIDER` says, steps to the target only)."""
     off = [k for k, v in PRIMARY.items() if config[k] != v]
     if len(off) > 1 or (off and config["batch_size"] not in SENSITIVITY_SIZES):
         return False
     optimizer, name = config["optimizer"], config["normaliser"]
-    return config["lr"] in rates_for("cpu", optimizer, name, config["batch_size"])
+    wider = config["budget"] == "to_target"
+    rates = rates_for("cpu", optimizer, name, config["batch_size"], wider=wider)
+    return config["lr"] in rates
 
 
 def _quick_point(config: Mapping[str, Any]) -> bool:
@@ -379,7 +425,7 @@ def _ladder_union(profile: str, optimizers: Sequence[str]) -> list[float]:
             for o in optimizers
             for n in NORMALISERS
             for b in CENTRES[profile, o][0]
-            for lr in rates_for(profile, o, n, b)
+            for lr in rates_for(profile, o, n, b, wider=True)
         }
     )
 

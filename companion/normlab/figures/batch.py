@@ -71,17 +71,18 @@ def draw_steps(results: pd.DataFrame, ax: Any) -> None:
     )
     for name in table["normaliser"].unique():
         draw_band(ax, table[table["normaliser"] == name], "batch_size", name)
-    smallest = table[table["batch_size"] == table["batch_size"].min()]
-    start = smallest["mean"].min()
-    sizes = np.array(sorted(table["batch_size"].unique()), dtype=float)
-    ax.plot(
-        sizes,
-        start * sizes[0] / sizes,
-        color="grey",
-        linestyle="--",
-        linewidth=1,
-        label="perfect scaling",
-    )
+    sizes = np.array(sorted(scores["batch_size"].unique()), dtype=float)
+    if not table.empty:  # every cell censored leaves no curve to start the guide from
+        smallest = table[table["batch_size"] == table["batch_size"].min()]
+        start, first = smallest["mean"].min(), smallest["batch_size"].iloc[0]
+        ax.plot(
+            sizes,
+            start * first / sizes,
+            color="grey",
+            linestyle="--",
+            linewidth=1,
+            label="perfect scaling",
+        )
     ax.set_yscale("log", base=2)
     _log2_axis(ax, sizes)
     target = float(results["target"].iloc[0]) if "target" in results else None
