@@ -60,24 +60,42 @@ def _log2_axis(ax: Any, values: Any) -> None:
 
 def draw_steps(results: pd.DataFrame, ax: Any) -> None:
     """Steps to the target (log axis) against the batch size (log axis), each normaliser
-    at each batch size's rate with the fewest steps (mean and 95 % band across seeds),
-    under the primary specification; the dashed line halves the steps per doubling from
-    the fastest normaliser's smallest batch: perfect scaling."""
-    scores = steps_scores(_primary(results))
-    table = runner.summarise(
-        scores.dropna(subset=["steps_to_target"]),
-        ["normaliser", "batch_size"],
-        value="steps_to_target",
-    )
+    at each batch size's rate with the fewest steps, under the primary specification: the
+    geometric mean across seeds with its 95 % band (the interval of the mean of log2
+    steps); the dashed line halves the steps per doubling from the fastest normaliser's
+    smallest batch: perfect scaling."""
+    scores = steps_scores(_primary(results)).dropna(subset=["steps_to_target"])
+    logged = scores.assign(log2_steps=np.log2(scores["steps_to_target"]))
+    table = runner.summarise(logged, ["normaliser", "batch_size"], value="log2_steps")
     for name in table["normaliser"].unique():
-        draw_band(ax, table[table["normaliser"] == name], "batch_size", name)
-    sizes = np.array(sorted(scores["batch_size"].unique()), dtype=float)
-    if not table.empty:  # every cell censored leaves no curve to start the guide from
-        smallest = table[table["batch_size"] == table["batch_size"].min()]
-        start, first = smallest["mean"].min(), smallest["batch_size"].iloc[0]
+        rows = table[table["normaliser"] == name].sort_values("batch_size")
+        half = rows["ci95"].fillna(0.0)
+        shade = colour(name)
         ax.plot(
-            sizes,
-            start * first / sizes,
+            rows["batch_size"],
+            2 ** rows["mean"],
+            marker="o",
+            markersize=3,
+            color=shade,
+            label=label(name),
+        )
+        ax.fill_between(
+            rows["batch_size"],
+            2 ** (rows["mean"] - half),
+            2 ** (rows["mean"] + half),
+            color=shade,
+            alpha=0.15,
+            linewidth=0,
+        )
+    sizes = np.array(sorted(results["batch_size"].unique()), dtype=float)
+    if not table.empty:  # every cell censored leaves no curve to start the guide from
+        first = table[table["batch_size"] == table["batch_size"].min()]
+        start, smallest = 2 ** first["mean"].min(), first["batch_size"].iloc[0]
+        guide = start * smallest / sizes
+        keep = guide >= 2 ** table["mean"].min() / 2  # within the data's range
+        ax.plot(
+            sizes[keep],
+            guide[keep],
             color="grey",
             linestyle="--",
             linewidth=1,
@@ -144,8 +162,16 @@ def scaling_figure(results: pd.DataFrame, *, title: str | None = None) -> Figure
                     capsize=3,
                     color=colour(name),
                     linestyle="none",
-                    label=SPECIFICATIONS[spec] if x == 0 else None,
                 )
+            # the legend names the specification by its marker, in no normaliser's colour
+            ax.plot(
+                [],
+                [],
+                marker=markers[i % len(markers)],
+                color="grey",
+                linestyle="none",
+                label=SPECIFICATIONS[spec],
+            )
         for level, text in (
             (0.0, "perfect scaling"),
             (1.0, "no gain from a larger batch"),
