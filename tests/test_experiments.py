@@ -17,6 +17,8 @@ from normlab.experiments import (
     at_chosen_lr,
     mean_ci,
     parse_shard,
+    part1,
+    part1_batch,
     run_id,
     select_best,
     shard,
@@ -202,10 +204,8 @@ def test_part1_declarations() -> None:
                 "affine_like",
             }
             budget = grid.axes.get("budget", [grid.fixed.get("budget")])
-            assert (
-                set(budget) <= {"fixed_epochs", "fixed_steps", "scaled_lr"}
-                and None not in budget
-            )
+            known = {*part1.BUDGETS, *part1_batch.BATCH_BUDGETS}
+            assert set(budget) <= known and None not in budget
         assert exp.grid("quick").fixed["data"] == "mnist"
         assert exp.grid("standard").fixed["data"] == "cifar10"
         assert exp.expected_seconds("quick") <= 60

@@ -197,10 +197,12 @@ def test_atomic_writes_honour_the_umask(tmp_path: Path, umask: int, mode: int) -
 
 def _fabricate(name: str, profile: str, out: Path) -> int:
     """Records for (one seed of) every configuration of a grid, with the metric
-    names of the experiment's shipped set where it has one, and random values."""
+    names of the experiment's shipped set where it has one (every name some record of it
+    has: a set's budgets may record different ones), and random values."""
     experiment = experiments.get(name)
     saved = results.largest(name)
-    template = saved.records()[0]["metrics"] if saved is not None else {}
+    records = saved.records() if saved is not None else []
+    template = {k: v for record in records for k, v in record["metrics"].items()}
     rng = np.random.default_rng(0)
     folder = out / name / profile / "runs"
     folder.mkdir(parents=True)
