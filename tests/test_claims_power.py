@@ -334,7 +334,9 @@ def test_the_primary_specification_is_read_from_the_grid() -> None:
     assert spec["data"] == "8×8 digits, a stand-in for CIFAR-10"
     assert spec["init"] == "xavier_normal" and spec["optimiser"].startswith("SGD")
     assert "26 epochs" in spec["budget"] and spec["model"].startswith("MLP")
-    assert claims.specification("A12", "cpu")["budget"].startswith("to target")
+    a12 = claims.specification("A12", "cpu")
+    assert a12["budget"].startswith("steps to 0.85 val accuracy")
+    assert a12["data"] == "real MNIST, 5,000 digits, a stand-in for CIFAR-10"
     assert claims.specification("N8", "cpu")["optimiser"].startswith("AdamW")
     assert "stand-in" not in claims.specification("N4", "standard")["data"]
     with pytest.raises(ValueError, match="no 'cpu' grid"):

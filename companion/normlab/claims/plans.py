@@ -383,7 +383,8 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
         if key in values:
             values[key] = [value]
     data_profile = values.get("data_profile", [profile])[0]
-    tasks = [str(t) for t in values.get("data", [])]
+    # the grid's source, where it names one, is the dataset that served the task
+    tasks = [str(t) for t in values.get("source", values.get("data", []))]
     kind = (
         "MLP"
         if "width" in values
@@ -414,12 +415,24 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
         "model": f"{kind}, {shape}",
         "init": _values(values.get("init", ["PyTorch default"])),
         "optimiser": f"{optimiser}, {_values(schedule)} schedule",
-        "budget": (
+        "budget": _to_target(values)
+        if budget == ["to_target"]
+        else (
             f"{_values(budget).replace('_', ' ')}: {_values(values.get('epochs', ['?']))} "
             f"epochs, batch {_values(values.get('batch_size', ['?']))}; lr chosen on val "
             f"from {_values(values.get('lr', ['?']))}"
         ),
     }
+
+
+def _to_target(values: Mapping[str, list[Any]]) -> str:
+    """The steps-to-target budget of A12 and A13 (chapter 7) in words."""
+    return (
+        f"steps to {_values(values['target'])} val accuracy (cap: "
+        f"{_values(values['cap_epochs'])} epochs and at least "
+        f"{_values(values['cap_steps'])} steps), batch {_values(values['batch_size'])}; "
+        f"per batch size the lr with the fewest steps, from {_values(values['lr'])}"
+    )
 
 
 def planned(
