@@ -361,6 +361,32 @@ def test_the_band_counts_the_seeds_and_the_last_epochs() -> None:
     assert zero.margin(bounded=True) == verification.ACCURACY_FLOOR
 
 
+def test_a_run_stopped_at_a_target_may_end_at_another_step() -> None:
+    """On other numerics a budget's steps must still match exactly, but a run stopped at a
+    target ends where its training takes it: its steps are held to the seeds' band."""
+    bands = {"steps": verification._Band(73.0, 110.0, 14.0)}
+    fixed_old, fixed_new = (
+        {"diverged": False, "steps": 91.0},
+        {"diverged": False, "steps": 103.0},
+    )
+    found = verification._compare(
+        fixed_new, fixed_old, False, "run", bands=bands, mixed=False, metric="accuracy"
+    )
+    assert any("exactly" in m.problem for m in found)
+    old = {**fixed_old, "steps_to_target": 91.0}
+    new = {**fixed_new, "steps_to_target": 103.0}
+    bands["steps_to_target"] = bands["steps"]
+    kept = verification._compare(
+        new, old, False, "run", bands=bands, mixed=False, metric="accuracy"
+    )
+    assert kept == []
+    far = {**new, "steps": 400.0, "steps_to_target": 400.0}
+    outside = verification._compare(
+        far, old, False, "run", bands=bands, mixed=False, metric="accuracy"
+    )
+    assert {m.problem.split(" ")[0] for m in outside} == {"steps", "steps_to_target"}
+
+
 def _made_on(saved: results.SavedSet, fingerprint) -> results.SavedSet:
     """The set, forged as if every run had been made on ``fingerprint``."""
 

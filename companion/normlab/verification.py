@@ -240,7 +240,12 @@ def _compare(
             if math.isnan(value) != math.isnan(was):
                 problems.append(Mismatch(where, f"{name} = {value!r}, saved {was!r}"))
             continue
-        if exact or name in ("steps", "epochs_run"):
+        # a budget fixes a run's length, except a run stopped at a target (which records
+        # ``steps_to_target``): it ends where its training takes it, like any metric
+        fixed = (
+            name in ("steps", "epochs_run") and "steps_to_target" not in saved_values
+        )
+        if exact or fixed:
             if value != was:
                 problems.append(
                     Mismatch(where, f"{name} = {value!r}, saved {was!r} (exactly)")
