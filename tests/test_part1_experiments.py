@@ -51,13 +51,25 @@ def test_part1_grids_meet_the_design() -> None:
                     sorted((k, v) for k, v in c.items() if k not in ("lr", "seed"))
                 )
                 per_config.setdefault(key, set()).add(c["lr"])
-            least = 4 if profile == "cpu" else 3
+            least = 3  # the house rule: a rate chosen on validation from 3+ values
             assert min(len(v) for v in per_config.values()) >= least, (
                 f"{exp.name} {profile}: lr chosen from >= {least} rates"
             )
     cpu = fc.grid("cpu").configs(seeds=1)
     assert {c["normaliser"] for c in cpu} == set(part1.NORMALISERS)
-    assert {c["optimizer"] for c in cpu} == {"sgd"}
+    # the specification curve: every combination of the spec axes at the primary shape,
+    # on the primary data, with every normaliser
+    primary_shape = [
+        c for c in cpu if (c["activation"], c["depth"], c["width"]) == part1.FC_SHAPE
+    ]
+    for source, init, optimizer in {
+        ("mnist_5k", i, o)
+        for i in ("xavier_normal", "default")
+        for o in ("sgd", "adam")
+    }:
+        spec = dict(source=source, init=init, optimizer=optimizer, head="same")
+        assert _names_at(primary_shape, **spec) == set(part1.NORMALISERS), spec
+    assert part1.FC_PRIMARY["source"] == "mnist_5k"
     assert {c["optimizer"] for c in fc.grid("quick").configs()} == {"sgd", "adam"}
     for profile in ("quick", "standard", "paper"):
         sizes = sorted(batch.grid(profile).axes["batch_size"])
@@ -75,34 +87,35 @@ def _names_at(configs: list[dict], **where: object) -> set[str]:
 
 
 def test_cpu_fc_points_are_matched() -> None:
-    """A9 and A10 compare one rival set at every shape, under each initialisation."""
+    """A9-A11 compare one rival set at every shape under the primary specification; the
+    primary shape runs every normaliser under every specification."""
     cpu = experiments.get("fc_normalisers").grid("cpu").configs(seeds=1)
-    xavier = {"init": "xavier_normal", "head": "same"}
-    core = set(part1.FC_CORE)
-    assert _names_at(cpu, **xavier, activation="tanh", depth=3, width=64) == set(
+    primary = {**part1.FC_PRIMARY, "head": "same"}
+    act, depth, width = part1.FC_SHAPE
+    assert _names_at(cpu, **primary, activation=act, depth=depth, width=width) == set(
         part1.NORMALISERS
     )
-    for shape in ((3, 16), (6, 64)):
-        d, w = shape
-        assert _names_at(cpu, **xavier, activation="tanh", depth=d, width=w) == core
-    assert _names_at(cpu, **xavier, activation="leaky_relu", depth=3, width=64) == core
-    for d in (3, 6):
-        assert (
-            _names_at(cpu, init="default", activation="tanh", depth=d, width=64) == core
-        )
+    for act, depth, width in part1.FC_OTHER_SHAPES:
+        assert _names_at(
+            cpu, **primary, activation=act, depth=depth, width=width
+        ) == set(part1.FC_CORE)
     assert _names_at(cpu, head="plain") == set(part1.CORRECTIONS)
+    toy = {"source": "digits", "init": "xavier_normal", "optimizer": "sgd"}
+    assert _names_at(cpu, **toy) == set(part1.NORMALISERS)
 
 
 def test_cpu_budgets_train_for_a_thousand_steps() -> None:
     """Every cpu set's median run takes >= 1,000 SGD steps (the batch-size set: its
-    smallest batch), from the grid and the size of the training split."""
-    train = len(part1.load_splits("mnist", "cpu")["train"])
+    smallest batch), from the grid and the size of each run's training split."""
     for name in ("fc_normalisers", "batch_size", "cnn_normalisers"):
         configs = experiments.get(name).grid("cpu").configs(seeds=1)
-        steps = sorted(c["epochs"] * (train // c["batch_size"]) for c in configs)
+        train = {c.get("source"): len(part1.config_splits(c)["train"]) for c in configs}
+        steps = sorted(
+            c["epochs"] * (train[c.get("source")] // c["batch_size"]) for c in configs
+        )
         smallest = min(c["batch_size"] for c in configs)
         at_smallest = [
-            c["epochs"] * (train // c["batch_size"])
+            c["epochs"] * (train[c.get("source")] // c["batch_size"])
             for c in configs
             if c["batch_size"] == smallest
         ]

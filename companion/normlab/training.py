@@ -72,7 +72,10 @@ from ._evaluation import (
     _check_split,
     _evaluate_on_device,
     _task_loss,
+    decode_hits,
+    encode_hits,
     evaluate,
+    item_hits,
 )
 from ._fit_config import (
     DIVERGENCE_ACTIONS,
@@ -99,10 +102,13 @@ __all__ = [
     "OPTIMIZERS",
     "SCHEDULES",
     "TIMING_KEYS",
+    "decode_hits",
     "divergence_bound",
+    "encode_hits",
     "evaluate",
     "fit",
     "is_diverged",
+    "item_hits",
     "model_signature",
     "progress_default",
 ]

@@ -167,6 +167,8 @@ def _item_variance(effect: Effect) -> tuple[float, int | None, str]:
     the interval holds the seeds' spread only (not an accuracy, or no test-set size)."""
     if not effect.items:
         return 0.0, None, "seeds' spread only: no test-set noise is known for it"
+    if effect.item_var is not None:
+        return effect.item_var, min(n for _, _, n in effect.items), ""
     v = stats.accuracy_item_variance(effect.items)
     if not math.isfinite(v):
         return 0.0, None, "seeds' spread only: an arm's accuracy is not finite"
