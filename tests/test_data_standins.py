@@ -345,3 +345,14 @@ def test_subset_keeps_per_row_metadata_aligned() -> None:
         part.meta["corruption_index"], split.meta["corruption_index"][rows]
     )
     assert len(split.meta["severity"]) == len(split)
+
+
+def test_a_results_table_names_the_dataset_its_grid_chose() -> None:
+    import pandas as pd
+    from normlab.names import data_label
+
+    chosen = pd.DataFrame(
+        {"data": ["mnist"] * 2, "data_profile": ["cpu"] * 2, "source": ["mnist_5k"] * 2}
+    )
+    assert data_label(chosen) == "real MNIST, 5,000 digits"
+    assert data_label(chosen.drop(columns="source")) == "8×8 digits"

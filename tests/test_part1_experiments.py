@@ -533,3 +533,23 @@ def test_verdict_table_lists_every_effect(tmp_path) -> None:
         "n",
         "verdict",
     }
+
+
+def test_verdict_rows_keep_the_primary_specification_on_swept_axes() -> None:
+    rows = pd.DataFrame(
+        [
+            {"source": s, "init": i, "optimizer": o, "head": h}
+            for s in ("mnist_5k", "digits")
+            for i in ("xavier_normal", "default")
+            for o in ("sgd", "adam")
+            for h in ("same", "plain")
+        ]
+    )
+    kept = part1.verdict_rows(rows)
+    assert kept.to_dict("records") == [{**part1.FC_PRIMARY, "head": "same"}]
+    # a table already cut to another specification comes back whole (but the head)
+    other = rows[(rows["init"] == "default") & (rows["optimizer"] == "adam")]
+    other = other[other["source"] == "digits"]
+    assert len(part1.verdict_rows(other)) == 1
+    specs = part1.specifications(rows)
+    assert len(specs) == 8 and specs[0] == part1.FC_PRIMARY

@@ -96,21 +96,33 @@ def at_chosen_lr(
     return chosen(results, [*_config(results, by, config), by])
 
 
+def _source(results: pd.DataFrame) -> tuple[bool, str | None]:
+    """Whether the table names one dataset choice (its ``source`` column, where a grid
+    chose a task's offline dataset), and that choice (None: the task's default)."""
+    if "source" not in results:
+        return True, None
+    chosen = set(results["source"].dropna())
+    if len(chosen) > 1 or (chosen and results["source"].isna().any()):
+        return False, None
+    return True, (str(chosen.pop()) if chosen else None)
+
+
 @functools.cache
-def _majority_share(task: str, data_profile: str) -> float:
+def _test_split(task: str, data_profile: str, chosen: str | None) -> tuple[float, int]:
+    """The majority class's share and the size of a task's test split."""
     from .. import data
     from ..data.sources import RESTYLED
     from ..data.types import IGNORE_INDEX
 
-    base = task.removesuffix(RESTYLED)  # a restyled task keeps its labels
-    labels = data.for_profile(base, data_profile)["test"].y.flatten()
+    base = task.removesuffix(RESTYLED)  # a restyled task keeps its labels and its size
+    labels = data.for_profile(base, data_profile, chosen=chosen)["test"].y
+    items = len(labels)  # a tagged sentence is one item
+    labels = labels.flatten()
     labels = labels[labels != IGNORE_INDEX]
-    return float(labels.bincount().max() / labels.numel())
+    return float(labels.bincount().max() / labels.numel()), items
 
 
-def chance_level(results: pd.DataFrame) -> float | None:
-    """The share of the majority class in the test split of the table's task, which a
-    network that learned nothing reaches; None for a metric without one or a mixed table."""
+def _one_test_split(results: pd.DataFrame) -> tuple[float, int] | None:
     metric = set(results.get("metric", ()))
     tasks = set(results.get("data", ()))
     if (
@@ -120,28 +132,26 @@ def chance_level(results: pd.DataFrame) -> float | None:
     ):
         return None
     profiles = set(results.get("data_profile", results.get("profile", ())))
-    if len(profiles) != 1:
+    one, chosen = _source(results)
+    if len(profiles) != 1 or not one:
         return None
-    return _majority_share(tasks.pop(), profiles.pop())
+    return _test_split(str(tasks.pop()), str(profiles.pop()), chosen)
 
 
-@functools.cache
-def _test_items(task: str, data_profile: str) -> int:
-    from .. import data
-    from ..data.sources import RESTYLED
-
-    base = task.removesuffix(RESTYLED)  # a restyled task keeps its test split's size
-    return len(data.for_profile(base, data_profile)["test"].y)
+def chance_level(results: pd.DataFrame) -> float | None:
+    """The share of the majority class in the test split of the table's task, which a
+    network that learned nothing reaches; None for a metric without one or a mixed table."""
+    found = _one_test_split(results)
+    return None if found is None else found[0]
 
 
 def test_items(results: pd.DataFrame) -> int | None:
     """The number of test items behind each accuracy of the table: test images or sentences
     (a tagged sentence is one item, as its tokens are not independent of each other); None
-    for a metric without a chance level or a table of several tasks or data profiles."""
-    if chance_level(results) is None:
-        return None
-    profile = set(results.get("data_profile", results.get("profile", ()))).pop()
-    return _test_items(str(results["data"].iloc[0]), str(profile))
+    for a metric without a chance level or a table of several tasks, data profiles or
+    datasets."""
+    found = _one_test_split(results)
+    return None if found is None else found[1]
 
 
 def item_terms(

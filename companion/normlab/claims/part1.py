@@ -9,7 +9,7 @@ through the one paired comparison (:func:`normlab.claims.pairing.paired`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -164,33 +164,44 @@ def _a11(results: pd.DataFrame) -> list[Effect]:
     ]
 
 
-def _per_optimizer(
-    quantity: Callable[[pd.DataFrame], list[Effect]],
-) -> Callable[[pd.DataFrame], list[Effect]]:
-    """Apply ``quantity`` to each optimiser's runs when a set has several, labelling the effects.
+def specification_curve(
+    results: pd.DataFrame, claim_ids: Sequence[str] = ("A8", "A9", "A10", "A11", "A15")
+) -> pd.DataFrame:
+    """Every claim of ``claim_ids`` judged under every specification the set holds
+    (:func:`normlab.experiments.part1.specifications`: data x init x optimiser), the
+    primary one first: one row per (specification, claim) with its verdict, and per effect
+    its mean and interval. A claim a specification cannot measure (a shape run under the
+    primary specification only) says so."""
+    from ..experiments.part1 import FC_PRIMARY, specifications
+    from .registry import get
+    from .report import judge
 
-    The derivation assumes SGD; chapter 6 also trains with Adam, so a verdict must say
-    whether it holds for each. An optimiser whose runs cannot measure the quantity (one width,
-    one activation) is left out; the set is unmeasurable only when no optimiser can.
-    """
-
-    def split(results: pd.DataFrame) -> list[Effect]:
-        if "optimizer" not in results or results["optimizer"].nunique() < 2:
-            return quantity(results)
-        effects, missing = [], []
-        for optimizer, part in results.groupby("optimizer", sort=True):
-            try:
-                effects += [
-                    dataclasses.replace(e, label=f"{e.label} ({optimizer})")
-                    for e in quantity(part)
-                ]
-            except Unmeasurable as err:
-                missing.append(f"{optimizer}: {err}")
-        if not effects:
-            raise Unmeasurable("; ".join(missing))
-        return effects
-
-    return split
+    rows = []
+    for spec in specifications(results):
+        part = results
+        for axis, value in spec.items():
+            part = part[part[axis] == value]
+        primary = all(FC_PRIMARY.get(a) == v for a, v in spec.items())
+        for claim_id in claim_ids:
+            outcome = judge(get(claim_id), part)
+            base = {**spec, "primary": primary, "claim": claim_id}
+            if not outcome.judged:
+                rows.append(
+                    {**base, "verdict": outcome.verdict, "effect": outcome.note}
+                )
+            for one in outcome.judged:
+                rows.append(
+                    {
+                        **base,
+                        "verdict": outcome.verdict,
+                        "effect": one.label,
+                        "mean": one.interval.mean,
+                        "low": one.interval.low,
+                        "high": one.interval.high,
+                        "effect_verdict": one.verdict,
+                    }
+                )
+    return pd.DataFrame(rows)
 
 
 PRIMARY_BUDGET = "fixed_epochs"  # the convention of the paper's mechanism (chapter 7)
@@ -439,7 +450,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a8),
+        quantity=_a8,
         rule=Directional(+1),
         says=f"test accuracy differences, {_PAIRED}",
     ),
@@ -453,7 +464,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a9),
+        quantity=_a9,
         rule=Directional(+1),
         says="the lead (best correction minus the strongest rival, chosen on val) against log2 width, "
         "and deepest minus shallowest, per seed",
@@ -468,7 +479,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a10),
+        quantity=_a10,
         rule=Directional(+1),
         says=f"lead with tanh minus lead with leaky-ReLU, {_PAIRED}",
     ),
@@ -483,7 +494,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a11),
+        quantity=_a11,
         rule=Directional(+1),
         says="norm_like minus affine_like at depth 3, width 16",
     ),
@@ -546,7 +557,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a15),
+        quantity=_a15,
         rule=AtLeast(ACCURACY_MARGIN),
         says=f"affine_like minus the strongest scale-invariant normaliser, {_PAIRED}; margin {ACCURACY_MARGIN}",
     ),

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import stats
-from ..experiments.part1 import VERDICT_INIT
+from ..experiments.part1 import FC_PRIMARY
 from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS, whose numbers we read)
 from .part1 import ACCURACY_MARGIN, PRIMARY_BUDGET, SLOPE_MARGIN
 from .registry import MARGIN_WORDS, Claim, get
@@ -98,7 +98,7 @@ def _half(claim_id: str, a: str, b: str, of: str | None = None) -> str:
 
 
 _OURS = "our choice, as the paper reports no number for it"
-_FC = {"init": VERDICT_INIT, "head": "same"}
+_FC = {**FC_PRIMARY, "head": "same"}
 
 
 def _gate_defaults() -> dict[str, Any]:
@@ -318,13 +318,16 @@ def margin_for(claim_id: str, label: str) -> Margin | None:
 # ------------------------------------------------------------ the primary specification
 
 
-def data_words(claim: Claim, tasks: Sequence[str], profile: str) -> tuple[str, bool]:
-    """What ``tasks`` were in ``profile``, and whether any was a stand-in: e.g. ("8×8
-    digits, a stand-in for CIFAR-10", True) or ("CIFAR-10", False)."""
+def data_words(
+    claim: Claim, tasks: Sequence[str], profile: str, chosen: str | None = None
+) -> tuple[str, bool]:
+    """What ``tasks`` were in ``profile`` (``chosen``: the grid's ``source`` setting, where
+    it chose a task's offline dataset), and whether any was a stand-in: e.g. ("8×8 digits, a
+    stand-in for CIFAR-10", True) or ("CIFAR-10", False)."""
     from ..data import REAL, served_by, title
     from ..data.sources import RESTYLED
 
-    used = ", ".join(dict.fromkeys(title(served_by(t, profile)) for t in tasks))
+    used = ", ".join(dict.fromkeys(title(served_by(t, profile, chosen)) for t in tasks))
     real = [t.removesuffix(RESTYLED) for t in tasks]
     if all(t in REAL for t in real) and used == ", ".join(
         dict.fromkeys(title(t) for t in tasks)
@@ -404,7 +407,12 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
     schedule = values.get("schedule", ["warm-up + cosine"])
     budget = values.get("budget", ["fixed_epochs"])
     return {
-        "data": data_words(claim, tasks, data_profile)[0],
+        "data": data_words(
+            claim,
+            tasks,
+            data_profile,
+            values["source"][0] if len(values.get("source", ())) == 1 else None,
+        )[0],
         "model": f"{kind}, {shape}",
         "init": _values(values.get("init", ["PyTorch default"])),
         "optimiser": f"{optimiser}, {_values(schedule)} schedule",

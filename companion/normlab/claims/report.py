@@ -282,6 +282,18 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
     return Outcome(claim, verdict, effects=rows, notes=notes, data=read, judged=judged)
 
 
+def primary_source(claim: Claim, results: pd.DataFrame) -> str | None:
+    """The dataset a claim's verdict reads where its set chose one per run (a ``source``
+    column): its plan's primary one, else the set's only one; None: the task's default."""
+    if "source" not in results:
+        return None
+    found = plans.plan(claim.id)
+    if found is not None and "source" in found.primary:
+        return str(found.primary["source"])
+    chosen = set(results["source"].dropna())
+    return str(chosen.pop()) if len(chosen) == 1 else None
+
+
 def tested_on(
     claim: Claim, results: pd.DataFrame, profile: str, data: Sequence[str] = ()
 ) -> str:
@@ -296,7 +308,7 @@ def tested_on(
         if "data" in results
         else []
     )
-    words, stand_in = data_words(claim, tasks, profile)
+    words, stand_in = data_words(claim, tasks, profile, primary_source(claim, results))
     if not stand_in:
         return f"on {words}" if words else ""
     if claim.datasets:
@@ -353,7 +365,9 @@ def evaluate(
     table = saved.results
     outcome = judge(claim, table)
     tasks = outcome.data or (sorted(set(table["data"])) if "data" in table else ())
-    words, stand_in = data_words(claim, tasks, saved.profile)
+    words, stand_in = data_words(
+        claim, tasks, saved.profile, primary_source(claim, table)
+    )
     outcome.source = {
         "profile": saved.profile,
         "data": tested_on(claim, table, saved.profile, outcome.data),

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from ..experiments.part1 import batch_slopes, lr_sensitivity, verdict_rows
 from ..experiments.runner import select_best, summarise
+from ..names import data_label
 from .curves import metric_vs
 from .heatmaps import normaliser_heatmap
 
@@ -37,6 +38,7 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
     figures: dict[str, Figure] = {}
     results = verdict_rows(results)
     metric = results["metric"].iloc[0]
+    data = data_label(results)
     by = ["optimizer", "activation", "depth", "width", "normaliser"]
     best = select_best(
         results, by, "lr", higher_is_better=bool(results["higher_is_better"].iloc[0])
@@ -50,7 +52,7 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
             logx=True,
             base=2,
             ylabel=f"test {metric} (lr chosen on val)",
-            title=f"Fully-connected nets by width ({optimizer})",
+            title=f"Fully-connected nets by width ({optimizer}; {data})",
         )
         shapes = [f"{d}x{w}" for d, w in zip(part["depth"], part["width"])]
         shaped = part.assign(**{"depth x width": shapes})
@@ -59,7 +61,7 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
                 rows,
                 "depth x width",
                 metric=metric,
-                title=f"test {metric}, {activation}, {optimizer}",
+                title=f"test {metric}, {activation}, {optimizer}; {data}",
             )
     shallow = results[results["depth"] == results["depth"].min()]
     sweep = shallow[
@@ -74,7 +76,7 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
         logx=True,
         ylabel=f"val {metric}",
         title=f"Learning-rate sweep ({sweep['activation'].iloc[0]}, depth "
-        f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]})",
+        f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]}; {data})",
     )
     return figures
 
