@@ -40,6 +40,18 @@ from .figures import column
 from .interactive import Interactive, choice
 from .paper import EPS_H, TAU
 
+__all__ = [
+    "WIDGET_EXPERIMENT",
+    "GateSetting",
+    "Shown",
+    "GateRuns",
+    "draw_gates",
+    "collapse_setting",
+    "GateWidget",
+    "twin_tables",
+    "static_twin",
+]
+
 WIDGET_EXPERIMENT = "gate_widget"
 
 
