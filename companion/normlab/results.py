@@ -79,14 +79,22 @@ __all__ = [
     "pack",
     "repack",
     "save",
+    "ROOT",
+    "RESULTS_ENV",
+    "HOME_RESULTS",
+    "hardware",
+    "live_label",
 ]
 
+#: The folder above the package, a git checkout's root, where :func:`default_root` looks for
+#: ``.git`` (in an installed package, site-packages' parent).
 ROOT = Path(__file__).resolve().parents[2]
+#: The environment variable naming the reader's results folder (:func:`default_root`).
 RESULTS_ENV = "NORMLAB_RESULTS"
 
 
-#: The reader's results folder outside a git checkout when ``$NORMLAB_RESULTS`` is unset: an
-#: installed package's own folder is in site-packages, which the next install replaces.
+#: The reader's results folder outside a git checkout when ``$NORMLAB_RESULTS`` is unset (an
+#: installed package's own folder is in site-packages, which the next install replaces).
 HOME_RESULTS = Path("~") / "normlab-results"
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "paired",
     "only",
     "per_seed",
+    "CLASSIFICATION_METRICS",
 ]
 
 #: The axes that make a configuration (those present in a table; the compared axis excluded).

@@ -3,7 +3,7 @@
 A1-A7 are settled by the exact measurements of :mod:`normlab.claims.exact`. A8-A15 are judged
 on the saved sets of chapters 6-8 (8x8 digits on the CPU: a stand-in for CIFAR-10, so a
 verdict there tests the mechanism), every arm at its learning rate chosen on validation,
-through the one paired comparison (:func:`normlab.claims.pairing.paired`).
+through the one paired comparison (:func:`normlab.claims.paired`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,15 @@ from .pairing import (
 )
 from .registry import Arm, Effect, Measurement, Test, Unmeasurable, declare
 from .rules import AtLeast, Directional, Equivalent, Rule
+
+__all__ = [
+    "SLOPE_MARGIN",
+    "ACCURACY_MARGIN",
+    "PRIMARY_BUDGET",
+    "OTHERS",
+    "slope_items",
+    "slope_table",
+]
 
 SLOPE_MARGIN = 0.01  # accuracy per doubling of batch size: one point is "roughly flat"
 ACCURACY_MARGIN = 0.01  # one accuracy point: "matches", "on par"

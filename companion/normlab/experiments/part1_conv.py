@@ -22,6 +22,15 @@ from .part1 import cifar_settings, config_splits, digits_settings, own_rates
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
 
+__all__ = [
+    "CONV_NAMES",
+    "COUPLING_IMAGES",
+    "position_coupling",
+    "train_cnn",
+    "CPU_CNN_RATES",
+    "CNN_NORMALISERS",
+]
+
 CONV_NAMES: tuple[str, ...] = tuple(CONV_NORMALISERS)
 COUPLING_IMAGES = 4  # images per measurement: the share varies little between digits
 
