@@ -26,6 +26,7 @@ from scipy import stats
 from scipy.optimize import brentq
 
 __all__ = [
+    "paired_item_variance",
     "ALPHA",
     "POWER",
     "Interval",

@@ -48,6 +48,7 @@ from .report import (
     reproducibility_table,
     scorecard,
     scorecard_records,
+    specification_curve,
     tested_on,
     verdict_table,
 )
@@ -70,6 +71,7 @@ from .rules import (
 )
 
 __all__ = [
+    "specification_curve",
     "SUPPORTED",
     "CONTRADICTED",
     "INCONCLUSIVE",

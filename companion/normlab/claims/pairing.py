@@ -34,6 +34,7 @@ from .registry import Arm, Effect, Unmeasurable
 from .rules import Rule
 
 __all__ = [
+    "paired_item_variance",
     "CONFIG",
     "at_chosen_lr",
     "chance_level",

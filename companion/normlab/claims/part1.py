@@ -173,46 +173,6 @@ def _a11(results: pd.DataFrame) -> list[Effect]:
     ]
 
 
-def specification_curve(
-    results: pd.DataFrame, claim_ids: Sequence[str] = ("A8", "A9", "A10", "A11", "A15")
-) -> pd.DataFrame:
-    """Every claim of ``claim_ids`` judged under every specification the set holds
-    (:func:`normlab.experiments.part1.specifications`: data x init x optimiser), the
-    primary one first: one row per (specification, claim) with its verdict, and per effect
-    its mean and interval. A claim a specification cannot measure (a shape run under the
-    primary specification only) says so."""
-    from ..experiments.part1 import FC_PRIMARY, specifications
-    from .registry import get
-    from .report import judge
-
-    rows = []
-    for spec in specifications(results):
-        part = results
-        for axis, value in spec.items():
-            part = part[part[axis] == value]
-        primary = all(FC_PRIMARY.get(a) == v for a, v in spec.items())
-        for claim_id in claim_ids:
-            outcome = judge(get(claim_id), part)
-            base = {**spec, "primary": primary, "claim": claim_id}
-            if not outcome.judged:
-                rows.append(
-                    {**base, "verdict": outcome.verdict, "effect": outcome.note}
-                )
-            for one in outcome.judged:
-                rows.append(
-                    {
-                        **base,
-                        "verdict": outcome.verdict,
-                        "effect": one.label,
-                        "mean": one.interval.mean,
-                        "low": one.interval.low,
-                        "high": one.interval.high,
-                        "effect_verdict": one.verdict,
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
 PRIMARY_BUDGET = "fixed_epochs"  # the convention of the paper's mechanism (chapter 7)
 OTHERS = "mean of none/BN/LN/RMS/L2"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -836,3 +836,42 @@ def part_markdown(
         + "\n\n</details>\n"
     )
     return markdown(linked[list(_PART_COLUMNS)]) + "\n" + evidence
+
+
+def specification_curve(
+    results: pd.DataFrame,
+    claim_ids: Sequence[str],
+    specifications: Sequence[Mapping[str, Any]],
+    primary: Mapping[str, Any],
+) -> pd.DataFrame:
+    """Every claim of ``claim_ids`` judged under every one of ``specifications`` (each a
+    mapping of axis to value, e.g. from
+    :func:`normlab.experiments.part1.specifications`): one row per (specification, claim)
+    with its verdict, whether it is the ``primary`` one, and per effect its mean and
+    interval. A claim a specification cannot measure says so in ``effect``."""
+    rows = []
+    for spec in specifications:
+        part = results
+        for axis, value in spec.items():
+            part = part[part[axis] == value]
+        is_primary = all(primary.get(a) == v for a, v in spec.items())
+        for claim_id in claim_ids:
+            outcome = judge(get(claim_id), part)
+            base = {**spec, "primary": is_primary, "claim": claim_id}
+            if not outcome.judged:
+                rows.append(
+                    {**base, "verdict": outcome.verdict, "effect": outcome.note}
+                )
+            for one in outcome.judged:
+                rows.append(
+                    {
+                        **base,
+                        "verdict": outcome.verdict,
+                        "effect": one.label,
+                        "mean": one.interval.mean,
+                        "low": one.interval.low,
+                        "high": one.interval.high,
+                        "effect_verdict": one.verdict,
+                    }
+                )
+    return pd.DataFrame(rows)

@@ -49,6 +49,14 @@ from .registry import Experiment, RunContext, register_experiment
 from .runner import summarise, train_and_test  # summarise: re-exported, the chapters'
 
 __all__ = [
+    "CPU_RATES",
+    "FC_EPOCHS",
+    "FC_OTHER_SHAPES",
+    "FC_PRIMARY",
+    "FC_SHAPE",
+    "SPEC_AXES",
+    "config_splits",
+    "specifications",
     "NORMALISERS",
     "OPTIMIZERS",
     "BUDGETS",
