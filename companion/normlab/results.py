@@ -187,10 +187,12 @@ class SavedSet:
 
     def label(self) -> str:
         """One line for a figure or a table: profile, data, seeds, runs and hardware."""
+        from .names import data_label
+
         m = self.manifest
         hw = m["hardware"]["gpu"] or m["hardware"]["cpu_model"]
         return (
-            f"saved set: {m['profile']} profile, {m['data']} data ({', '.join(m['datasets'])}), "
+            f"saved set: {m['profile']} profile, {m['data']} data ({data_label(self.results)}), "
             f"{m['seeds']} seeds, {self.runs} runs, {hw}, {m['wall_seconds'] / 60:.0f} min"
         )
 
