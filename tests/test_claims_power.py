@@ -343,9 +343,9 @@ def test_a_margin_is_tied_to_the_papers_gap() -> None:
 def test_the_primary_specification_is_read_from_the_grid() -> None:
     spec = claims.specification("A8", "cpu")
     assert set(spec) == {"data", "model", "init", "optimiser", "budget"}
-    assert spec["data"] == "8×8 digits, a stand-in for CIFAR-10"
+    assert spec["data"] == "real MNIST, 5,000 digits, a stand-in for CIFAR-10"
     assert spec["init"] == "xavier_normal" and spec["optimiser"].startswith("SGD")
-    assert "26 epochs" in spec["budget"] and spec["model"].startswith("MLP")
+    assert "12 epochs" in spec["budget"] and spec["model"].startswith("MLP")
     assert claims.specification("A12", "cpu")["budget"].startswith("fixed epochs")
     assert claims.specification("N8", "cpu")["optimiser"].startswith("AdamW")
     assert "stand-in" not in claims.specification("N4", "standard")["data"]
@@ -400,7 +400,8 @@ def test_the_json_scorecard_has_every_claim(records) -> None:
 
 def test_the_json_names_each_stand_in(records) -> None:
     a8 = next(r for r in records if r["id"] == "A8")
-    assert a8["data"] == "8×8 digits, a stand-in for CIFAR-10" and a8["stand_in"]
+    assert a8["data"] == "real MNIST, 5,000 digits, a stand-in for CIFAR-10"
+    assert a8["stand_in"]
 
 
 def test_a_nan_becomes_null(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import stats
-from ..experiments.part1 import FC_PRIMARY
+from ..experiments.part1 import FC_EPOCHS, FC_PRIMARY
 from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS, whose numbers we read)
 from .part1 import ACCURACY_MARGIN, PRIMARY_BUDGET, SLOPE_MARGIN
 from .registry import MARGIN_WORDS, Claim, get
@@ -98,7 +98,7 @@ def _half(claim_id: str, a: str, b: str, of: str | None = None) -> str:
 
 
 _OURS = "our choice, as the paper reports no number for it"
-_FC = {**FC_PRIMARY, "head": "same"}
+_FC = {**FC_PRIMARY, "head": "same", "epochs": FC_EPOCHS[FC_PRIMARY["source"]]}
 
 
 def _gate_defaults() -> dict[str, Any]:
