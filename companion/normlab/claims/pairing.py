@@ -34,6 +34,7 @@ __all__ = [
     "CONFIG",
     "at_chosen_lr",
     "chance_level",
+    "source_of",
     "test_items",
     "item_terms",
     "difference",
@@ -93,14 +94,23 @@ def at_chosen_lr(
     return chosen(results, [*_config(results, by, config), by])
 
 
+def source_of(results: pd.DataFrame) -> str | None:
+    """The table's ``source`` setting (the offline dataset its grid chose for the task, e.g.
+    ``mnist_5k``); None without one, or with several."""
+    if "source" not in results:
+        return None
+    chosen = set(results["source"].dropna())
+    return str(chosen.pop()) if len(chosen) == 1 else None
+
+
 @functools.cache
-def _majority_share(task: str, data_profile: str) -> float:
+def _majority_share(task: str, data_profile: str, chosen: str | None = None) -> float:
     from .. import data
     from ..data.sources import RESTYLED
     from ..data.types import IGNORE_INDEX
 
     base = task.removesuffix(RESTYLED)  # a restyled task keeps its labels
-    labels = data.for_profile(base, data_profile)["test"].y.flatten()
+    labels = data.for_profile(base, data_profile, chosen=chosen)["test"].y.flatten()
     labels = labels[labels != IGNORE_INDEX]
     return float(labels.bincount().max() / labels.numel())
 
@@ -119,16 +129,16 @@ def chance_level(results: pd.DataFrame) -> float | None:
     profiles = set(results.get("data_profile", results.get("profile", ())))
     if len(profiles) != 1:
         return None
-    return _majority_share(tasks.pop(), profiles.pop())
+    return _majority_share(tasks.pop(), profiles.pop(), source_of(results))
 
 
 @functools.cache
-def _test_items(task: str, data_profile: str) -> int:
+def _test_items(task: str, data_profile: str, chosen: str | None = None) -> int:
     from .. import data
     from ..data.sources import RESTYLED
 
     base = task.removesuffix(RESTYLED)  # a restyled task keeps its test split's size
-    return len(data.for_profile(base, data_profile)["test"].y)
+    return len(data.for_profile(base, data_profile, chosen=chosen)["test"].y)
 
 
 def test_items(results: pd.DataFrame) -> int | None:
@@ -138,7 +148,7 @@ def test_items(results: pd.DataFrame) -> int | None:
     if chance_level(results) is None:
         return None
     profile = set(results.get("data_profile", results.get("profile", ()))).pop()
-    return _test_items(str(results["data"].iloc[0]), str(profile))
+    return _test_items(str(results["data"].iloc[0]), str(profile), source_of(results))
 
 
 def item_terms(

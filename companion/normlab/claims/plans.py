@@ -318,13 +318,16 @@ def margin_for(claim_id: str, label: str) -> Margin | None:
 # ------------------------------------------------------------ the primary specification
 
 
-def data_words(claim: Claim, tasks: Sequence[str], profile: str) -> tuple[str, bool]:
-    """What ``tasks`` were in ``profile``, and whether any was a stand-in: e.g. ("8×8
-    digits, a stand-in for CIFAR-10", True) or ("CIFAR-10", False)."""
+def data_words(
+    claim: Claim, tasks: Sequence[str], profile: str, chosen: str | None = None
+) -> tuple[str, bool]:
+    """What ``tasks`` were in ``profile`` (``chosen``: the grid's ``source`` setting), and
+    whether any was a stand-in: e.g. ("8×8 digits, a stand-in for CIFAR-10", True) or
+    ("CIFAR-10", False)."""
     from ..data import REAL, served_by, title
     from ..data.sources import RESTYLED
 
-    used = ", ".join(dict.fromkeys(title(served_by(t, profile)) for t in tasks))
+    used = ", ".join(dict.fromkeys(title(served_by(t, profile, chosen)) for t in tasks))
     real = [t.removesuffix(RESTYLED) for t in tasks]
     if all(t in REAL for t in real) and used == ", ".join(
         dict.fromkeys(title(t) for t in tasks)
@@ -342,6 +345,7 @@ _MODEL = (
     ("depth", "depth"),
     ("width", "width"),
     ("channels", "channels"),
+    ("stride", "first stride"),
     ("dim", "dim"),
     ("heads", "heads"),
     ("patch_size", "patch"),
@@ -403,8 +407,9 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
         optimiser += f", weight decay {_values(values['weight_decay'])}"
     schedule = values.get("schedule", ["warm-up + cosine"])
     budget = values.get("budget", ["fixed_epochs"])
+    chosen = values.get("source", [None])[0]  # the offline dataset the grid chose
     return {
-        "data": data_words(claim, tasks, data_profile)[0],
+        "data": data_words(claim, tasks, data_profile, chosen)[0],
         "model": f"{kind}, {shape}",
         "init": _values(values.get("init", ["PyTorch default"])),
         "optimiser": f"{optimiser}, {_values(schedule)} schedule",

@@ -32,6 +32,7 @@ from .._checks import one_of, positive_int
 from .._runtime import PROFILES
 from ..stats import Interval, interval
 from . import plans
+from .pairing import source_of
 from .plans import data_words
 from .registry import Check, Claim, Effect, Measurement, Test, Unmeasurable, get, ids
 from .rules import (
@@ -294,7 +295,7 @@ def tested_on(
         if "data" in results
         else []
     )
-    words, stand_in = data_words(claim, tasks, profile)
+    words, stand_in = data_words(claim, tasks, profile, source_of(results))
     if not stand_in:
         return f"on {words}" if words else ""
     if claim.datasets:
@@ -351,7 +352,7 @@ def evaluate(
     table = saved.results
     outcome = judge(claim, table)
     tasks = outcome.data or (sorted(set(table["data"])) if "data" in table else ())
-    words, stand_in = data_words(claim, tasks, saved.profile)
+    words, stand_in = data_words(claim, tasks, saved.profile, source_of(table))
     outcome.source = {
         "profile": saved.profile,
         "data": tested_on(claim, table, saved.profile, outcome.data),
