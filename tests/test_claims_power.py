@@ -151,6 +151,24 @@ def test_a_paired_accuracy_carries_its_test_items() -> None:
     assert claims.paired(claims.at_chosen_lr(rmse), "a", "b").items == ()
 
 
+def test_a_table_on_a_chosen_source_counts_that_sources_test_items() -> None:
+    """A grid's ``source`` setting (real MNIST's 5,000 digits, not the 8x8 toy) decides the
+    test items, the chance level and the words of the data a verdict read."""
+    from normlab import data
+    from test_claims_paired import table
+
+    frame = table().assign(source="mnist_5k")
+    test = data.for_profile("mnist", "cpu", chosen="mnist_5k")["test"]
+    assert claims.source_of(frame) == "mnist_5k" and claims.source_of(table()) is None
+    assert claims.test_items(frame) == len(test.y) != claims.test_items(table())
+    majority = float(test.y.bincount().max() / len(test.y))
+    assert claims.chance_level(frame) == pytest.approx(majority)
+    effect = claims.paired(claims.at_chosen_lr(frame), "a", "b")
+    assert [n for _, _, n in effect.items] == [len(test.y)] * 2
+    words = claims.tested_on(claims.get("A14"), frame, "cpu")
+    assert "real MNIST, 5,000 digits" in words and "CIFAR-10" in words
+
+
 # ----------------------------------------------------------------------------- Holm
 
 

@@ -11,6 +11,7 @@ import torch
 from normlab import experiments
 from normlab.divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from normlab.experiments import Grid, RunContext, part1, part1_conv
+from normlab.functional import PATCHNORM_FLOOR
 from normlab.layers import L2Norm, PatchNormConv2d
 from normlab.models import CNN, CONV_NORMALISERS, RMSNorm2d, cnn_for, mlp_for
 from torch import nn
@@ -107,19 +108,17 @@ def test_cpu_fc_points_are_matched() -> None:
 
 def test_cpu_budgets_train_for_a_thousand_steps() -> None:
     """Every cpu set's median run takes >= 1,000 SGD steps (the batch-size set: its
-    smallest batch), from the grid and the size of each run's training split."""
+    smallest batch), from the grid and the size of the training split."""
     for name in ("fc_normalisers", "batch_size", "cnn_normalisers"):
         configs = experiments.get(name).grid("cpu").configs(seeds=1)
-        train = {c.get("source"): len(part1.config_splits(c)["train"]) for c in configs}
-        steps = sorted(
-            c["epochs"] * (train[c.get("source")] // c["batch_size"]) for c in configs
-        )
+
+        def steps_of(c: dict) -> int:
+            train = len(part1.config_splits(c)["train"])  # the grid's source, if any
+            return c["epochs"] * (train // c["batch_size"])
+
+        steps = sorted(steps_of(c) for c in configs)
         smallest = min(c["batch_size"] for c in configs)
-        at_smallest = [
-            c["epochs"] * (train[c.get("source")] // c["batch_size"])
-            for c in configs
-            if c["batch_size"] == smallest
-        ]
+        at_smallest = [steps_of(c) for c in configs if c["batch_size"] == smallest]
         assert min(at_smallest) >= 1000, name
         if name != "batch_size":
             assert steps[len(steps) // 2] >= 1000, name
@@ -174,6 +173,61 @@ def test_cnn_for_builds_each_normaliser(normaliser: str) -> None:
         assert sum(isinstance(m, kinds[normaliser]) for m in model.features) == 2
     if normaliser == "layernorm":
         assert model.features[1].num_groups == 1
+
+
+def test_cnn_first_convolution_may_be_strided() -> None:
+    for normaliser in ("none", "norm_like"):
+        model = cnn_for(
+            normaliser, in_channels=1, num_classes=10, channels=4, depth=2, stride=2
+        )
+        first, second = model.convolutions()
+        assert first.stride == (2, 2) and second.stride == (1, 1)
+        x = torch.randn(3, 1, 28, 28)
+        assert layer_inputs(model, [second], x)[0].shape == (3, 4, 14, 14)
+        assert model(x).shape == (3, 10) and "stride=2" in repr(model)
+    plain = cnn_for("none", in_channels=1, num_classes=10)
+    assert plain.convolutions()[0].stride == (1, 1)
+    assert "depth=2, activation" in repr(plain)
+    with pytest.raises(ValueError, match="stride must be a positive int"):
+        cnn_for("none", in_channels=1, num_classes=10, stride=0)
+
+
+def test_cpu_cnn_set_is_on_real_mnist_with_every_patchnorm_floor_at_its_default() -> (
+    None
+):
+    grid = experiments.get("cnn_normalisers").grid("cpu")
+    assert grid.fixed["source"] == "mnist_5k" and grid.fixed["stride"] == 2
+    config = grid.configs(seeds=1)[0]
+    splits = part1.config_splits(config)
+    assert splits["train"].x.shape[1:] == (1, 28, 28)
+    model = cnn_for("norm_like", in_channels=1, num_classes=10)
+    assert {c.eps for c in model.convolutions()} == {PATCHNORM_FLOOR}
+
+
+def test_init_gradients_scale_as_one_over_the_floor_at_blank_patches() -> None:
+    """With zero biases a blank margin reaches the second convolution as exact zeros, whose
+    patches pass back W^T g / floor: the first bias's gradient scales as 1 / floor when
+    the floor is tiny, and stays a plain convolution's size at the default floor."""
+    config = {
+        **experiments.get("cnn_normalisers").grid("quick").configs(seeds=1)[0],
+        "init": "xavier_normal",
+    }
+    assert part1_conv.blank_patches(config, images=16)[2] > 0
+    grads = part1_conv.init_gradients(config, (1e-12, 1e-10, 1.0), images=16)
+    first_bias = grads[grads["parameter"] == "features.0.bias"].set_index("arm")
+    norm = first_bias["grad_norm"]
+    assert norm["norm_like, floor 1e-12"] / norm["norm_like, floor 1e-10"] == (
+        pytest.approx(100.0, rel=1e-6)
+    )
+    assert norm["norm_like, floor 1e-12"] > 1e6
+    assert norm["norm_like, floor 1"] < 10 * norm["none"]
+    assert set(grads["arm"]) == {
+        "norm_like, floor 1e-12",
+        "norm_like, floor 1e-10",
+        "norm_like, floor 1",
+        "affine_like",
+        "none",
+    }
 
 
 def test_cnn_errors() -> None:
@@ -459,32 +513,23 @@ def _two_optimisers(lead: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_part1_claims_are_judged_per_optimiser() -> None:
+def test_part1_verdicts_read_the_primary_optimiser_and_the_curve_shows_the_other() -> (
+    None
+):
     from normlab import claims
 
-    outcome = claims.judge(
-        claims.get("A15"), _two_optimisers({"sgd": 0.05, "adam": -0.05})
+    results = _two_optimisers({"sgd": 0.05, "adam": -0.05})
+    outcome = claims.judge(claims.get("A15"), results)
+    assert [label for label, _, _ in outcome.effects] == [
+        "affine_like - strongest scale-invariant normaliser"
+    ]
+    assert outcome.verdict == claims.SUPPORTED  # SGD's +0.05, the primary optimiser
+    curve = claims.specification_curve(
+        results, ["A15"], part1.specifications(results), part1.FC_PRIMARY
     )
-    verdicts = {label: verdict for label, _, verdict in outcome.effects}
-    assert set(verdicts) == {
-        "affine_like - strongest scale-invariant normaliser (adam)",
-        "affine_like - strongest scale-invariant normaliser (sgd)",
-    }
-    assert (
-        verdicts["affine_like - strongest scale-invariant normaliser (sgd)"]
-        == claims.SUPPORTED
-    )
-    assert (
-        outcome.verdict == claims.CONTRADICTED
-    )  # Adam's effect is more than the margin below zero
-    unmeasured = claims.judge(
-        claims.get("A11"), _two_optimisers({"sgd": 0.0, "adam": 0.0})
-    )
-    assert (
-        unmeasured.verdict == claims.INCONCLUSIVE
-        and "sgd:" in unmeasured.note
-        and "adam:" in unmeasured.note
-    )
+    verdicts = dict(zip(curve["optimizer"], curve["verdict"]))
+    assert verdicts == {"sgd": claims.SUPPORTED, "adam": claims.CONTRADICTED}
+    assert curve.loc[curve["optimizer"] == "sgd", "primary"].all()
 
 
 @pytest.mark.parametrize("gap, verdict", [(0.0, "supported"), (0.05, "contradicted")])

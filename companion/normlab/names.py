@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .data.sources import data_label
+
 __all__ = ["ARMS", "VALUES", "data_label", "display_name", "layer_name"]
 
 #: Gate-study arms that are not registered normalisers, by their reader-facing names.
@@ -88,27 +90,3 @@ def display_name(
         if dataset is not None:
             return dataset
     return layer_name(key)
-
-
-def data_label(results: Any) -> str:
-    """The data behind a results table, as a reader reads it: the title of the dataset
-    that served each task in the table's data profile (its ``source`` where the grid chose
-    one), e.g. "real MNIST, 5,000 digits" or "8×8 digits, restyled 8×8 digits"."""
-    from .data.sources import served_by, title
-
-    columns = [c for c in ("data", "data_profile", "source") if c in results]
-    if "data" not in columns:
-        return "data not recorded"
-    seen = results[columns].drop_duplicates().to_dict("records")
-    return ", ".join(
-        dict.fromkeys(
-            title(
-                served_by(
-                    str(row["data"]),
-                    row.get("data_profile"),
-                    row.get("source") if isinstance(row.get("source"), str) else None,
-                )
-            )
-            for row in seen
-        )
-    )

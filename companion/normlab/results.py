@@ -187,7 +187,7 @@ class SavedSet:
 
     def label(self) -> str:
         """One line for a figure or a table: profile, data, seeds, runs and hardware."""
-        from .names import data_label
+        from .data.sources import data_label
 
         m = self.manifest
         hw = m["hardware"]["gpu"] or m["hardware"]["cpu_model"]
@@ -247,7 +247,10 @@ def repack(folder: str | Path) -> SavedSet:
 def _data_kind(records: list[dict[str, Any]]) -> tuple[str, list[str]]:
     from .data.registry import REAL
 
-    names = sorted({str(r["config"].get("data")) for r in records})
+    # the offline dataset a grid chose (its source setting) names the data, else the task
+    names = sorted(
+        {str(r["config"].get("source") or r["config"].get("data")) for r in records}
+    )
     stand_in = [
         bool(r["stand_in"]) if "stand_in" in r else r["config"].get("data") not in REAL
         for r in records

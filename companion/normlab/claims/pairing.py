@@ -38,6 +38,7 @@ __all__ = [
     "CONFIG",
     "at_chosen_lr",
     "chance_level",
+    "source_of",
     "test_items",
     "item_terms",
     "difference",
@@ -107,6 +108,13 @@ def _source(results: pd.DataFrame) -> tuple[bool, str | None]:
     if len(chosen) > 1 or (chosen and results["source"].isna().any()):
         return False, None
     return True, (str(chosen.pop()) if chosen else None)
+
+
+def source_of(results: pd.DataFrame) -> str | None:
+    """The table's ``source`` setting (the offline dataset its grid chose for the task, e.g.
+    ``mnist_5k``); None without one, or with several."""
+    one, chosen = _source(results)
+    return chosen if one else None
 
 
 @functools.cache

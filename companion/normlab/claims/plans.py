@@ -345,6 +345,7 @@ _MODEL = (
     ("depth", "depth"),
     ("width", "width"),
     ("channels", "channels"),
+    ("stride", "first stride"),
     ("dim", "dim"),
     ("heads", "heads"),
     ("patch_size", "patch"),

@@ -14,10 +14,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..experiments.part1 import batch_slopes, lr_sensitivity, verdict_rows
-from ..experiments.runner import select_best, summarise
+from ..experiments.runner import at_chosen_lr, select_best, summarise
 from ..names import data_label
 from .curves import metric_vs
 from .heatmaps import normaliser_heatmap
+from .intervals import interval_bars
 
 __all__ = [
     "REPORTS",
@@ -126,9 +127,30 @@ def batch_size(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure
     return figures
 
 
+def _position_coupling(results: pd.DataFrame) -> Figure:
+    """The cross-position coupling at each normaliser's chosen rate: against the channels
+    where a grid sweeps them, else one interval per normaliser."""
+    title = "Cross-position coupling in one image (lr chosen on val)"
+    xlabel = "off-diagonal share of |K| over positions"
+    by = [a for a in ("depth", "channels") if a in results and results[a].nunique() > 1]
+    chosen = at_chosen_lr(results, [*by, "normaliser"])
+    if "channels" in by:
+        return metric_vs(
+            summarise(chosen, ["normaliser", "channels"], value="position_coupling"),
+            "channels",
+            hue="normaliser",
+            logx=True,
+            base=2,
+            ylabel=xlabel,
+            title=title,
+        )
+    rows = summarise(chosen, ["normaliser"], value="position_coupling")
+    return interval_bars(rows, xlabel=xlabel, title=title)
+
+
 def cnn_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
     """The CNN's test metric per shape and normaliser, its learning-rate sweep and the
-    cross-position coupling against the channels."""
+    cross-position coupling at the chosen rates (against the channels where swept)."""
     metric = results["metric"].iloc[0]
     for axis in ("depth", "channels"):  # a grid may fix what another sweeps
         if axis not in summary:
@@ -149,15 +171,7 @@ def cnn_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, F
             ylabel=f"val {metric}",
             title="CNN learning-rate sweep",
         ),
-        "position_coupling": metric_vs(
-            summarise(results, ["normaliser", "channels"], value="position_coupling"),
-            "channels",
-            hue="normaliser",
-            logx=True,
-            base=2,
-            ylabel="off-diagonal share of |K| over positions",
-            title="Cross-position coupling in one image",
-        ),
+        "position_coupling": _position_coupling(results),
     }
 
 
