@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..experiments.part1 import batch_slopes, lr_sensitivity, verdict_rows
+from ..experiments.part1 import FC_PRIMARY, batch_slopes, lr_sensitivity, verdict_rows
 from ..experiments.runner import at_chosen_lr, select_best, summarise
 from ..names import data_label
 from .curves import metric_vs
@@ -37,7 +37,9 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
     the learning-rate sweep at the shallowest depth's largest width, on the
     ``normlab.experiments.part1.verdict_rows``."""
     figures: dict[str, Figure] = {}
-    results = verdict_rows(results)
+    # the primary data and init; one set of figures per optimiser
+    primary = {k: v for k, v in FC_PRIMARY.items() if k != "optimizer"}
+    results = verdict_rows(results, primary)
     metric = results["metric"].iloc[0]
     data = data_label(results)
     by = ["optimizer", "activation", "depth", "width", "normaliser"]
