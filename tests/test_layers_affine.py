@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from normlab import functional as NF
 from normlab.layers import (
     AffineLikeLinear,
     Gain,
@@ -38,7 +39,7 @@ def patchnorm_reference(layer: PatchNormConv2d, x: torch.Tensor) -> torch.Tensor
     if layer.mode == "affine_like":
         out = (patches @ w.T + layer.bias) / torch.sqrt(sq + 1)
     else:
-        out = (patches / torch.sqrt(sq)) @ w.T + layer.bias
+        out = (patches / torch.sqrt(sq).clamp_min(layer.eps)) @ w.T + layer.bias
     n = x.shape[0]
     h_out = (
         x.shape[2]
@@ -169,7 +170,7 @@ def test_patchnorm_initialises_like_nn_conv2d() -> None:
     ref = nn.Conv2d(3, 5, 3, padding=1)
     assert torch.equal(ours.weight, ref.weight) and torch.equal(ours.bias, ref.bias)
     assert set(ours.state_dict()) == set(ref.state_dict())
-    assert "mode='affine_like', eps=1e-12" in repr(ours)
+    assert "mode='affine_like', eps=1.0" in repr(ours)
 
 
 def test_patchnorm_takes_nn_conv2d_positional_order() -> None:
@@ -189,7 +190,7 @@ def test_patchnorm_takes_nn_conv2d_positional_order() -> None:
         assert getattr(ours, name) == getattr(ref, name), name
     assert ours.bias is None and ours.mode == "affine_like"
     assert repr(ours) == (
-        f"PatchNormConv2d({ref.extra_repr()}, mode='affine_like', eps=1e-12)"
+        f"PatchNormConv2d({ref.extra_repr()}, mode='affine_like', eps=1.0)"
     )
     with pytest.raises(TypeError):
         PatchNormConv2d(*args, None, None, "norm_like")  # mode is keyword-only
@@ -250,6 +251,101 @@ def test_patchnorm_gradcheck(mode: str) -> None:
         )
 
     assert torch.autograd.gradcheck(fn, (x, w, b))
+
+
+@pytest.mark.parametrize("eps", [1.0, 0.1])
+def test_patchnorm_gradcheck_around_the_floor(eps: float) -> None:
+    """Norm mode on patches below the floor (mapped linearly) and above it (normalised),
+    the functional twin with its ``eps`` included."""
+    torch.manual_seed(12)
+    layer = PatchNormConv2d(2, 3, 2, stride=2, mode="norm_like", eps=eps, dtype=F64)
+    x = torch.randn(1, 2, 6, 6, dtype=F64)
+    x[..., :2, :] *= 0.2 * eps  # the top row of tiles: patch norms well below the floor
+    x[..., 2:4, :2] = 0.0  # one blank tile
+    norms = _tile_norms(x, 2)
+    assert (norms < 0.9 * eps).any() and (norms > 1.1 * eps).any()
+    assert not ((norms - eps).abs() < 1e-3).any()  # finite differences avoid the kink
+    w = layer.weight.detach().clone().requires_grad_()
+    b = layer.bias.detach().clone().requires_grad_()
+
+    def fn(inp, weight, bias):
+        return NF.patch_norm_conv2d(
+            inp, weight, bias, stride=2, mode="norm_like", eps=eps
+        )
+
+    inputs = (x.requires_grad_(), w, b)
+    assert torch.autograd.gradcheck(fn, inputs)
+    torch.testing.assert_close(fn(*inputs), layer(x), rtol=0, atol=0)
+
+
+def _tile_norms(x: torch.Tensor, k: int) -> torch.Tensor:
+    """The norms of the disjoint k x k tiles of ``x`` (the patches at stride k), (N, L)."""
+    return F.unfold(x, k, stride=k).norm(dim=1)
+
+
+@pytest.mark.parametrize("eps", [1e-12, 1e-3, 0.1, 1.0])
+def test_patchnorm_gradient_at_a_blank_patch_is_bounded_by_the_floor(
+    eps: float,
+) -> None:
+    """The docstring's formula: below the floor dL/dP_p = W^T g_p / eps exactly, and
+    |dL/dP_p| <= |W|_2 |g_p| / eps everywhere. Disjoint tiles (stride = kernel) make each
+    input pixel belong to one patch, so the input gradient of a tile is dL/dP_p."""
+    torch.manual_seed(13)
+    k, c_in, c_out = 2, 3, 4
+    layer = PatchNormConv2d(c_in, c_out, k, stride=k, mode="norm_like", eps=eps)
+    layer = layer.double()
+    x = torch.randn(2, c_in, 8, 8, dtype=F64)
+    x[:, :, :4, :4] = 0.0  # blank tiles
+    x[:, :, 4:, :4] *= 1e-3 * eps  # tiles far below the floor, not blank
+    x.requires_grad_()
+    out = layer(x)
+    g = torch.randn_like(out)
+    (grad,) = torch.autograd.grad((out * g).sum(), x)
+    grad_p = F.unfold(grad, k, stride=k).transpose(1, 2)  # (N, L, C_in k k)
+    g_p = g.flatten(2).transpose(1, 2)  # (N, L, C_out)
+    w = layer.weight.detach().flatten(1)  # (C_out, C_in k k)
+    norms = _tile_norms(x.detach(), k)
+    below = norms < eps
+    assert below.sum() >= 16 and (~below).sum() >= 16
+    torch.testing.assert_close(grad_p[below], g_p[below] @ w / eps, rtol=1e-12, atol=0)
+    bound = torch.linalg.matrix_norm(w, 2) * g_p.norm(dim=-1) / eps
+    assert (grad_p.norm(dim=-1) <= bound * (1 + 1e-12)).all()
+    # the floor's whole effect: 1e-12 passes back 1e12 times a plain convolution's gradient
+    blank = norms == 0
+    assert blank.any()
+    torch.testing.assert_close(
+        grad_p[blank].norm(dim=-1),
+        (g_p[blank] @ w).norm(dim=-1) / eps,
+        rtol=1e-12,
+        atol=0,
+    )
+
+
+def test_patchnorm_default_floor_passes_back_a_plain_convolutions_gradient() -> None:
+    torch.manual_seed(14)
+    layer = PatchNormConv2d(3, 5, 3, padding=1, mode="norm_like", dtype=F64)
+    assert layer.eps == 1.0
+    conv = nn.Conv2d(3, 5, 3, padding=1, dtype=F64)
+    conv.load_state_dict(layer.state_dict())
+    blank = torch.zeros(2, 3, 6, 6, dtype=F64, requires_grad=True)
+    g = torch.randn(2, 5, 6, 6, dtype=F64)
+    ours = torch.autograd.grad((layer(blank) * g).sum(), blank)[0]
+    plain = torch.autograd.grad((conv(blank) * g).sum(), blank)[0]
+    torch.testing.assert_close(ours, plain, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("eps", [0.0, -1.0, math.nan, math.inf, True, "1"])
+def test_patchnorm_floor_is_validated(eps: object) -> None:
+    with pytest.raises(ValueError, match="eps must be a positive finite number"):
+        PatchNormConv2d(3, 4, 3, mode="norm_like", eps=eps)
+    with pytest.raises(ValueError, match="eps must be a positive finite number"):
+        NF.patch_norm_conv2d(
+            torch.randn(1, 3, 5, 5), torch.randn(4, 3, 3, 3), mode="norm_like", eps=eps
+        )
+    with pytest.raises(TypeError):  # keyword-only, after mode
+        PatchNormConv2d(
+            3, 4, 3, 1, 0, 1, 1, True, "zeros", None, None, "norm_like", 1.0
+        )
 
 
 def _all_layers(dtype: torch.dtype) -> list[tuple[nn.Module, tuple[int, ...]]]:

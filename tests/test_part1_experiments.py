@@ -12,6 +12,7 @@ from normlab import experiments
 from normlab.divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from normlab.experiments import Grid, RunContext, part1, part1_batch, part1_conv
 from normlab.experiments.part1_batch import PRIMARY
+from normlab.functional import PATCHNORM_FLOOR
 from normlab.layers import L2Norm, PatchNormConv2d
 from normlab.models import CNN, CONV_NORMALISERS, RMSNorm2d, cnn_for, mlp_for
 from torch import nn
@@ -52,13 +53,26 @@ def test_part1_grids_meet_the_design() -> None:
                     sorted((k, v) for k, v in c.items() if k not in ("lr", "seed"))
                 )
                 per_config.setdefault(key, set()).add(c["lr"])
-            least = 4 if profile == "cpu" and exp is not batch else 3
+            least = 3  # the house rule: a rate chosen on validation from 3+ values
             assert min(len(v) for v in per_config.values()) >= least, (
                 f"{exp.name} {profile}: lr chosen from >= {least} rates"
             )
     cpu = fc.grid("cpu").configs(seeds=1)
     assert {c["normaliser"] for c in cpu} == set(part1.NORMALISERS)
-    assert {c["optimizer"] for c in cpu} == {"sgd"}
+    # the specification curve: the primary specification and each one-choice change of
+    # it at the primary shape, with every normaliser
+    primary_shape = [
+        c for c in cpu if (c["activation"], c["depth"], c["width"]) == part1.FC_SHAPE
+    ]
+    for source, init, optimizer in (
+        ("mnist_5k", "xavier_normal", "sgd"),
+        ("mnist_5k", "default", "sgd"),
+        ("mnist_5k", "xavier_normal", "adam"),
+        ("digits", "xavier_normal", "sgd"),
+    ):
+        spec = dict(source=source, init=init, optimizer=optimizer, head="same")
+        assert _names_at(primary_shape, **spec) == set(part1.NORMALISERS), spec
+    assert part1.FC_PRIMARY["source"] == "mnist_5k"
     assert {c["optimizer"] for c in fc.grid("quick").configs()} == {"sgd", "adam"}
     for profile in batch.profiles:  # the large-batch studies' range: a factor of 64
         sizes = sorted({c["batch_size"] for c in batch.grid(profile).configs(seeds=1)})
@@ -86,31 +100,34 @@ def _names_at(configs: list[dict], **where: object) -> set[str]:
 
 
 def test_cpu_fc_points_are_matched() -> None:
-    """A9 and A10 compare one rival set at every shape, under each initialisation."""
+    """A9-A11 compare one rival set at every shape under the primary specification; the
+    primary shape runs every normaliser under every specification."""
     cpu = experiments.get("fc_normalisers").grid("cpu").configs(seeds=1)
-    xavier = {"init": "xavier_normal", "head": "same"}
-    core = set(part1.FC_CORE)
-    assert _names_at(cpu, **xavier, activation="tanh", depth=3, width=64) == set(
+    primary = {**part1.FC_PRIMARY, "head": "same"}
+    act, depth, width = part1.FC_SHAPE
+    assert _names_at(cpu, **primary, activation=act, depth=depth, width=width) == set(
         part1.NORMALISERS
     )
-    for shape in ((3, 16), (6, 64)):
-        d, w = shape
-        assert _names_at(cpu, **xavier, activation="tanh", depth=d, width=w) == core
-    assert _names_at(cpu, **xavier, activation="leaky_relu", depth=3, width=64) == core
-    for d in (3, 6):
-        assert (
-            _names_at(cpu, init="default", activation="tanh", depth=d, width=64) == core
-        )
+    for act, depth, width in part1.FC_OTHER_SHAPES:
+        assert _names_at(
+            cpu, **primary, activation=act, depth=depth, width=width
+        ) == set(part1.FC_CORE)
     assert _names_at(cpu, head="plain") == set(part1.CORRECTIONS)
+    toy = {"source": "digits", "init": "xavier_normal", "optimizer": "sgd"}
+    assert _names_at(cpu, **toy) == set(part1.NORMALISERS)
 
 
 def test_cpu_budgets_train_for_a_thousand_steps() -> None:
     """Every fixed-budget cpu set's median run takes >= 1,000 SGD steps, from the grid
     and the size of the training split (the batch-size set trains to a target instead)."""
-    train = len(part1.load_splits("mnist", "cpu")["train"])
     for name in ("fc_normalisers", "cnn_normalisers"):
         configs = experiments.get(name).grid("cpu").configs(seeds=1)
-        steps = sorted(c["epochs"] * (train // c["batch_size"]) for c in configs)
+
+        def steps_of(c: dict) -> int:
+            train = len(part1.config_splits(c)["train"])  # the grid's source, if any
+            return c["epochs"] * (train // c["batch_size"])
+
+        steps = sorted(steps_of(c) for c in configs)
         assert steps[len(steps) // 2] >= 1000, name
 
 
@@ -177,6 +194,61 @@ def test_cnn_for_builds_each_normaliser(normaliser: str) -> None:
         assert sum(isinstance(m, kinds[normaliser]) for m in model.features) == 2
     if normaliser == "layernorm":
         assert model.features[1].num_groups == 1
+
+
+def test_cnn_first_convolution_may_be_strided() -> None:
+    for normaliser in ("none", "norm_like"):
+        model = cnn_for(
+            normaliser, in_channels=1, num_classes=10, channels=4, depth=2, stride=2
+        )
+        first, second = model.convolutions()
+        assert first.stride == (2, 2) and second.stride == (1, 1)
+        x = torch.randn(3, 1, 28, 28)
+        assert layer_inputs(model, [second], x)[0].shape == (3, 4, 14, 14)
+        assert model(x).shape == (3, 10) and "stride=2" in repr(model)
+    plain = cnn_for("none", in_channels=1, num_classes=10)
+    assert plain.convolutions()[0].stride == (1, 1)
+    assert "depth=2, activation" in repr(plain)
+    with pytest.raises(ValueError, match="stride must be a positive int"):
+        cnn_for("none", in_channels=1, num_classes=10, stride=0)
+
+
+def test_cpu_cnn_set_is_on_real_mnist_with_every_patchnorm_floor_at_its_default() -> (
+    None
+):
+    grid = experiments.get("cnn_normalisers").grid("cpu")
+    assert grid.fixed["source"] == "mnist_5k" and grid.fixed["stride"] == 2
+    config = grid.configs(seeds=1)[0]
+    splits = part1.config_splits(config)
+    assert splits["train"].x.shape[1:] == (1, 28, 28)
+    model = cnn_for("norm_like", in_channels=1, num_classes=10)
+    assert {c.eps for c in model.convolutions()} == {PATCHNORM_FLOOR}
+
+
+def test_init_gradients_scale_as_one_over_the_floor_at_blank_patches() -> None:
+    """With zero biases a blank margin reaches the second convolution as exact zeros, whose
+    patches pass back W^T g / floor: the first bias's gradient scales as 1 / floor when
+    the floor is tiny, and stays a plain convolution's size at the default floor."""
+    config = {
+        **experiments.get("cnn_normalisers").grid("quick").configs(seeds=1)[0],
+        "init": "xavier_normal",
+    }
+    assert part1_conv.blank_patches(config, images=16)[2] > 0
+    grads = part1_conv.init_gradients(config, (1e-12, 1e-10, 1.0), images=16)
+    first_bias = grads[grads["parameter"] == "features.0.bias"].set_index("arm")
+    norm = first_bias["grad_norm"]
+    assert norm["norm_like, floor 1e-12"] / norm["norm_like, floor 1e-10"] == (
+        pytest.approx(100.0, rel=1e-6)
+    )
+    assert norm["norm_like, floor 1e-12"] > 1e6
+    assert norm["norm_like, floor 1"] < 10 * norm["none"]
+    assert set(grads["arm"]) == {
+        "norm_like, floor 1e-12",
+        "norm_like, floor 1e-10",
+        "norm_like, floor 1",
+        "affine_like",
+        "none",
+    }
 
 
 def test_cnn_errors() -> None:
@@ -575,32 +647,23 @@ def _two_optimisers(lead: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_part1_claims_are_judged_per_optimiser() -> None:
+def test_part1_verdicts_read_the_primary_optimiser_and_the_curve_shows_the_other() -> (
+    None
+):
     from normlab import claims
 
-    outcome = claims.judge(
-        claims.get("A15"), _two_optimisers({"sgd": 0.05, "adam": -0.05})
+    results = _two_optimisers({"sgd": 0.05, "adam": -0.05})
+    outcome = claims.judge(claims.get("A15"), results)
+    assert [label for label, _, _ in outcome.effects] == [
+        "affine_like - strongest scale-invariant normaliser"
+    ]
+    assert outcome.verdict == claims.SUPPORTED  # SGD's +0.05, the primary optimiser
+    curve = claims.specification_curve(
+        results, ["A15"], part1.specifications(results), part1.FC_PRIMARY
     )
-    verdicts = {label: verdict for label, _, verdict in outcome.effects}
-    assert set(verdicts) == {
-        "affine_like - strongest scale-invariant normaliser (adam)",
-        "affine_like - strongest scale-invariant normaliser (sgd)",
-    }
-    assert (
-        verdicts["affine_like - strongest scale-invariant normaliser (sgd)"]
-        == claims.SUPPORTED
-    )
-    assert (
-        outcome.verdict == claims.CONTRADICTED
-    )  # Adam's effect is more than the margin below zero
-    unmeasured = claims.judge(
-        claims.get("A11"), _two_optimisers({"sgd": 0.0, "adam": 0.0})
-    )
-    assert (
-        unmeasured.verdict == claims.INCONCLUSIVE
-        and "sgd:" in unmeasured.note
-        and "adam:" in unmeasured.note
-    )
+    verdicts = dict(zip(curve["optimizer"], curve["verdict"]))
+    assert verdicts == {"sgd": claims.SUPPORTED, "adam": claims.CONTRADICTED}
+    assert curve.loc[curve["optimizer"] == "sgd", "primary"].all()
 
 
 @pytest.mark.parametrize("gap, verdict", [(0.0, "supported"), (0.05, "contradicted")])
@@ -650,3 +713,23 @@ def test_verdict_table_lists_every_effect(tmp_path) -> None:
         "n",
         "verdict",
     }
+
+
+def test_verdict_rows_keep_the_primary_specification_on_swept_axes() -> None:
+    rows = pd.DataFrame(
+        [
+            {"source": s, "init": i, "optimizer": o, "head": h}
+            for s in ("mnist_5k", "digits")
+            for i in ("xavier_normal", "default")
+            for o in ("sgd", "adam")
+            for h in ("same", "plain")
+        ]
+    )
+    kept = part1.verdict_rows(rows)
+    assert kept.to_dict("records") == [{**part1.FC_PRIMARY, "head": "same"}]
+    # a table already cut to another specification comes back whole (but the head)
+    other = rows[(rows["init"] == "default") & (rows["optimizer"] == "adam")]
+    other = other[other["source"] == "digits"]
+    assert len(part1.verdict_rows(other)) == 1
+    specs = part1.specifications(rows)
+    assert len(specs) == 8 and specs[0] == part1.FC_PRIMARY

@@ -19,6 +19,21 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+__all__ = [
+    "DEFAULT_MEMBERS",
+    "CHECK_PREFIXES",
+    "ELIDED",
+    "GATHERED",
+    "HANGING",
+    "GLUE_PREFIX",
+    "SourceView",
+    "show_source",
+    "glue",
+    "NAMED_COLUMNS",
+    "reader_names",
+    "table",
+]
+
 #: What a listing of a class shows when no member is named.
 DEFAULT_MEMBERS = ("forward",)
 #: A leading call of a function named so is an input check, elided from the listing (as is a

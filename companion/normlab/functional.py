@@ -17,10 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import one_of
+from ._checks import one_of, positive_number
 
 __all__ = [
+    "Dims",
+    "Pair",
     "PATCHNORM_MODES",
+    "PATCHNORM_FLOOR",
     "affine_like_linear",
     "norm_like_linear",
     "l2_normalize",
@@ -31,6 +34,10 @@ __all__ = [
 ]
 
 PATCHNORM_MODES: tuple[str, ...] = ("affine_like", "norm_like")
+# PatchNorm's norm-mode floor: 1, the norm of the constant input behind the bias, so that
+# P / max(|P|, 1) is 1-Lipschitz like affine mode's P / sqrt(|P|^2 + 1) and a blank patch
+# passes back W^T g, a plain convolution's gradient, not W^T g / eps (chapter 8)
+PATCHNORM_FLOOR = 1.0
 
 Dims = int | tuple[int, ...]
 Pair = int | tuple[int, int]
@@ -164,16 +171,18 @@ def patch_norm_conv2d(
     dilation: Pair = 1,
     *,
     mode: str = "affine_like",
-    eps: float = 1e-12,
+    eps: float = PATCHNORM_FLOOR,
 ) -> Tensor:
     r"""A convolution of ``x`` ``(N, C_in, H, W)`` with every patch :math:`P_p` corrected:
     :math:`(W * P_p + b) / \sqrt{\lVert P_p \rVert^2 + 1}` (``mode="affine_like"``) or
-    :math:`(W * P_p) / \max(\lVert P_p \rVert, \epsilon) + b` (``"norm_like"``).
+    :math:`(W * P_p) / \max(\lVert P_p \rVert, \epsilon) + b` (``"norm_like"``, ``eps``
+    the floor, a positive finite number).
 
     Zero padding, as :func:`torch.nn.functional.conv2d`; see
     :class:`~normlab.layers.PatchNormConv2d`.
     """
     one_of("mode", mode, PATCHNORM_MODES)
+    positive_number("eps", eps)
     geometry = (stride, padding, dilation)
     # each image at a power-of-two scale: its convolution and its patch norms stay finite
     floor = 1.0 if mode == "affine_like" else _norm_floor(eps, x.dtype)

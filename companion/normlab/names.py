@@ -24,17 +24,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["ARMS", "VALUES", "display_name", "layer_name"]
+from .data.sources import data_label
+
+__all__ = ["ARMS", "VALUES", "data_label", "display_name", "layer_name"]
 
 #: Gate-study arms that are not registered normalisers, by their reader-facing names.
 ARMS: dict[str, str] = {"autonorm_hard": "AutoNorm, hard gate"}
-FREEZE_PREFIX = "freeze_at_"  # normlab.experiments.gate_runs.FREEZE_PREFIX
+_FREEZE_PREFIX = "freeze_at_"  # normlab.experiments.gate_runs.FREEZE_PREFIX
 #: Values of a named column, by column: what a reader sees for each.
 VALUES: dict[str, dict[str, str]] = {
     "init": {
         "torch_default": "torch's default",
+        "default": "torch's default",
+        "xavier_normal": "Xavier-normal",
         "trunc_normal_0.02": "truncated normal, std 0.02",
     },
+    "optimizer": {"sgd": "SGD", "adam": "Adam"},
     "readout": {"cls": "class token", "mean": "mean of the tokens"},
 }
 _LAYER = re.compile(r"^(?:encoder\.)?blocks\.(\d+)\.norm(\d+)$")
@@ -78,8 +83,8 @@ def display_name(
         return normalisers.label(key)
     if key in ARMS:
         return ARMS[key]
-    if key.startswith(FREEZE_PREFIX) and key.removeprefix(FREEZE_PREFIX).isdigit():
-        return f"gate frozen at epoch {key.removeprefix(FREEZE_PREFIX)}"
+    if key.startswith(_FREEZE_PREFIX) and key.removeprefix(_FREEZE_PREFIX).isdigit():
+        return f"gate frozen at epoch {key.removeprefix(_FREEZE_PREFIX)}"
     if column in (None, "data", "task"):
         dataset = _dataset(key, profile)
         if dataset is not None:

@@ -79,14 +79,22 @@ __all__ = [
     "pack",
     "repack",
     "save",
+    "ROOT",
+    "RESULTS_ENV",
+    "HOME_RESULTS",
+    "hardware",
+    "live_label",
 ]
 
+#: The folder above the package, a git checkout's root, where :func:`default_root` looks for
+#: ``.git`` (in an installed package, site-packages' parent).
 ROOT = Path(__file__).resolve().parents[2]
+#: The environment variable naming the reader's results folder (:func:`default_root`).
 RESULTS_ENV = "NORMLAB_RESULTS"
 
 
-#: The reader's results folder outside a git checkout when ``$NORMLAB_RESULTS`` is unset: an
-#: installed package's own folder is in site-packages, which the next install replaces.
+#: The reader's results folder outside a git checkout when ``$NORMLAB_RESULTS`` is unset (an
+#: installed package's own folder is in site-packages, which the next install replaces).
 HOME_RESULTS = Path("~") / "normlab-results"
 
 
@@ -179,10 +187,12 @@ class SavedSet:
 
     def label(self) -> str:
         """One line for a figure or a table: profile, data, seeds, runs and hardware."""
+        from .data.sources import data_label
+
         m = self.manifest
         hw = m["hardware"]["gpu"] or m["hardware"]["cpu_model"]
         return (
-            f"saved set: {m['profile']} profile, {m['data']} data ({', '.join(m['datasets'])}), "
+            f"saved set: {m['profile']} profile, {m['data']} data ({data_label(self.results)}), "
             f"{m['seeds']} seeds, {self.runs} runs, {hw}, {m['wall_seconds'] / 60:.0f} min"
         )
 
@@ -237,7 +247,10 @@ def repack(folder: str | Path) -> SavedSet:
 def _data_kind(records: list[dict[str, Any]]) -> tuple[str, list[str]]:
     from .data.registry import REAL
 
-    names = sorted({str(r["config"].get("data")) for r in records})
+    # the offline dataset a grid chose (its source setting) names the data, else the task
+    names = sorted(
+        {str(r["config"].get("source") or r["config"].get("data")) for r in records}
+    )
     stand_in = [
         bool(r["stand_in"]) if "stand_in" in r else r["config"].get("data") not in REAL
         for r in records

@@ -26,6 +26,7 @@ from scipy import stats
 from scipy.optimize import brentq
 
 __all__ = [
+    "paired_item_variance",
     "ALPHA",
     "POWER",
     "Interval",
@@ -355,6 +356,18 @@ def accuracy_item_variance(terms: Iterable[tuple[float, float, int]]) -> float:
         else:
             below += -weight * sd
     return above**2 + below**2
+
+
+def paired_item_variance(per_item: np.ndarray) -> float:
+    """The test set's sampling variance of a paired accuracy difference, from its per-item
+    differences ``per_item`` (each item's hit of one arm minus the other's, averaged over
+    seeds and configurations): :math:`\\operatorname{var}(d_i) / n` over the ``n`` items,
+    the variance of their mean over draws of the test items. Far below
+    :func:`accuracy_item_variance`'s bound when the two arms get mostly the same items right."""
+    d = np.asarray(per_item, dtype=float).ravel()
+    if d.size < 2 or not np.all(np.isfinite(d)):
+        raise ValueError(f"per_item needs at least 2 finite values, got {d.size}")
+    return float(d.var(ddof=1) / d.size)
 
 
 def items_needed(

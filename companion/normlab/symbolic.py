@@ -31,6 +31,7 @@ __all__ = [
     "batch_update",
     "conv1d_update",
     "vector_form",
+    "Forward",
 ]
 
 KINDS: tuple[str, ...] = (
@@ -39,6 +40,7 @@ KINDS: tuple[str, ...] = (
     "affine_like",
 )  # the registry's Part I spellings
 
+#: A layer's forward pass on symbols, ``(W, b, x) -> y`` with each a SymPy matrix.
 Forward = Callable[[sp.Matrix, sp.Matrix, sp.Matrix], sp.Matrix]
 
 

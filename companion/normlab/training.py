@@ -72,7 +72,10 @@ from ._evaluation import (
     _check_split,
     _evaluate_on_device,
     _task_loss,
+    decode_hits,
+    encode_hits,
     evaluate,
+    item_hits,
 )
 from ._fit_config import (
     DIVERGENCE_ACTIONS,
@@ -100,10 +103,13 @@ __all__ = [
     "SCHEDULES",
     "TIMING_KEYS",
     "TargetStop",
+    "decode_hits",
     "divergence_bound",
+    "encode_hits",
     "evaluate",
     "fit",
     "is_diverged",
+    "item_hits",
     "model_signature",
     "progress_default",
 ]
@@ -397,6 +403,78 @@ def _steps_per_epoch(cfg: FitConfig, n_train: int) -> int:
     return steps
 
 
+def _check_splits(train: DataSplit, val: DataSplit, cfg: FitConfig) -> None:
+    """Both splits usable and of one task, and an augmentation that suits that task."""
+    _check_split(train, "train")
+    _check_split(val, "val")
+    if train.task != val.task:
+        raise ValueError(
+            f"train and val have different tasks: {train.task!r} and {val.task!r}"
+        )
+    if cfg.augment is not None and cfg.augment.mixes and train.task != "classification":
+        raise ValueError("MixUp/CutMix need a classification task")
+
+
+def _total_steps(cfg: FitConfig, steps_per_epoch: int) -> int:
+    """The optimiser steps of the whole run: ``epochs`` epochs, at most ``max_steps``."""
+    total_steps = cfg.epochs * steps_per_epoch
+    if cfg.max_steps is not None:
+        total_steps = min(cfg.max_steps, total_steps)
+    return total_steps
+
+
+def _fresh_state(
+    model: nn.Module, cfg: FitConfig, total_steps: int, history: History
+) -> TrainState:
+    """The loop state before the first step: the optimiser, its learning-rate schedule over
+    ``total_steps``, and ``history`` (empty)."""
+    opt = _build_optimizer(
+        model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.optimizer_kwargs
+    )
+    warmup_steps = max(1, round(cfg.warmup * total_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        opt, _schedule(cfg.schedule, total_steps, warmup_steps)
+    )
+    return TrainState(
+        model=model,
+        optimizer=opt,
+        scheduler=scheduler,
+        epochs=cfg.epochs,
+        history=history,
+    )
+
+
+def _checkpoint_path(cfg: FitConfig) -> Path | None:
+    """Where the run's checkpoint lives, or None without ``checkpoint_dir``."""
+    if cfg.checkpoint_dir is None:
+        return None
+    return Path(cfg.checkpoint_dir) / CHECKPOINT_NAME
+
+
+def _resume_or_seed(
+    path: Path | None, state: TrainState, seed: int, saving: dict[str, Any]
+) -> None:
+    """Resume ``state`` (and the ``saving`` generator and callbacks) from the checkpoint at
+    ``path`` when there is one; else seed a fresh run and make the checkpoint's folder."""
+    if path is None or not checkpoint.resume(path, state, **saving):
+        seed_everything(seed)
+        saving["generator"].manual_seed(seed)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _progress_bar(
+    cfg: FitConfig, device: torch.device, total_steps: int, initial: int, desc: str
+) -> Any:
+    """A tqdm bar over the run's steps, starting at ``initial``; None when ``progress`` is
+    off (``progress=None``: as :func:`progress_default` decides for ``device``)."""
+    if not (cfg.progress if cfg.progress is not None else progress_default(device)):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total_steps, initial=initial, unit="step", desc=desc, leave=False)
+
+
 def _prepare(
     model: nn.Module,
     train: DataSplit,
@@ -406,19 +484,10 @@ def _prepare(
 ) -> _Run:
     """Check the splits, move everything to the device, build the optimiser and schedule,
     and resume from a checkpoint or seed a fresh run."""
-    _check_split(train, "train")
-    _check_split(val, "val")
-    if train.task != val.task:
-        raise ValueError(
-            f"train and val have different tasks: {train.task!r} and {val.task!r}"
-        )
-    if cfg.augment is not None and cfg.augment.mixes and train.task != "classification":
-        raise ValueError("MixUp/CutMix need a classification task")
+    _check_splits(train, val, cfg)
     steps_per_epoch = _steps_per_epoch(cfg, len(train))
     device = torch.device(cfg.device) if cfg.device is not None else default_device()
-    total_steps = cfg.epochs * steps_per_epoch
-    if cfg.max_steps is not None:
-        total_steps = min(cfg.max_steps, total_steps)
+    total_steps = _total_steps(cfg, steps_per_epoch)
     metric, higher_is_better = METRICS[train.task]
     run_record = {**cfg.run_record(), "n_train": len(train)}
 
@@ -428,44 +497,15 @@ def _prepare(
     _check_data(model, train, val, autocast)
 
     generator = torch.Generator()
-    opt = _build_optimizer(
-        model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.optimizer_kwargs
-    )
-    warmup_steps = max(1, round(cfg.warmup * total_steps))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        opt, _schedule(cfg.schedule, total_steps, warmup_steps)
-    )
-    state = TrainState(
-        model=model,
-        optimizer=opt,
-        scheduler=scheduler,
-        epochs=cfg.epochs,
-        history=History(metric=metric, higher_is_better=higher_is_better),
-    )
-    path = (
-        Path(cfg.checkpoint_dir) / CHECKPOINT_NAME
-        if cfg.checkpoint_dir is not None
-        else None
-    )
+    history = History(metric=metric, higher_is_better=higher_is_better)
+    state = _fresh_state(model, cfg, total_steps, history)
+    path = _checkpoint_path(cfg)
     saving = dict(run_record=run_record, generator=generator, callbacks=callbacks)
-    if path is None or not checkpoint.resume(path, state, **saving):
-        seed_everything(cfg.seed)
-        generator.manual_seed(cfg.seed)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+    _resume_or_seed(path, state, cfg.seed, saving)
 
     step_model = torch.compile(model) if cfg.compile else model
-    bar = None
-    if cfg.progress if cfg.progress is not None else progress_default(device):
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=total_steps,
-            initial=state.step,
-            unit="step",
-            desc=f"{train.name} {metric}",
-            leave=False,
-        )
+    desc = f"{train.name} {metric}"
+    bar = _progress_bar(cfg, device, total_steps, state.step, desc)
     return _Run(
         cfg=cfg,
         train=train,

@@ -40,6 +40,18 @@ from .figures import column
 from .interactive import Interactive, choice
 from .paper import EPS_H, TAU
 
+__all__ = [
+    "WIDGET_EXPERIMENT",
+    "GateSetting",
+    "Shown",
+    "GateRuns",
+    "draw_gates",
+    "collapse_setting",
+    "GateWidget",
+    "twin_tables",
+    "static_twin",
+]
+
 WIDGET_EXPERIMENT = "gate_widget"
 
 
@@ -444,24 +456,26 @@ def twin_tables(runs: GateRuns) -> dict[str, pd.DataFrame]:
     }
 
 
-def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interactive:
-    """The widget without a kernel: a Vega-Lite chart whose controls (task, tau, selector lr,
-    soft or hard, AutoNorm-S freezing, T_freeze when the grid has several, eps_H and the
-    rule) pick a run of the grid, as :meth:`GateRuns.select` does; it draws the entropy per
-    layer over training (the freeze marked), the weight on LayerNorm per layer and the
-    validation accuracy. A setting with one value in the grid gets no control. It opens at
-    ``setting``, by default :func:`collapse_setting`, so its static image (what a front end
-    without JavaScript shows) is the collapse."""
+#: The entropy panel's width in pixels; the two panels below it share it.
+_TWIN_WIDTH = 500
+#: The rule's verdict at T_freeze, a Vega expression over a run's row and the controls.
+_FIRED = "(rule == 'high' ? datum['h' + T] >= eps : datum['h' + T] < eps)"
+#: The twin's Vega expressions, one calculate each, in order: the rule's verdict, then
+#: whether a row belongs to the run the controls show.
+_PICK = {
+    "verdict": f"freezing && {_FIRED} ? 'froze every gate' : 'did not fire'",
+    "shown": "datum.d == task && datum.t == tau && datum.s == lr && datum.g == gate "
+    "&& datum.f == (datum.verdict == 'froze every gate' ? T : 0)",
+}
+
+
+def _twin_controls(runs: GateRuns, start: GateSetting) -> list[Any]:
+    """The twin's controls as Vega-Lite parameters, each at ``start``: task, tau, selector
+    lr, soft or hard, AutoNorm-S freezing, T_freeze, eps_H and the rule (a control over one
+    value of the grid is a fixed parameter)."""
     import altair as alt
 
-    tables = twin_tables(runs)
-    start = setting or collapse_setting(runs)
-    layers = list(dict.fromkeys(tables["gates"]["l"]))
-    epochs = int(tables["gates"]["e"].max())
-    h_fields = [c for c in tables["runs"].columns if c.startswith("h")]
-    wide = 500  # the entropy panel's width in pixels; the two below it share it
-
-    params = [
+    return [
         choice(
             "task",
             start.data,
@@ -502,24 +516,59 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
             ),
         ),
     ]
-    fired = "(rule == 'high' ? datum['h' + T] >= eps : datum['h' + T] < eps)"
-    pick = {  # one calculate each, in order: the rule's verdict, then the run it shows
-        "verdict": f"freezing && {fired} ? 'froze every gate' : 'did not fire'",
-        "shown": "datum.d == task && datum.t == tau && datum.s == lr && datum.g == gate "
-        "&& datum.f == (datum.verdict == 'froze every gate' ? T : 0)",
-    }
 
-    def shown(table: str, height: int, width: int) -> Any:
-        chart = alt.Chart(tables[table], height=height, width=width)
+
+@dataclass(frozen=True)
+class _TwinPanels:
+    """What the twin's panels share: :func:`twin_tables`, the run fields each row looks up
+    (``h_fields``: the entropies at each T_freeze), the epoch axis and the layer colours."""
+
+    tables: dict[str, pd.DataFrame]
+    h_fields: list[str]
+    epoch: Any
+    colour: Any
+
+    def shown(self, table: str, height: int, width: int) -> Any:
+        """A chart of one table's rows of the run the controls show."""
+        import altair as alt
+
+        chart = alt.Chart(self.tables[table], height=height, width=width)
         if table != "runs":
             chart = chart.transform_lookup(
                 lookup="k",
                 from_=alt.LookupData(
-                    tables["runs"], key="k", fields=["d", "t", "s", "g", "f", *h_fields]
+                    self.tables["runs"],
+                    key="k",
+                    fields=["d", "t", "s", "g", "f", *self.h_fields],
                 ),
             )
-        return chart.transform_calculate(**pick).transform_filter("datum.shown")
+        return chart.transform_calculate(**_PICK).transform_filter("datum.shown")
 
+    def per_layer(
+        self, field: str, title: str, top: float, height: int, width: int
+    ) -> Any:
+        """One line per layer of a gate ``field`` (``H`` or ``w``) over the epochs."""
+        import altair as alt
+
+        return (
+            self.shown("gates", height, width)
+            .mark_line(point=True)
+            .encode(
+                x=self.epoch,
+                y=alt.Y(f"{field}:Q", title=title, scale=alt.Scale(domain=[0, top])),
+                color=self.colour,
+                tooltip=["l:N", "e:Q", "H:Q", "w:Q"],
+            )
+        )
+
+
+def _twin_panels(tables: dict[str, pd.DataFrame]) -> _TwinPanels:
+    """The panels' shared parts: epochs 1 to the last, one colour per layer."""
+    import altair as alt
+
+    layers = list(dict.fromkeys(tables["gates"]["l"]))
+    epochs = int(tables["gates"]["e"].max())
+    h_fields = [c for c in tables["runs"].columns if c.startswith("h")]
     epoch = alt.X(
         "e:Q",
         title="epoch",
@@ -532,20 +581,15 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
         sort=layers,
         scale=alt.Scale(scheme="tableau10", domain=layers),
     )
+    return _TwinPanels(tables, h_fields, epoch, colour)
 
-    def per_layer(field: str, title: str, top: float, height: int, width: int) -> Any:
-        return (
-            shown("gates", height, width)
-            .mark_line(point=True)
-            .encode(
-                x=epoch,
-                y=alt.Y(f"{field}:Q", title=title, scale=alt.Scale(domain=[0, top])),
-                color=colour,
-                tooltip=["l:N", "e:Q", "H:Q", "w:Q"],
-            )
-        )
 
-    entropy_lines = per_layer("H", "gate entropy (nats)", 0.72, 220, wide)
+def _twin_entropy(panels: _TwinPanels) -> Any:
+    """The entropy panel: a line per layer, ln 2 dotted, eps_H dashed when freezing, the
+    freeze at T_freeze (red when the rule fired) and the rule's verdict as a caption."""
+    import altair as alt
+
+    entropy_lines = panels.per_layer("H", "gate entropy (nats)", 0.72, 220, _TWIN_WIDTH)
     ln2 = (
         alt.Chart(pd.DataFrame({"y": [round(math.log(2), _DIGITS)]}))
         .mark_rule(color="grey", strokeDash=[2, 3])
@@ -559,7 +603,7 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
         )
         .encode(y="y:Q")
     )
-    decision = shown("runs", 220, wide)
+    decision = panels.shown("runs", 220, _TWIN_WIDTH)
     freeze_mark = (
         decision.transform_calculate(x="T")
         .mark_rule(opacity=alt.expr("freezing ? 0.6 : 0"))
@@ -584,27 +628,51 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
             "+ T + ': ' + datum.verdict : 'no freezing (AutoNorm)'"
         )
         .mark_text(align="right", baseline="top", fontSize=12)
-        .encode(x=alt.value(wide - 6), y=alt.value(4), text="text:N")
+        .encode(x=alt.value(_TWIN_WIDTH - 6), y=alt.value(4), text="text:N")
     )
-    entropy = alt.layer(entropy_lines, ln2, eps_line, freeze_mark, caption).properties(
+    return alt.layer(entropy_lines, ln2, eps_line, freeze_mark, caption).properties(
         title="gate entropy per layer (dotted: ln 2; dashed: ε_H)"
     )
-    weight = per_layer("w", "weight on LayerNorm", 1.0, 170, wide // 2 - 20).properties(
-        title="mean gate weight on LayerNorm"
-    )
-    accuracy = (
-        shown("accuracy", 170, wide // 2 - 20)
+
+
+def _twin_accuracy(panels: _TwinPanels) -> Any:
+    """The validation accuracy of the shown run over the epochs."""
+    import altair as alt
+
+    return (
+        panels.shown("accuracy", 170, _TWIN_WIDTH // 2 - 20)
         .mark_line(
             color=normalisers.colour("autonorm"),
             point={"color": normalisers.colour("autonorm")},
         )
         .encode(
-            x=epoch,
+            x=panels.epoch,
             y=alt.Y("a:Q", title="validation accuracy", scale=alt.Scale(domain=[0, 1])),
             tooltip=["e:Q", "a:Q"],
         )
         .properties(title="validation accuracy")
     )
+
+
+def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interactive:
+    """The widget without a kernel: a Vega-Lite chart whose controls (task, tau, selector lr,
+    soft or hard, AutoNorm-S freezing, T_freeze when the grid has several, eps_H and the
+    rule) pick a run of the grid, as :meth:`GateRuns.select` does; it draws the entropy per
+    layer over training (the freeze marked), the weight on LayerNorm per layer and the
+    validation accuracy. A setting with one value in the grid gets no control. It opens at
+    ``setting``, by default :func:`collapse_setting`, so its static image (what a front end
+    without JavaScript shows) is the collapse."""
+    import altair as alt
+
+    tables = twin_tables(runs)
+    start = setting or collapse_setting(runs)
+    params = _twin_controls(runs, start)
+    panels = _twin_panels(tables)
+    entropy = _twin_entropy(panels)
+    weight = panels.per_layer(
+        "w", "weight on LayerNorm", 1.0, 170, _TWIN_WIDTH // 2 - 20
+    ).properties(title="mean gate weight on LayerNorm")
+    accuracy = _twin_accuracy(panels)
     chart = (
         alt.vconcat(entropy, alt.hconcat(weight, accuracy))
         .add_params(*params)

@@ -20,7 +20,7 @@ module.
 from __future__ import annotations
 
 from . import part1, part2, plans  # noqa: F401  (their declarations fill CLAIMS)
-from .pairing import at_chosen_lr, chance_level, paired, test_items
+from .pairing import at_chosen_lr, chance_level, paired, source_of, test_items
 from .plans import PLANS, Margin, Plan, margin_for, plan, specification
 from .registry import (
     CLAIMS,
@@ -48,6 +48,7 @@ from .report import (
     reproducibility_table,
     scorecard,
     scorecard_records,
+    specification_curve,
     tested_on,
     verdict_table,
 )
@@ -70,6 +71,7 @@ from .rules import (
 )
 
 __all__ = [
+    "specification_curve",
     "SUPPORTED",
     "CONTRADICTED",
     "INCONCLUSIVE",
@@ -100,6 +102,7 @@ __all__ = [
     "ids",
     "at_chosen_lr",
     "chance_level",
+    "source_of",
     "paired",
     "test_items",
     "plans",

@@ -22,24 +22,30 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .. import stats
+from .._hits import decode_hits
 from .registry import Arm, Effect, Unmeasurable
 from .rules import Rule
 
 __all__ = [
+    "paired_item_variance",
     "CONFIG",
     "at_chosen_lr",
     "chance_level",
+    "source_of",
     "test_items",
     "item_terms",
     "difference",
     "paired",
     "only",
     "per_seed",
+    "CLASSIFICATION_METRICS",
 ]
 
 #: The axes that make a configuration (those present in a table; the compared axis excluded).
@@ -93,21 +99,40 @@ def at_chosen_lr(
     return chosen(results, [*_config(results, by, config), by])
 
 
+def _source(results: pd.DataFrame) -> tuple[bool, str | None]:
+    """Whether the table names one dataset choice (its ``source`` column, where a grid
+    chose a task's offline dataset), and that choice (None: the task's default)."""
+    if "source" not in results:
+        return True, None
+    chosen = set(results["source"].dropna())
+    if len(chosen) > 1 or (chosen and results["source"].isna().any()):
+        return False, None
+    return True, (str(chosen.pop()) if chosen else None)
+
+
+def source_of(results: pd.DataFrame) -> str | None:
+    """The table's ``source`` setting (the offline dataset its grid chose for the task, e.g.
+    ``mnist_5k``); None without one, or with several."""
+    one, chosen = _source(results)
+    return chosen if one else None
+
+
 @functools.cache
-def _majority_share(task: str, data_profile: str) -> float:
+def _test_split(task: str, data_profile: str, chosen: str | None) -> tuple[float, int]:
+    """The majority class's share and the size of a task's test split."""
     from .. import data
     from ..data.sources import RESTYLED
     from ..data.types import IGNORE_INDEX
 
-    base = task.removesuffix(RESTYLED)  # a restyled task keeps its labels
-    labels = data.for_profile(base, data_profile)["test"].y.flatten()
+    base = task.removesuffix(RESTYLED)  # a restyled task keeps its labels and its size
+    labels = data.for_profile(base, data_profile, chosen=chosen)["test"].y
+    items = len(labels)  # a tagged sentence is one item
+    labels = labels.flatten()
     labels = labels[labels != IGNORE_INDEX]
-    return float(labels.bincount().max() / labels.numel())
+    return float(labels.bincount().max() / labels.numel()), items
 
 
-def chance_level(results: pd.DataFrame) -> float | None:
-    """The share of the majority class in the test split of the table's task, which a
-    network that learned nothing reaches; None for a metric without one or a mixed table."""
+def _one_test_split(results: pd.DataFrame) -> tuple[float, int] | None:
     metric = set(results.get("metric", ()))
     tasks = set(results.get("data", ()))
     if (
@@ -117,28 +142,26 @@ def chance_level(results: pd.DataFrame) -> float | None:
     ):
         return None
     profiles = set(results.get("data_profile", results.get("profile", ())))
-    if len(profiles) != 1:
+    one, chosen = _source(results)
+    if len(profiles) != 1 or not one:
         return None
-    return _majority_share(tasks.pop(), profiles.pop())
+    return _test_split(str(tasks.pop()), str(profiles.pop()), chosen)
 
 
-@functools.cache
-def _test_items(task: str, data_profile: str) -> int:
-    from .. import data
-    from ..data.sources import RESTYLED
-
-    base = task.removesuffix(RESTYLED)  # a restyled task keeps its test split's size
-    return len(data.for_profile(base, data_profile)["test"].y)
+def chance_level(results: pd.DataFrame) -> float | None:
+    """The share of the majority class in the test split of the table's task, which a
+    network that learned nothing reaches; None for a metric without one or a mixed table."""
+    found = _one_test_split(results)
+    return None if found is None else found[0]
 
 
 def test_items(results: pd.DataFrame) -> int | None:
     """The number of test items behind each accuracy of the table: test images or sentences
     (a tagged sentence is one item, as its tokens are not independent of each other); None
-    for a metric without a chance level or a table of several tasks or data profiles."""
-    if chance_level(results) is None:
-        return None
-    profile = set(results.get("data_profile", results.get("profile", ()))).pop()
-    return _test_items(str(results["data"].iloc[0]), str(profile))
+    for a metric without a chance level or a table of several tasks, data profiles or
+    datasets."""
+    found = _one_test_split(results)
+    return None if found is None else found[1]
 
 
 def item_terms(
@@ -172,6 +195,17 @@ def _higher(table: pd.DataFrame) -> bool:
     return bool(table["higher_is_better"].iloc[0])
 
 
+@dataclass(frozen=True)
+class _Side:
+    """One side of a comparison per (configuration, seed): its ``value``, its test metric,
+    the arm it took (the strongest on validation when several), and its name."""
+
+    value: pd.Series
+    test: pd.Series
+    pick: pd.Series
+    name: str
+
+
 def _side(
     rows: pd.DataFrame,
     names: str | Sequence[str],
@@ -179,8 +213,8 @@ def _side(
     by: str,
     value: str,
     config: list[str],
-) -> tuple[pd.Series, pd.Series, str]:
-    """One side per (configuration, seed): its ``value`` and test metric, and its name."""
+) -> _Side:
+    """One side per (configuration, seed)."""
     group = [names] if isinstance(names, str) else list(names)
     present = [n for n in group if n in set(rows[by])]
     if not present:
@@ -213,7 +247,24 @@ def _side(
             [frame.at[i, arm] for i, arm in pick.items()], index=frame.index
         )
 
-    return taken(wide[value]), taken(wide["test_metric"]), name
+    return _Side(taken(wide[value]), taken(wide["test_metric"]), pick, name)
+
+
+def _sides(
+    best: pd.DataFrame,
+    a: str | Sequence[str],
+    b: str | Sequence[str],
+    *,
+    by: str,
+    value: str,
+    within: Mapping[str, Any] | None,
+    config: Sequence[str] | None,
+) -> tuple[pd.DataFrame, list[str], _Side, _Side]:
+    rows = only(best, **dict(within or {}))
+    names = _config(rows, by, config)
+    left = _side(rows, a, by=by, value=value, config=names)
+    right = _side(rows, b, by=by, value=value, config=names)
+    return rows, names, left, right
 
 
 def difference(
@@ -228,20 +279,68 @@ def difference(
     higher_is_better: bool | None = None,
 ) -> tuple[pd.Series, tuple[Arm, Arm]]:
     """``a`` minus ``b`` per (configuration, seed), oriented as :func:`paired`, and the arms."""
-    rows = only(best, **dict(within or {}))
-    names = _config(rows, by, config)
-    left, left_test, left_name = _side(rows, a, by=by, value=value, config=names)
-    right, right_test, right_name = _side(rows, b, by=by, value=value, config=names)
+    rows, _, left, right = _sides(
+        best, a, b, by=by, value=value, within=within, config=config
+    )
     higher = _higher(rows) if higher_is_better is None else higher_is_better
-    diff = ((left - right) if higher else (right - left)).dropna()
+    diff = (
+        (left.value - right.value) if higher else (right.value - left.value)
+    ).dropna()
     if diff.empty:
-        raise Unmeasurable(f"no seed has runs of both {left_name} and {right_name}")
+        raise Unmeasurable(f"no seed has runs of both {left.name} and {right.name}")
     chance = chance_level(rows)
     arms = tuple(
-        Arm(name, float(np.nanmean(test.to_numpy(dtype=float))), chance)
-        for name, test in ((left_name, left_test), (right_name, right_test))
+        Arm(side.name, float(np.nanmean(side.test.to_numpy(dtype=float))), chance)
+        for side in (left, right)
     )
     return diff, arms
+
+
+def paired_item_variance(
+    best: pd.DataFrame,
+    a: str | Sequence[str],
+    b: str | Sequence[str],
+    *,
+    by: str = "normaliser",
+    within: Mapping[str, Any] | None = None,
+    config: Sequence[str] | None = None,
+) -> float | None:
+    """The test set's variance of the accuracy difference ``a - b``, from the runs' per-item
+    hits (the ``test_hits`` column): None where a run lacks them or the runs were scored on
+    test sets of different sizes.
+
+    Each test item's difference is averaged over the (configuration, seed) pairs that
+    :func:`difference` compares, and :func:`normlab.stats.paired_item_variance` turns the
+    items' spread into the variance of their mean.
+    """
+    if "test_hits" not in best:
+        return None
+    rows, names, left, right = _sides(
+        best, a, b, by=by, value="test_metric", within=within, config=config
+    )
+    index = [*names, "seed"]
+    hits = rows.set_index([*index, by])["test_hits"]
+    if hits.index.has_duplicates or hits.isna().any():
+        return None
+
+    def at(key: Any, arm: str) -> Any:
+        return hits.get((*key, arm) if isinstance(key, tuple) else (key, arm))
+
+    pairs = [
+        (at(key, l_arm), at(key, r_arm))
+        for key, l_arm, r_arm in zip(left.pick.index, left.pick, right.pick)
+    ]
+    pairs = [p for p in pairs if p[0] is not None and p[1] is not None]
+    if not pairs:
+        return None
+    try:
+        decoded = [(decode_hits(x), decode_hits(y)) for x, y in pairs]
+    except ValueError:
+        return None
+    if len({x.size for pair in decoded for x in pair}) != 1:
+        return None
+    per_item = np.mean([x.astype(float) - y for x, y in decoded], axis=0)
+    return stats.paired_item_variance(per_item)
 
 
 def paired(
@@ -277,10 +376,12 @@ def paired(
     )
     seeds = per_seed(diff)
     items: tuple[tuple[float, float, int], ...] = ()
+    item_var = None
     if value == "test_metric":
         items = item_terms(
             arms, (1.0, -1.0), test_items(only(best, **dict(within or {})))
         )
+        item_var = paired_item_variance(best, a, b, by=by, within=within, config=config)
     where = ", ".join(f"{k} {v}" for k, v in (within or {}).items())
     text = label or f"{arms[0].name} - {arms[1].name}" + (
         f" ({where})" if where else ""
@@ -290,4 +391,4 @@ def paired(
     else:
         data = tuple(sorted(set(best["data"]))) if "data" in best else ()
     samples = np.array([seeds[s] for s in sorted(seeds)])
-    return Effect(text, samples, rule, arms, data, items)
+    return Effect(text, samples, rule, arms, data, items, item_var)

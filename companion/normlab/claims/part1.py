@@ -3,13 +3,13 @@
 A1-A7 are settled by the exact measurements of :mod:`normlab.claims.exact`. A8-A15 are judged
 on the saved sets of chapters 6-8 (8x8 digits on the CPU: a stand-in for CIFAR-10, so a
 verdict there tests the mechanism), every arm at its learning rate chosen on validation,
-through the one paired comparison (:func:`normlab.claims.pairing.paired`).
+through the one paired comparison (:func:`normlab.claims.paired`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,14 @@ from .pairing import (
 )
 from .registry import Arm, Effect, Measurement, Test, Unmeasurable, declare
 from .rules import AtLeast, Directional, Equivalent, Rule
+
+__all__ = [
+    "SLOPE_MARGIN",
+    "ACCURACY_MARGIN",
+    "PRIMARY_BUDGET",
+    "OTHERS",
+    "scaling_table",
+]
 
 # log2(epochs to the target) per doubling of the batch: a tenth of a doubling of the data
 # needed, a factor 2^0.6 (about 1.5) over the 64-fold range of batch sizes
@@ -164,35 +172,6 @@ def _a11(results: pd.DataFrame) -> list[Effect]:
             label="norm_like - affine_like at depth 3, width 16",
         )
     ]
-
-
-def _per_optimizer(
-    quantity: Callable[[pd.DataFrame], list[Effect]],
-) -> Callable[[pd.DataFrame], list[Effect]]:
-    """Apply ``quantity`` to each optimiser's runs when a set has several, labelling the effects.
-
-    The derivation assumes SGD; chapter 6 also trains with Adam, so a verdict must say
-    whether it holds for each. An optimiser whose runs cannot measure the quantity (one width,
-    one activation) is left out; the set is unmeasurable only when no optimiser can.
-    """
-
-    def split(results: pd.DataFrame) -> list[Effect]:
-        if "optimizer" not in results or results["optimizer"].nunique() < 2:
-            return quantity(results)
-        effects, missing = [], []
-        for optimizer, part in results.groupby("optimizer", sort=True):
-            try:
-                effects += [
-                    dataclasses.replace(e, label=f"{e.label} ({optimizer})")
-                    for e in quantity(part)
-                ]
-            except Unmeasurable as err:
-                missing.append(f"{optimizer}: {err}")
-        if not effects:
-            raise Unmeasurable("; ".join(missing))
-        return effects
-
-    return split
 
 
 PRIMARY_BUDGET = (
@@ -432,7 +411,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a8),
+        quantity=_a8,
         rule=Directional(+1),
         says=f"test accuracy differences, {_PAIRED}",
     ),
@@ -446,7 +425,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a9),
+        quantity=_a9,
         rule=Directional(+1),
         says="the lead (best correction minus the strongest rival, chosen on val) against log2 width, "
         "and deepest minus shallowest, per seed",
@@ -461,7 +440,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a10),
+        quantity=_a10,
         rule=Directional(+1),
         says=f"lead with tanh minus lead with leaky-ReLU, {_PAIRED}",
     ),
@@ -476,7 +455,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a11),
+        quantity=_a11,
         rule=Directional(+1),
         says="norm_like minus affine_like at depth 3, width 16",
     ),
@@ -541,7 +520,7 @@ declare(
     datasets=("cifar10",),
     test=Test(
         experiment="fc_normalisers",
-        quantity=_per_optimizer(_a15),
+        quantity=_a15,
         rule=AtLeast(ACCURACY_MARGIN),
         says=f"affine_like minus the strongest scale-invariant normaliser, {_PAIRED}; margin {ACCURACY_MARGIN}",
     ),

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import stats
-from ..experiments.part1 import VERDICT_INIT
+from ..experiments.part1 import FC_EPOCHS, FC_PRIMARY
+from ..experiments.part1_batch import PRIMARY as BATCH_PRIMARY
 from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS, whose numbers we read)
 from .part1 import ACCURACY_MARGIN, PRIMARY_BUDGET, SLOPE_MARGIN
 from .registry import MARGIN_WORDS, Claim, get
@@ -98,7 +99,7 @@ def _half(claim_id: str, a: str, b: str, of: str | None = None) -> str:
 
 
 _OURS = "our choice, as the paper reports no number for it"
-_FC = {"init": VERDICT_INIT, "head": "same"}
+_FC = {**FC_PRIMARY, "head": "same", "epochs": FC_EPOCHS[FC_PRIMARY["source"]]}
 
 
 def _gate_defaults() -> dict[str, Any]:
@@ -110,7 +111,7 @@ def _gate_defaults() -> dict[str, Any]:
 _GATE = _gate_defaults()
 _SLOPE = "log2(epochs to the target) per doubling of the batch size"
 # A12, A13: SGD, Xavier-normal weights, steps to a target accuracy (chapter 7)
-_BATCH = {"optimizer": "sgd", "init": VERDICT_INIT, "budget": PRIMARY_BUDGET}
+_BATCH = {**BATCH_PRIMARY, "budget": PRIMARY_BUDGET}
 # N7: the paper's drop under corruption, clean accuracy (N3's table) minus CIFAR-10-C's mean
 _DROP = {
     "AutoNorm-S": get("N3").paper["AutoNorm-S"]
@@ -324,13 +325,16 @@ def margin_for(claim_id: str, label: str) -> Margin | None:
 # ------------------------------------------------------------ the primary specification
 
 
-def data_words(claim: Claim, tasks: Sequence[str], profile: str) -> tuple[str, bool]:
-    """What ``tasks`` were in ``profile``, and whether any was a stand-in: e.g. ("8×8
-    digits, a stand-in for CIFAR-10", True) or ("CIFAR-10", False)."""
+def data_words(
+    claim: Claim, tasks: Sequence[str], profile: str, chosen: str | None = None
+) -> tuple[str, bool]:
+    """What ``tasks`` were in ``profile`` (``chosen``: the grid's ``source`` setting, where
+    it chose a task's offline dataset), and whether any was a stand-in: e.g. ("8×8 digits, a
+    stand-in for CIFAR-10", True) or ("CIFAR-10", False)."""
     from ..data import REAL, served_by, title
     from ..data.sources import RESTYLED
 
-    used = ", ".join(dict.fromkeys(title(served_by(t, profile)) for t in tasks))
+    used = ", ".join(dict.fromkeys(title(served_by(t, profile, chosen)) for t in tasks))
     real = [t.removesuffix(RESTYLED) for t in tasks]
     if all(t in REAL for t in real) and used == ", ".join(
         dict.fromkeys(title(t) for t in tasks)
@@ -348,6 +352,7 @@ _MODEL = (
     ("depth", "depth"),
     ("width", "width"),
     ("channels", "channels"),
+    ("stride", "first stride"),
     ("dim", "dim"),
     ("heads", "heads"),
     ("patch_size", "patch"),
@@ -411,7 +416,12 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
     schedule = values.get("schedule", ["warm-up + cosine"])
     budget = values.get("budget", ["fixed_epochs"])
     return {
-        "data": data_words(claim, tasks, data_profile)[0],
+        "data": data_words(
+            claim,
+            tasks,
+            data_profile,
+            values["source"][0] if len(values.get("source", ())) == 1 else None,
+        )[0],
         "model": f"{kind}, {shape}",
         "init": _values(values.get("init", ["PyTorch default"])),
         "optimiser": f"{optimiser}, {_values(schedule)} schedule",

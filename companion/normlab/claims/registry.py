@@ -64,7 +64,9 @@ class Effect:
     datasets it read (empty: the whole results table's) and, for a weighted sum of mean
     accuracies, its terms ``(weight, accuracy, test items)``, which bound the test set's own
     noise (:func:`normlab.stats.accuracy_item_variance`; empty: not an accuracy, and the
-    interval holds the seeds' spread only)."""
+    interval holds the seeds' spread only); ``item_var``, where the runs kept their per-item
+    hits, is that noise measured item by item (:func:`normlab.stats.paired_item_variance`),
+    which replaces the bound."""
 
     label: str
     samples: np.ndarray
@@ -72,6 +74,7 @@ class Effect:
     arms: tuple[Arm, ...] = ()
     data: tuple[str, ...] = ()
     items: tuple[tuple[float, float, int], ...] = ()
+    item_var: float | None = None
 
 
 @dataclass(frozen=True)

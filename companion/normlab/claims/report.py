@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +167,8 @@ def _item_variance(effect: Effect) -> tuple[float, int | None, str]:
     the interval holds the seeds' spread only (not an accuracy, or no test-set size)."""
     if not effect.items:
         return 0.0, None, "seeds' spread only: no test-set noise is known for it"
+    if effect.item_var is not None:
+        return effect.item_var, min(n for _, _, n in effect.items), ""
     v = stats.accuracy_item_variance(effect.items)
     if not math.isfinite(v):
         return 0.0, None, "seeds' spread only: an arm's accuracy is not finite"
@@ -280,6 +282,18 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
     return Outcome(claim, verdict, effects=rows, notes=notes, data=read, judged=judged)
 
 
+def primary_source(claim: Claim, results: pd.DataFrame) -> str | None:
+    """The dataset a claim's verdict reads where its set chose one per run (a ``source``
+    column): its plan's primary one, else the set's only one; None: the task's default."""
+    if "source" not in results:
+        return None
+    found = plans.plan(claim.id)
+    if found is not None and "source" in found.primary:
+        return str(found.primary["source"])
+    chosen = set(results["source"].dropna())
+    return str(chosen.pop()) if len(chosen) == 1 else None
+
+
 def tested_on(
     claim: Claim, results: pd.DataFrame, profile: str, data: Sequence[str] = ()
 ) -> str:
@@ -294,7 +308,7 @@ def tested_on(
         if "data" in results
         else []
     )
-    words, stand_in = data_words(claim, tasks, profile)
+    words, stand_in = data_words(claim, tasks, profile, primary_source(claim, results))
     if not stand_in:
         return f"on {words}" if words else ""
     if claim.datasets:
@@ -351,7 +365,9 @@ def evaluate(
     table = saved.results
     outcome = judge(claim, table)
     tasks = outcome.data or (sorted(set(table["data"])) if "data" in table else ())
-    words, stand_in = data_words(claim, tasks, saved.profile)
+    words, stand_in = data_words(
+        claim, tasks, saved.profile, primary_source(claim, table)
+    )
     outcome.source = {
         "profile": saved.profile,
         "data": tested_on(claim, table, saved.profile, outcome.data),
@@ -820,3 +836,42 @@ def part_markdown(
         + "\n\n</details>\n"
     )
     return markdown(linked[list(_PART_COLUMNS)]) + "\n" + evidence
+
+
+def specification_curve(
+    results: pd.DataFrame,
+    claim_ids: Sequence[str],
+    specifications: Sequence[Mapping[str, Any]],
+    primary: Mapping[str, Any],
+) -> pd.DataFrame:
+    """Every claim of ``claim_ids`` judged under every one of ``specifications`` (each a
+    mapping of axis to value, e.g. from
+    :func:`normlab.experiments.part1.specifications`): one row per (specification, claim)
+    with its verdict, whether it is the ``primary`` one, and per effect its mean and
+    interval. A claim a specification cannot measure says so in ``effect``."""
+    rows = []
+    for spec in specifications:
+        part = results
+        for axis, value in spec.items():
+            part = part[part[axis] == value]
+        is_primary = all(primary.get(a) == v for a, v in spec.items())
+        for claim_id in claim_ids:
+            outcome = judge(get(claim_id), part)
+            base = {**spec, "primary": is_primary, "claim": claim_id}
+            if not outcome.judged:
+                rows.append(
+                    {**base, "verdict": outcome.verdict, "effect": outcome.note}
+                )
+            for one in outcome.judged:
+                rows.append(
+                    {
+                        **base,
+                        "verdict": outcome.verdict,
+                        "effect": one.label,
+                        "mean": one.interval.mean,
+                        "low": one.interval.low,
+                        "high": one.interval.high,
+                        "effect_verdict": one.verdict,
+                    }
+                )
+    return pd.DataFrame(rows)

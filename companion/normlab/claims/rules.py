@@ -301,10 +301,11 @@ Rule = Directional | Equivalent | AtLeast
 
 
 INTERVAL_WORDS = (
-    "each interval adds the test set's own noise to the seeds' spread: for an accuracy p "
-    "on n test items, p(1 - p)/n per arm, summed over the arms it compares (a bound, "
-    "since no per-item predictions are kept; none for a quantity that is not an "
-    "accuracy), with Welch-Satterthwaite degrees of freedom"
+    "each interval adds the test set's own noise to the seeds' spread: for a paired "
+    "accuracy difference whose runs kept which test items they got right, the variance of "
+    "the items' differences over the n test items; otherwise, for an accuracy p on n "
+    "test items, p(1 - p)/n per arm, summed over the arms it compares (a bound; none for a "
+    "quantity that is not an accuracy), with Welch-Satterthwaite degrees of freedom"
 )
 
 

@@ -42,6 +42,8 @@ import torch.nn.functional as F
 
 from .._checks import one_of
 
+__all__ = ["SEVERITY_TABLE", "CORRUPTIONS", "corrupt"]
+
 SEVERITY_TABLE: dict[str, tuple] = {
     "gaussian_noise": (0.04, 0.06, 0.08, 0.09, 0.10),
     "shot_noise": (500, 250, 100, 75, 50),

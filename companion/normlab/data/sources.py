@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .._checks import one_of
 from .._runtime import PROFILES, check_profile
@@ -155,3 +156,25 @@ def for_profile(
         "val": load(found.fit, "val", root=root),
         "test": load(found.test, "test", root=root),
     }
+
+
+def data_label(results: Any) -> str:
+    """The data behind a results table, as a reader reads it: the title of the dataset
+    that served each task in the table's data profile (its ``source`` where the grid chose
+    one), e.g. "real MNIST, 5,000 digits" or "8×8 digits, restyled 8×8 digits"."""
+    columns = [c for c in ("data", "data_profile", "source") if c in results]
+    if "data" not in columns:
+        return "data not recorded"
+    seen = results[columns].drop_duplicates().to_dict("records")
+    return ", ".join(
+        dict.fromkeys(
+            title(
+                served_by(
+                    str(row["data"]),
+                    row.get("data_profile"),
+                    row.get("source") if isinstance(row.get("source"), str) else None,
+                )
+            )
+            for row in seen
+        )
+    )

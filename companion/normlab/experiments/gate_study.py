@@ -9,7 +9,7 @@ run), :mod:`.gate_schedules` (AutoNorm-S composed from saved runs, paired tables
 
 from __future__ import annotations
 
-from .gate_grids import (  # noqa: F401  (the grids, for the chapters)
+from .gate_grids import (  # the grids, for the chapters
     AUTONORM_S_SWEEP,
     GATE_BOTTLENECK,
     GATE_TAU,
@@ -19,7 +19,7 @@ from .gate_grids import (  # noqa: F401  (the grids, for the chapters)
     SETUP,
     T_FREEZE,
 )
-from .gate_runs import (  # noqa: F401  (one run, for the chapters)
+from .gate_runs import (  # one run, for the chapters
     ARMS,
     FREEZE_PREFIX,
     TASKS,
@@ -34,7 +34,7 @@ from .gate_runs import (  # noqa: F401  (one run, for the chapters)
     task_splits,
     train_gate,
 )
-from .gate_schedules import (  # noqa: F401  (AutoNorm-S composed, for the chapters)
+from .gate_schedules import (  # AutoNorm-S composed, for the chapters
     CONFIG_AXES,
     arm_summary,
     at_defaults,
@@ -44,4 +44,43 @@ from .gate_schedules import (  # noqa: F401  (AutoNorm-S composed, for the chapt
     freeze_epochs,
     with_schedules,
 )
-from .runner import at_chosen_lr, load_records, summarise  # noqa: F401
+from .runner import at_chosen_lr, load_records, summarise
+
+__all__ = [
+    # the grids (gate_grids)
+    "AUTONORM_S_SWEEP",
+    "GATE_BOTTLENECK",
+    "GATE_TAU",
+    "GATE_WIDGET",
+    "LRS",
+    "SEEDS",
+    "SETUP",
+    "T_FREEZE",
+    # one run (gate_runs)
+    "ARMS",
+    "FREEZE_PREFIX",
+    "TASKS",
+    "SelectorLR",
+    "SelectorSnapshots",
+    "arm_settings",
+    "gate_callbacks",
+    "gate_table",
+    "gate_vit",
+    "restyle",
+    "run_table",
+    "task_splits",
+    "train_gate",
+    # AutoNorm-S composed (gate_schedules)
+    "CONFIG_AXES",
+    "arm_summary",
+    "at_defaults",
+    "at_lr_of",
+    "chosen",
+    "compose_schedule",
+    "freeze_epochs",
+    "with_schedules",
+    # the runner's tables
+    "at_chosen_lr",
+    "load_records",
+    "summarise",
+]

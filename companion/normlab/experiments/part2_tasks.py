@@ -52,6 +52,9 @@ __all__ = [
     "AUTONORM_ROBUSTNESS",
     "AUTONORM_TABULAR",
     "GATE_METRICS",
+    "QUICK_LANGUAGE",
+    "QUICK_ROBUSTNESS",
+    "QUICK_TABULAR",
     "at_chosen_lr",
     "by_seed",
     "corruption_table",
@@ -545,7 +548,7 @@ def tagging_baselines(train: data.DataSplit, test: data.DataSplit) -> dict[str, 
 # ------------------------------------------------------------------ chapter 14's references
 
 
-Arrays = dict[str, np.ndarray]
+_Arrays = dict[str, np.ndarray]
 
 
 def regression_references(
@@ -599,17 +602,17 @@ def regression_references(
     return table
 
 
-def _rmse(model: Any, xs: Arrays, ys: Arrays, split: str, scale: float) -> float:
+def _rmse(model: Any, xs: _Arrays, ys: _Arrays, split: str, scale: float) -> float:
     """``model``'s RMSE on ``split``, in the target's original units."""
     return float(np.sqrt(np.mean((model.predict(xs[split]) - ys[split]) ** 2)) * scale)
 
 
-def _best_on_val(models: Iterable[Any], xs: Arrays, ys: Arrays, scale: float) -> Any:
+def _best_on_val(models: Iterable[Any], xs: _Arrays, ys: _Arrays, scale: float) -> Any:
     """The fitted model with the lowest validation RMSE."""
     return min(models, key=lambda m: _rmse(m, xs, ys, "val", scale))
 
 
-def _ridges(xs: Arrays, ys: Arrays) -> list[Any]:
+def _ridges(xs: _Arrays, ys: _Arrays) -> list[Any]:
     """Ridge regressions with penalties ``10^-3 .. 10^3``, fitted on the training split."""
     from sklearn.linear_model import Ridge
 
@@ -618,7 +621,7 @@ def _ridges(xs: Arrays, ys: Arrays) -> list[Any]:
     ]
 
 
-def _mlps(xs: Arrays, ys: Arrays, seed: int, hidden: int) -> list[Any]:
+def _mlps(xs: _Arrays, ys: _Arrays, seed: int, hidden: int) -> list[Any]:
     """Two-hidden-layer L-BFGS MLPs with L2 penalties 0.1 .. 100, fitted on training."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPRegressor

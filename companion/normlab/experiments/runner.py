@@ -89,6 +89,13 @@ def train_and_test(
         **{"on_divergence": "stop", **fit_kwargs},
     )
     test_scores = training.evaluate(model, splits["test"], device=ctx.device)
+    if splits["test"].task == "classification" and math.isfinite(test_scores["loss"]):
+        # which test items it got right: the paired comparisons' test-set noise
+        hits = {
+            "test_hits": training.encode_hits(training.item_hits(model, splits["test"]))
+        }
+    else:
+        hits = {}
     last = history[-1]
     return {
         "metric": history.metric,
@@ -105,6 +112,7 @@ def train_and_test(
             ),
             "epochs_run": last["epoch"],
             "steps": last["step"],
+            **hits,
         },
         "history": [dict(r) for r in history],
         "stand_in": bool(splits["train"].meta.get("stand_in", False)),

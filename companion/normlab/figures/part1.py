@@ -23,11 +23,11 @@ from ..experiments import runner
 from ..experiments.part1 import (
     CORRECTIONS,
     LEAD_RIVALS,
-    VERDICT_INIT,
     batch_slopes,
     lr_sensitivity,
     verdict_rows,
 )
+from ..names import data_label
 from ..normalisers import colour
 from ..stats import interval
 from .column import label, new_figure, style
@@ -155,14 +155,12 @@ def lead_figure(
     results: pd.DataFrame,
     optimizer: str = "sgd",
     activation: str = "tanh",
-    init: str = VERDICT_INIT,
 ) -> Figure:
     """:func:`correction_leads` against width (at the smallest depth) and depth (at the
-    largest width), on the ``normlab.experiments.part1.verdict_rows`` of
-    initialisation ``init``."""
-    part = _only(
-        verdict_rows(results, init), {"optimizer": optimizer, "activation": activation}
-    )
+    largest width), on the ``normlab.experiments.part1.verdict_rows`` (the primary
+    specification: its data, initialisation and optimiser)."""
+    rows = verdict_rows(results)
+    part = _only(rows, {"optimizer": optimizer, "activation": activation})
     leads = correction_leads(part)
     shallow, wide = leads["depth"].min(), leads["width"].max()
     panels = {
@@ -171,20 +169,21 @@ def lead_figure(
     }
     with style():
         figure, axes = new_figure(ncols=2, size=(5.0, 3.8))
-        for ax, (title, (rows, x)) in zip(axes[0], panels.items()):
+        for ax, (title, (sub, x)) in zip(axes[0], panels.items()):
             for name in CORRECTIONS:
-                draw_band(ax, rows[rows["normaliser"] == name], x, name)
+                draw_band(ax, sub[sub["normaliser"] == name], x, name)
             ax.axhline(0.0, color="black", linewidth=0.8)
             if x == "width":
                 ax.set_xscale("log", base=2)
             ax.set_xticks(
-                sorted(rows[x].unique()), [str(v) for v in sorted(rows[x].unique())]
+                sorted(sub[x].unique()), [str(v) for v in sorted(sub[x].unique())]
             )
             ax.set_xlabel(title)
             ax.set_ylabel("lead in test accuracy")
             ax.legend(fontsize=8)
+        init = "/".join(map(str, sorted(set(part.get("init", ["default"])))))
         figure.suptitle(
             f"The corrections' lead over the strongest rival ({optimizer}, {activation}, "
-            f"{init} init;\n8x8 digits, a stand-in for CIFAR-10)"
+            f"{init} init;\n{data_label(part)})"
         )
     return figure

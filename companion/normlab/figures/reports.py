@@ -14,10 +14,12 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..experiments.part1 import lr_sensitivity, verdict_rows
-from ..experiments.runner import select_best, summarise
+from ..experiments.part1 import FC_PRIMARY, lr_sensitivity, verdict_rows
+from ..experiments.runner import at_chosen_lr, select_best, summarise
+from ..names import data_label
 from .curves import metric_vs
 from .heatmaps import normaliser_heatmap
+from .intervals import interval_bars
 
 __all__ = [
     "REPORTS",
@@ -36,8 +38,11 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
     the learning-rate sweep at the shallowest depth's largest width, on the
     ``normlab.experiments.part1.verdict_rows``."""
     figures: dict[str, Figure] = {}
-    results = verdict_rows(results)
+    # the primary data and init; one set of figures per optimiser
+    primary = {k: v for k, v in FC_PRIMARY.items() if k != "optimizer"}
+    results = verdict_rows(results, primary)
     metric = results["metric"].iloc[0]
+    data = data_label(results)
     by = ["optimizer", "activation", "depth", "width", "normaliser"]
     best = select_best(
         results, by, "lr", higher_is_better=bool(results["higher_is_better"].iloc[0])
@@ -51,7 +56,7 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
             logx=True,
             base=2,
             ylabel=f"test {metric} (lr chosen on val)",
-            title=f"Fully-connected nets by width ({optimizer})",
+            title=f"Fully-connected nets by width ({optimizer}; {data})",
         )
         shapes = [f"{d}x{w}" for d, w in zip(part["depth"], part["width"])]
         shaped = part.assign(**{"depth x width": shapes})
@@ -60,7 +65,7 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
                 rows,
                 "depth x width",
                 metric=metric,
-                title=f"test {metric}, {activation}, {optimizer}",
+                title=f"test {metric}, {activation}, {optimizer}; {data}",
             )
     shallow = results[results["depth"] == results["depth"].min()]
     sweep = shallow[
@@ -75,7 +80,7 @@ def fc_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Fi
         logx=True,
         ylabel=f"val {metric}",
         title=f"Learning-rate sweep ({sweep['activation'].iloc[0]}, depth "
-        f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]})",
+        f"{sweep['depth'].iloc[0]}, width {sweep['width'].iloc[0]}; {data})",
     )
     return figures
 
@@ -123,9 +128,30 @@ def batch_size(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure
     return figures
 
 
+def _position_coupling(results: pd.DataFrame) -> Figure:
+    """The cross-position coupling at each normaliser's chosen rate: against the channels
+    where a grid sweeps them, else one interval per normaliser."""
+    title = "Cross-position coupling in one image (lr chosen on val)"
+    xlabel = "off-diagonal share of |K| over positions"
+    by = [a for a in ("depth", "channels") if a in results and results[a].nunique() > 1]
+    chosen = at_chosen_lr(results, [*by, "normaliser"])
+    if "channels" in by:
+        return metric_vs(
+            summarise(chosen, ["normaliser", "channels"], value="position_coupling"),
+            "channels",
+            hue="normaliser",
+            logx=True,
+            base=2,
+            ylabel=xlabel,
+            title=title,
+        )
+    rows = summarise(chosen, ["normaliser"], value="position_coupling")
+    return interval_bars(rows, xlabel=xlabel, title=title)
+
+
 def cnn_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure]:
     """The CNN's test metric per shape and normaliser, its learning-rate sweep and the
-    cross-position coupling against the channels."""
+    cross-position coupling at the chosen rates (against the channels where swept)."""
     metric = results["metric"].iloc[0]
     for axis in ("depth", "channels"):  # a grid may fix what another sweeps
         if axis not in summary:
@@ -146,15 +172,7 @@ def cnn_normalisers(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, F
             ylabel=f"val {metric}",
             title="CNN learning-rate sweep",
         ),
-        "position_coupling": metric_vs(
-            summarise(results, ["normaliser", "channels"], value="position_coupling"),
-            "channels",
-            hue="normaliser",
-            logx=True,
-            base=2,
-            ylabel="off-diagonal share of |K| over positions",
-            title="Cross-position coupling in one image",
-        ),
+        "position_coupling": _position_coupling(results),
     }
 
 

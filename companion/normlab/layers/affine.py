@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from .. import functional as NF
 from .._checks import one_of, positive_ints, positive_number
-from ..functional import PATCHNORM_MODES
+from ..functional import PATCHNORM_FLOOR, PATCHNORM_MODES
 
 __all__ = [
     "AffineLikeLinear",
@@ -288,12 +288,29 @@ class PatchNormConv2d(nn.Conv2d):
 
     - ``mode="affine_like"``: :math:`z_p = (W * P_p + b) / \sqrt{\lVert P_p \rVert^2 + 1}`
       (the tangent kernel between a position and itself is exactly 1);
-    - ``mode="norm_like"``: :math:`z_p = W * (P_p / \lVert P_p \rVert) + b`, computed as
-      :math:`(W * P_p)/\lVert P_p \rVert + b` since the convolution is linear.
+    - ``mode="norm_like"``: :math:`z_p = W * (P_p / \max(\lVert P_p \rVert, \epsilon)) + b`,
+      computed as :math:`(W * P_p)/\max(\lVert P_p \rVert, \epsilon) + b` since the
+      convolution is linear.
 
     :math:`\lVert P_p \rVert^2` comes from one extra single-channel convolution: the channel
     sum of squares :math:`\sum_c x_c^2`, convolved with a ones kernel at the layer's stride,
     padding and dilation. The input is never unfolded.
+
+    The floor :math:`\epsilon` bounds what norm mode passes back. With :math:`W` the
+    :math:`(C_{out}, C_{in} k_h k_w)` matrix of the kernels and :math:`g_p = \partial L /
+    \partial z_p`, a patch below the floor (a blank one included) is mapped linearly, so
+
+    .. math::
+        \frac{\partial L}{\partial P_p} = \frac{W^\top g_p}{\epsilon}
+        \quad (\lVert P_p \rVert < \epsilon), \qquad
+        \Big\lVert \frac{\partial L}{\partial P_p} \Big\rVert
+        \le \frac{\lVert W \rVert_2 \lVert g_p \rVert}{\epsilon} \quad \text{always}.
+
+    A floor of ``1e-12`` multiplies a blank patch's gradient by :math:`10^{12}`; the default,
+    1, is the norm of the constant input behind the bias, so :math:`P \mapsto P/\max(\lVert P
+    \rVert, 1)` is 1-Lipschitz like affine mode's :math:`P \mapsto P/\sqrt{\lVert P
+    \rVert^2 + 1}`, and no patch passes back more than a plain convolution's
+    :math:`W^\top g_p`. Patches at least as large as the floor are normalised exactly.
 
     Args:
         in_channels, out_channels, kernel_size, stride, padding, dilation: as for
@@ -301,8 +318,8 @@ class PatchNormConv2d(nn.Conv2d):
         bias, padding_mode, device, dtype: as for :class:`torch.nn.Conv2d`.
         groups: must be 1 (a patch spans every input channel). Default: ``1``.
         mode: ``"affine_like"`` or ``"norm_like"`` (keyword-only). Default: ``"affine_like"``.
-        eps: floor on :math:`\lVert P_p \rVert` in norm_like mode (keyword-only).
-            Default: ``1e-12``.
+        eps: the floor :math:`\epsilon` on :math:`\lVert P_p \rVert` in norm_like mode, a
+            positive finite number (keyword-only). Default: ``1.0``.
 
     Attributes:
         weight: :math:`W`, the learnable kernels of shape
@@ -322,7 +339,14 @@ class PatchNormConv2d(nn.Conv2d):
         >>> layer(torch.randn(8, 3, 32, 32)).shape
         torch.Size([8, 16, 32, 32])
         >>> layer
-        PatchNormConv2d(3, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), mode='norm_like', eps=1e-12)
+        PatchNormConv2d(3, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), mode='norm_like', eps=1.0)
+        >>> conv = nn.Conv2d(3, 16, 3, 1, 1)
+        >>> _ = conv.load_state_dict(layer.state_dict())  # the same W and b
+        >>> blank = torch.zeros(1, 3, 5, 5, requires_grad=True)  # every patch below the floor
+        >>> grad = torch.autograd.grad(layer(blank).sum(), blank)[0]
+        >>> plain = torch.autograd.grad(conv(blank).sum(), blank)[0]
+        >>> torch.allclose(grad, plain)  # W^T g / eps with eps = 1: a plain conv's gradient
+        True
     """
 
     def __init__(
@@ -340,7 +364,7 @@ class PatchNormConv2d(nn.Conv2d):
         dtype: torch.dtype | None = None,
         *,
         mode: str = "affine_like",
-        eps: float = 1e-12,
+        eps: float = PATCHNORM_FLOOR,
     ) -> None:
         positive_ints(in_channels=in_channels, out_channels=out_channels)
         one_of("mode", mode, PATCHNORM_MODES)
@@ -348,7 +372,7 @@ class PatchNormConv2d(nn.Conv2d):
             raise ValueError(
                 f"groups must be 1 (a patch spans every input channel), got {groups!r}"
             )
-        positive_number("eps", eps)
+        eps = positive_number("eps", eps)
         super().__init__(
             in_channels,
             out_channels,

@@ -87,12 +87,16 @@ def hidden_blocks(
     depth: int,
     in_size: int,
     size: int,
+    *,
+    first: Callable[[int, int], nn.Module] | None = None,
 ) -> nn.Sequential:
     """``[layer -> norm -> activation] x depth``, the first layer from ``in_size`` to ``size``
-    and the others ``size`` to ``size``: the hidden part of Part I's MLP and CNN."""
+    (made by ``first`` where given) and the others ``size`` to ``size``: the hidden part of
+    Part I's MLP and CNN."""
     layers: list[nn.Module] = []
     for i in range(depth):
-        layers.append(layer(in_size if i == 0 else size, size))
+        make = first if i == 0 and first is not None else layer
+        layers.append(make(in_size if i == 0 else size, size))
         if norm_layer is not None:
             layers.append(norm_layer(size))
         layers.append(ACTIVATIONS[activation]())

@@ -1,0 +1,134 @@
+"""Per-item test hits: their record format, their paired variance, and its use in verdicts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from normlab import claims, stats
+from normlab.claims.pairing import paired_item_variance
+from normlab.data.types import DataSplit
+from normlab.training import decode_hits, encode_hits, item_hits
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 1500])
+def test_hits_round_trip_through_text(n: int) -> None:
+    hits = np.random.default_rng(n).random(n) < 0.7
+    text = encode_hits(hits)
+    assert text.startswith(f"{n}:")
+    np.testing.assert_array_equal(decode_hits(text), hits)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("no colon", "<n>:<base64>"),
+        ("x:AAAA", "whole number"),
+        ("9:AA==", "cannot hold exactly 9"),
+        ("8:@@@@", "base64"),
+    ],
+)
+def test_malformed_hits_are_refused_with_what_is_wrong(text: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        decode_hits(text)
+
+
+def test_item_hits_are_the_items_the_accuracy_counts() -> None:
+    torch.manual_seed(0)
+    split = DataSplit(
+        x=torch.randn(50, 4),
+        y=torch.randint(0, 3, (50,)),
+        task="classification",
+        name="toy",
+        split="test",
+        meta={"classes": ["0", "1", "2"]},
+    )
+    model = torch.nn.Linear(4, 3)
+    model.train()
+    hits = item_hits(model, split, batch_size=16)
+    expected = (model(split.x).argmax(1) == split.y).numpy()
+    np.testing.assert_array_equal(hits, expected)
+    assert model.training  # the mode is restored
+
+
+def test_paired_item_variance_matches_resampling_the_test_set() -> None:
+    """var(d_i)/n is the variance of the accuracy difference over draws of the test items:
+    checked against drawing 4,000 test sets from a population of per-item outcomes."""
+    rng = np.random.default_rng(0)
+    population = 200_000
+    a = rng.random(population) < 0.9
+    # b agrees with a on most items: correlated arms, as two nets on one test set
+    flip = rng.random(population) < 0.06
+    b = np.where(flip, ~a, a)
+    n = 1500
+    draws = np.array(
+        [
+            (a[idx].mean() - b[idx].mean())
+            for idx in (rng.integers(0, population, n) for _ in range(4000))
+        ]
+    )
+    one = rng.integers(0, population, n)
+    estimate = stats.paired_item_variance(a[one].astype(float) - b[one])
+    assert estimate == pytest.approx(draws.var(), rel=0.15)
+    # and far below the bound that ignores the pairing
+    bound = stats.accuracy_item_variance([(1, a.mean(), n), (-1, b.mean(), n)])
+    assert estimate < bound / 2
+
+
+def test_paired_item_variance_refuses_too_few_items() -> None:
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.paired_item_variance(np.array([1.0]))
+
+
+def _table_with_hits(agree: float) -> pd.DataFrame:
+    """Arms a and b, one rate, three seeds, 400 test items; b's hits equal a's except on
+    a share ``1 - agree`` of the items."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for seed in range(3):
+        a = rng.random(400) < 0.85
+        b = np.where(rng.random(400) < 1 - agree, ~a, a)
+        for arm, hits in (("a", a), ("b", b)):
+            rows.append(
+                {
+                    "data": "mnist",
+                    "data_profile": "cpu",
+                    "normaliser": arm,
+                    "lr": 0.1,
+                    "seed": seed,
+                    "metric": "accuracy",
+                    "higher_is_better": True,
+                    "val_metric": float(hits.mean()),
+                    "test_metric": float(hits.mean()),
+                    "test_hits": encode_hits(hits),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_a_paired_effect_carries_the_item_by_item_variance() -> None:
+    best = claims.at_chosen_lr(_table_with_hits(agree=0.95))
+    effect = claims.paired(best, "a", "b")
+    rows = best.set_index(["seed", "normaliser"])["test_hits"]
+    per_item = np.mean(
+        [
+            decode_hits(rows[(s, "a")]).astype(float) - decode_hits(rows[(s, "b")])
+            for s in range(3)
+        ],
+        axis=0,
+    )
+    assert effect.item_var == pytest.approx(per_item.var(ddof=1) / per_item.size)
+    assert effect.item_var < stats.accuracy_item_variance(effect.items)
+
+
+def test_without_hits_the_bound_is_kept() -> None:
+    best = claims.at_chosen_lr(_table_with_hits(agree=0.95).drop(columns="test_hits"))
+    assert claims.paired(best, "a", "b").item_var is None
+    assert paired_item_variance(best, "a", "b") is None
+
+
+def test_hits_of_different_test_sets_are_not_paired() -> None:
+    frame = _table_with_hits(agree=0.95)
+    frame.loc[0, "test_hits"] = encode_hits(np.ones(300, dtype=bool))
+    assert paired_item_variance(claims.at_chosen_lr(frame), "a", "b") is None
