@@ -11,20 +11,18 @@ import numpy as np
 import pandas as pd
 import pytest
 from normlab import experiments
+from normlab.analysis import at_chosen_lr, select_best, summarise
 from normlab.experiments import (
     Experiment,
     Grid,
-    at_chosen_lr,
-    mean_ci,
     parse_shard,
     part1,
     part1_batch,
     run_id,
-    select_best,
     shard,
-    summarise,
 )
 from normlab.figures.reports import report_figures
+from normlab.stats import mean_ci
 from scipy import stats
 
 

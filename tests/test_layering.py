@@ -59,6 +59,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("theory", ("normlab.symbolic", "normlab.divergence")),
+    # tables of runs and their summaries: read by the runner, the claims and the figures,
+    # knowing nothing of any experiment
+    ("run tables", ("normlab.analysis",)),
     (
         "experiment machinery",  # grids, the registry and the runner every study uses
         (

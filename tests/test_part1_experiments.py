@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 import torch
 from normlab import experiments
+from normlab.analysis import batch as batch_analysis
+from normlab.analysis import part1 as analysis_part1
 from normlab.divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from normlab.experiments import Grid, RunContext, part1, part1_batch, part1_conv
 from normlab.experiments.part1_batch import PRIMARY
@@ -234,7 +236,9 @@ def test_init_gradients_scale_as_one_over_the_floor_at_blank_patches() -> None:
         "init": "xavier_normal",
     }
     assert part1_conv.blank_patches(config, images=16)[2] > 0
-    grads = part1_conv.init_gradients(config, (1e-12, 1e-10, 1.0), images=16)
+    grads = pd.DataFrame(
+        part1_conv.init_gradients(config, (1e-12, 1e-10, 1.0), images=16)
+    )
     first_bias = grads[grads["parameter"] == "features.0.bias"].set_index("arm")
     norm = first_bias["grad_norm"]
     assert norm["norm_like, floor 1e-12"] / norm["norm_like, floor 1e-10"] == (
@@ -287,13 +291,13 @@ def test_kernel_coupling_of_affine_like_is_the_cosine_gram_of_augmented_inputs()
     cosine = unit @ unit.T  # the affine-like kernel (chapter 3): diagonal exactly 1
     assert torch.allclose(tangent_kernel(model.head, head_input), cosine, atol=1e-12)
     off = cosine.abs().sum() - cosine.diagonal().abs().sum()
-    measured = part1.kernel_coupling(model, x)
+    measured = analysis_part1.kernel_coupling(model, x)
     assert measured["gram_offdiag"] == pytest.approx(
         float(off / cosine.abs().sum()), rel=1e-9
     )
     assert measured["gram_cosine"] == pytest.approx(float(off / (7 * 6)), rel=1e-9)
     with pytest.raises(ValueError, match="batch of >= 2"):
-        part1.kernel_coupling(model, x[:1])
+        analysis_part1.kernel_coupling(model, x[:1])
 
 
 def test_position_coupling_matches_the_conv_kernel() -> None:
@@ -407,7 +411,7 @@ def _batch_table(slopes: dict[str, float]) -> pd.DataFrame:
 
 
 def test_batch_slopes_choose_on_val_and_apply_the_scaling_rule() -> None:
-    slopes, scores = part1.batch_slopes(
+    slopes, scores = analysis_part1.batch_slopes(
         _batch_table({"none": 0.02, "affine_like": -0.05})
     )
     by = slopes.set_index(["budget", "normaliser"])
@@ -448,11 +452,11 @@ def test_scaled_lr_flags_the_edge_of_its_one_choice() -> None:
                         "test_metric": val,
                     }
                 )
-    slopes, scores = part1.batch_slopes(pd.DataFrame(rows))
+    slopes, scores = analysis_part1.batch_slopes(pd.DataFrame(rows))
     assert set(scores["lr"]) == {1.0} and scores["at_edge"].all()
     assert bool(slopes.loc[0, "at_edge"])
     interior = pd.DataFrame(rows).assign(budget="fixed_epochs")
-    _, fixed = part1.batch_slopes(interior)
+    _, fixed = analysis_part1.batch_slopes(interior)
     assert not fixed[fixed["batch_size"] != 32]["at_edge"].any()
 
 
@@ -486,21 +490,23 @@ def _steps_rows(curves: dict[str, dict[int, float]], seeds: int = 3) -> pd.DataF
 def test_steps_scores_choose_the_fastest_rate_every_seed_reaches() -> None:
     sizes = (4, 16, 64, 256)
     rows = _steps_rows({"none": dict.fromkeys(sizes, 1.0)})
-    scores = part1_batch.steps_scores(rows)
+    scores = batch_analysis.steps_scores(rows)
     assert set(scores["lr"]) == {0.3} and not scores["at_edge"].any()
     # one censored seed disqualifies the fastest rate at batch 16 ...
     slow = (rows["batch_size"] == 16) & (rows["lr"] == 0.3) & (rows["seed"] == 1)
     rows.loc[slow, ["steps_to_target", "epochs_to_target"]] = math.nan
-    at16 = part1_batch.steps_scores(rows).query("batch_size == 16")
+    at16 = batch_analysis.steps_scores(rows).query("batch_size == 16")
     assert set(at16["lr"]) == {0.1} and at16["at_edge"].all()  # ties: the smaller rate
     # ... and a batch size where no rate has every seed is censored, its seeds kept
     rows.loc[rows["batch_size"] == 16, ["steps_to_target", "epochs_to_target"]] = (
         math.nan
     )
-    at16 = part1_batch.steps_scores(rows).query("batch_size == 16")
+    at16 = batch_analysis.steps_scores(rows).query("batch_size == 16")
     assert at16["censored"].all() and at16["lr"].isna().all() and len(at16) == 3
     assert (
-        part1_batch.scaling_slopes(part1_batch.steps_scores(rows))["slope"].isna().all()
+        batch_analysis.scaling_slopes(batch_analysis.steps_scores(rows))["slope"]
+        .isna()
+        .all()
     )
 
 
@@ -515,19 +521,19 @@ def test_scaling_slopes_and_the_critical_batch() -> None:
             "none": {b: 0.5 * (b / 4) ** 0.25 for b in sizes},
         }
     )
-    scores = part1_batch.steps_scores(rows)
-    slopes = part1_batch.scaling_slopes(scores).groupby("normaliser")["slope"].mean()
+    scores = batch_analysis.steps_scores(rows)
+    slopes = batch_analysis.scaling_slopes(scores).groupby("normaliser")["slope"].mean()
     assert slopes["layernorm"] == pytest.approx(0.0, abs=0.01)
     assert slopes["none"] == pytest.approx(0.25, abs=0.01)
     assert 0.25 < slopes["norm_like"] < 1.0
-    critical = part1_batch.critical_batch(scores).set_index("normaliser")
+    critical = batch_analysis.critical_batch(scores).set_index("normaliser")
     assert bool(critical.loc["layernorm", "beyond"])
     assert math.isnan(critical.loc["layernorm", "critical_batch"])
     # 1 + B/32 = 2 (1 + 4/32) at B = 40, read between 32 and 64 on a log2 scale
     assert 32 < critical.loc["norm_like", "critical_batch"] < 64
     # (B/4)^0.25 = 2 at B = 64 exactly
     assert critical.loc["none", "critical_batch"] == pytest.approx(64, rel=0.02)
-    summary = part1_batch.scaling_summary(scores).set_index("normaliser")
+    summary = batch_analysis.scaling_summary(scores).set_index("normaliser")
     assert (summary["n"] == 3).all() and (summary["censored"] == 0).all()
 
 
@@ -561,13 +567,13 @@ def test_each_cell_tries_three_rates_around_its_centre() -> None:
 def test_plateau_gap() -> None:
     rising = [{"val_accuracy": v} for v in (0.1, 0.5, 0.7, 0.8)]
     flat = [{"val_accuracy": v} for v in (0.1, 0.9, 0.95, 0.94, 0.95, 0.96, 0.95, 0.95)]
-    assert part1.plateau_gap(rising) == pytest.approx(0.0)  # ends at its best
-    assert part1.plateau_gap(flat) == pytest.approx(0.01)
-    assert part1.plateau_gap([{"val_accuracy": 0.9}, {"val_accuracy": 0.5}]) == (
-        pytest.approx(0.4)
-    )
+    assert analysis_part1.plateau_gap(rising) == pytest.approx(0.0)  # ends at its best
+    assert analysis_part1.plateau_gap(flat) == pytest.approx(0.01)
+    assert analysis_part1.plateau_gap(
+        [{"val_accuracy": 0.9}, {"val_accuracy": 0.5}]
+    ) == (pytest.approx(0.4))
     with pytest.raises(ValueError, match="epoch"):
-        part1.plateau_gap([])
+        analysis_part1.plateau_gap([])
 
 
 def test_runs_record_the_measurements(tmp_path) -> None:

@@ -24,6 +24,7 @@ import torch
 from normlab import (
     _provenance,
     _saved_io,
+    analysis,
     claims,
     experiments,
     figures,
@@ -109,7 +110,7 @@ def _forge(saved: results.SavedSet, edit) -> None:
     records = edit(records)
     lines = [json.dumps(r, separators=(",", ":")) for r in records]
     (saved.folder / "runs.jsonl").write_text("".join(f"{line}\n" for line in lines))
-    table = experiments.runner.records_table(records)
+    table = analysis.records_table(records)
     table.to_csv(saved.folder / "results.csv", index=False)
     manifest = dict(saved.manifest)
     ids = [r["run_id"] for r in records]

@@ -34,8 +34,9 @@ import pandas as pd
 
 from ._records import RUN_ID, RecordError, loads, parse
 from ._runtime import PROFILES
+from .analysis.runs import records_table
 from .experiments import get as get_experiment
-from .experiments.runner import MANIFEST, PACKED, records_table
+from .experiments.runner import MANIFEST, PACKED
 
 TABLE = "results.csv"
 #: The manifest format this normlab reads and writes (3: the manifest carries its own digest).

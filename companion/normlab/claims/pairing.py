@@ -83,12 +83,12 @@ def at_chosen_lr(
 
     A configuration is every present axis of :data:`CONFIG` (or of ``config``); the chosen
     ``lr`` has the best mean ``val_metric`` across seeds among the rates where no seed
-    diverged (:func:`normlab.experiments.select_best`), a NaN mean never wins, ``at_edge``
+    diverged (:func:`normlab.analysis.select_best`), a NaN mean never wins, ``at_edge``
     flags a choice at the grid's edge and ``all_diverged`` one where every rate had a
     diverged seed. A table without an ``lr`` column (one rate
     per arm) is returned whole.
     """
-    from ..experiments.runner import at_chosen_lr as chosen
+    from ..analysis.runs import at_chosen_lr as chosen
 
     if results.empty:
         raise Unmeasurable("the results table is empty")

@@ -203,12 +203,13 @@ def scaling_table(results: pd.DataFrame) -> pd.DataFrame:
     """Per normaliser and seed, under the primary specification
     (:data:`normlab.experiments.part1_batch.PRIMARY`: SGD, Xavier-normal, steps to the
     target), the ``slope`` of log2(epochs to the target) against log2(batch size)
-    (:func:`~normlab.experiments.part1_batch.scaling_slopes`: 0 is perfect scaling), the
+    (:func:`~normlab.analysis.batch.scaling_slopes`: 0 is perfect scaling), the
     weakest batch size's mean test metric as ``test_metric`` (learnability is judged on the
     weakest cell); plus the rivals' mean slope per seed as the arm :data:`OTHERS`.
     Unmeasurable when a batch size of a normaliser is censored (no rate at which every
     seed reached the target)."""
-    from ..experiments.part1_batch import PRIMARY, scaling_slopes, steps_scores
+    from ..analysis.batch import scaling_slopes, steps_scores
+    from ..experiments.part1_batch import PRIMARY
 
     rows = results
     for key, value in PRIMARY.items():

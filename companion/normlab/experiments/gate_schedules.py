@@ -17,9 +17,9 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from ..analysis.runs import at_chosen_lr, summarise
 from ..paper import EPS_H
 from .gate_runs import FREEZE_PREFIX
-from .runner import at_chosen_lr, summarise
 
 # What makes one configuration of a gate study besides its task (those a table has).
 CONFIG_AXES = ("init", "readout", "selector_lr", "tau")

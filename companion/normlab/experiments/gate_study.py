@@ -9,6 +9,7 @@ run), :mod:`.gate_schedules` (AutoNorm-S composed from saved runs, paired tables
 
 from __future__ import annotations
 
+from ..analysis.runs import at_chosen_lr, summarise
 from .gate_grids import (  # the grids, for the chapters
     AUTONORM_S_SWEEP,
     GATE_BOTTLENECK,
@@ -44,7 +45,7 @@ from .gate_schedules import (  # AutoNorm-S composed, for the chapters
     freeze_epochs,
     with_schedules,
 )
-from .runner import at_chosen_lr, load_records, summarise
+from .runner import load_records
 
 __all__ = [
     # the grids (gate_grids)

@@ -9,16 +9,16 @@ step is sign-like (chapter 5), with its own learning-rate grid.
 
 Datasets are named here by task and profile and loaded at run time through the
 :data:`normlab.data.SOURCES` table: ``mnist`` in the quick and cpu profiles (served offline by
-scikit-learn's 8x8 digits), ``cifar10`` in the GPU profiles.
+scikit-learn's 8x8 digits, or by 5,000 real MNIST digits where a grid's ``source`` chooses
+``mnist_5k``), ``cifar10`` in the GPU profiles.
 
-The analysis (:func:`seed_scores`, :func:`batch_slopes`, the update kernel's cross-sample
-coupling :func:`kernel_coupling`, ...) lives in :mod:`normlab.experiments.part1_analysis`
-and is re-exported here; the chapters' figures are in :mod:`normlab.figures.part1`.
+The analysis (per-seed scores, slopes, the update kernel's cross-sample coupling, ...) is
+:mod:`normlab.analysis.part1`; the chapters' figures are in :mod:`normlab.figures.part1`.
 
-The cpu sets train to a plateau (at least 1,000 SGD steps per run, 8x8 digits) on grids
-shrunk to the configurations their claims need; their weights are Xavier-normal with zero
-biases (the paper's author's public code), the package default being the ``init`` axis's
-other value where it is swept.
+The cpu set trains to a plateau (at least 1,000 SGD steps per run) on a grid shrunk to the
+configurations its claims need, under the primary specification :data:`FC_PRIMARY` (real
+MNIST, Xavier-normal weights with zero biases as in the paper's author's public code, SGD)
+and each :data:`SPEC_AXES` choice changed one at a time.
 """
 
 from __future__ import annotations
@@ -36,17 +36,8 @@ from .._runtime import seed_everything
 from ..models.mlp import mlp_for
 from ..normalisers import PART1
 from .grid import Grid
-from .part1_analysis import (  # re-exported: the chapters' names
-    batch_slopes,
-    kernel_coupling,
-    load_histories,
-    lr_sensitivity,
-    plateau_gap,
-    plateau_table,
-    seed_scores,
-)
 from .registry import Experiment, RunContext, register_experiment
-from .runner import summarise, train_and_test  # summarise: re-exported, the chapters'
+from .runner import train_and_test
 
 __all__ = [
     "CPU_RATES",
@@ -77,15 +68,6 @@ __all__ = [
     "digits_settings",
     "cifar_settings",
     "FC_NORMALISERS",
-    # re-exported from part1_analysis and the runner, for the chapters
-    "batch_slopes",
-    "kernel_coupling",
-    "load_histories",
-    "lr_sensitivity",
-    "plateau_gap",
-    "plateau_table",
-    "seed_scores",
-    "summarise",
 ]
 
 NORMALISERS: tuple[str, ...] = (

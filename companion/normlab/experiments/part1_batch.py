@@ -18,13 +18,9 @@ The budget conventions (the grid's ``budget`` axis):
 - ``fixed_epochs`` (a sensitivity, the convention of the earlier sets): ``epochs`` passes
   over the data, whatever the batch size, and the test accuracy at the end.
 
-The analysis: :func:`steps_scores` chooses each cell's rate (the one with the fewest mean
-steps among the rates at which every seed reached the target, as Shallue et al. choose it);
-:func:`scaling_slopes` fits, per seed, the slope of log2(epochs to the target) against
-log2(batch size): 0 under perfect scaling, 1 where a doubling of the batch saves no step;
-:func:`critical_batch` reads where the data needed has doubled. Every run also measures the
-update kernel's cross-sample coupling on the trained net
-(:func:`normlab.experiments.part1.kernel_coupling`).
+The analysis (each cell's rate, the scaling slopes, the critical batch size) is
+:mod:`normlab.analysis.batch`. Every run also measures the update kernel's cross-sample
+coupling on the trained net (:func:`normlab.analysis.part1.kernel_coupling`).
 """
 
 from __future__ import annotations
@@ -33,12 +29,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from .._runtime import seed_everything
+from ..analysis.part1 import kernel_coupling
 from ..models.mlp import mlp_for
-from ..stats import mean_ci, slope_log2
 from ..training import TargetStop
 from .grid import Grid
 from .part1 import (
@@ -47,7 +40,6 @@ from .part1 import (
     cifar_settings,
     config_splits,
     digits_settings,
-    kernel_coupling,
 )
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
@@ -55,7 +47,6 @@ from .runner import train_and_test
 __all__ = [
     "BATCH_BUDGETS",
     "BATCH_SIZE",
-    "CELL",
     "CENTRES",
     "CPU_SGD_CENTRES",
     "CPU_SIZES",
@@ -68,19 +59,13 @@ __all__ = [
     "SENSITIVITY_SIZES",
     "WIDER",
     "cap_steps",
-    "critical_batch",
     "eval_every",
     "rates_for",
-    "scaling_slopes",
-    "scaling_summary",
-    "steps_scores",
     "train_batch_run",
 ]
 
 #: The budget conventions: the primary one first.
 BATCH_BUDGETS: tuple[str, ...] = ("to_target", "fixed_epochs")
-#: What makes a cell of the design: its rate is chosen per cell.
-CELL: tuple[str, ...] = ("optimizer", "init", "budget", "normaliser", "batch_size")
 #: The primary specification: the optimiser the derivation assumes, the paper's author's
 #: initialisation and the steps-to-target budget; the other values are sensitivities.
 PRIMARY: dict[str, str] = {
@@ -109,7 +94,7 @@ def eval_every(config: Mapping[str, Any]) -> int:
 def train_batch_run(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One run of the batch-size experiment: an :func:`~normlab.models.mlp_for` MLP trained
     under the ``budget`` convention (module docstring), tested, then measured with
-    :func:`~normlab.experiments.part1.kernel_coupling` on its first ``batch_size`` training
+    :func:`~normlab.analysis.part1.kernel_coupling` on its first ``batch_size`` training
     samples. A ``to_target`` run's record adds ``steps_to_target`` (NaN when censored),
     ``reached`` and ``epochs_to_target``."""
     splits = config_splits(config)
@@ -163,143 +148,6 @@ def train_batch_run(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- analysis
-
-
-def _cell(results: pd.DataFrame) -> list[str]:
-    return [c for c in CELL if c in results.columns]
-
-
-def steps_scores(results: pd.DataFrame) -> pd.DataFrame:
-    """Per seed, the steps to the target at the rate chosen per cell (:data:`CELL`).
-
-    A cell's rate is the one with the fewest mean steps across seeds among the rates at
-    which every seed reached the target (a rate with a censored or diverged seed is no
-    rate to recommend, as :func:`~normlab.experiments.select_best` treats a diverged one);
-    ties go to the smaller rate. A cell where no rate qualifies is *censored*: its rows
-    keep the seeds, with ``lr`` and the steps NaN. Columns: the cell's axes, ``lr``,
-    ``at_edge`` (the choice is the smallest or largest rate tried), ``censored``, ``seed``,
-    ``steps_to_target``, ``epochs_to_target``, ``val_metric`` and ``test_metric``.
-    """
-    runs = results[results["budget"] == "to_target"] if "budget" in results else results
-    if runs.empty:
-        raise ValueError("steps_scores needs runs under the to_target budget")
-    by = _cell(runs)
-    keep = ["seed", "steps_to_target", "epochs_to_target", "val_metric", "test_metric"]
-    parts = []
-    for key, cell in runs.groupby(by, sort=True):
-        reached = cell["steps_to_target"].notna().groupby(cell["lr"]).all()
-        means = cell.groupby("lr")["steps_to_target"].mean()[reached]
-        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        if means.empty:
-            seeds = cell.drop_duplicates("seed")[keep].assign(
-                steps_to_target=math.nan, epochs_to_target=math.nan
-            )
-            parts.append(
-                seeds.assign(**keys, lr=math.nan, at_edge=False, censored=True)
-            )
-            continue
-        lr = float(means.idxmin())
-        rates = sorted(cell["lr"].unique())
-        edge = len(rates) > 1 and lr in (rates[0], rates[-1])
-        chosen = cell[cell["lr"] == lr][keep]
-        parts.append(chosen.assign(**keys, lr=lr, at_edge=edge, censored=False))
-    columns = [*by, "lr", "at_edge", "censored", *keep]
-    table = pd.concat(parts, ignore_index=True)[columns]
-    return table.sort_values([*by, "seed"]).reset_index(drop=True)
-
-
-def scaling_slopes(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per seed, the slope of log2(epochs to the target) against log2(batch size), per
-    cell without its batch size (:func:`steps_scores`'s table).
-
-    0 is perfect scaling (each doubling of the batch halves the steps), 1 a doubling that
-    saves no step. A normaliser with a censored batch size gets NaN (its curve is not
-    known there). Columns: the cell's other axes, ``seed``, ``slope``, ``censored`` and
-    ``weakest`` (the lowest mean test metric of its batch sizes, for learnability).
-    """
-    by = [c for c in _cell(scores) if c != "batch_size"]
-    rows = []
-    for key, group in scores.groupby(by, sort=True):
-        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        censored = bool(group["censored"].any())
-        weakest = float(group.groupby("batch_size")["test_metric"].mean().min())
-        for seed, part in group.groupby("seed", sort=True):
-            slope = math.nan
-            if not censored and part["batch_size"].nunique() > 1:
-                slope = slope_log2(
-                    part["batch_size"], np.log2(part["epochs_to_target"])
-                )
-            rows.append(
-                {
-                    **keys,
-                    "seed": int(seed),
-                    "slope": slope,
-                    "censored": censored,
-                    "weakest": weakest,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def scaling_summary(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per cell without its batch size: the mean slope of :func:`scaling_slopes` with its
-    95 % CI across seeds (``mean``, ``ci95``, ``n``, ``low``, ``high``), ``censored`` (how
-    many batch sizes are) and ``at_edge`` (how many rates were chosen at the grid's edge)."""
-    slopes = scaling_slopes(scores)
-    by = [c for c in _cell(scores) if c != "batch_size"]
-    cells = scores.drop_duplicates([*by, "batch_size"])
-    flags = cells.groupby(by)[["censored", "at_edge"]].sum().astype(int).reset_index()
-    rows = []
-    for key, group in slopes.groupby(by, sort=True):
-        mean, half, n = mean_ci(group["slope"].dropna())
-        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        rows.append(
-            {
-                **keys,
-                "mean": mean,
-                "ci95": half,
-                "n": n,
-                "low": mean - half,
-                "high": mean + half,
-            }
-        )
-    return pd.DataFrame(rows).merge(flags, on=by)
-
-
-def critical_batch(scores: pd.DataFrame, factor: float = 2.0) -> pd.DataFrame:
-    """Where perfect scaling ends, per cell without its batch size: the batch size at which
-    the mean epochs to the target first reach ``factor`` times their value at the smallest
-    batch (interpolated in log2 between batch sizes), the critical batch size of
-    McCandlish et al. (2018), at which the samples needed have doubled. NaN when they never
-    do in the range (``beyond`` True) or a batch size is censored.
-    Columns: the cell's other axes, ``critical_batch``, ``beyond``, ``largest``."""
-    if not factor > 1:
-        raise ValueError(f"factor must be above 1, got {factor!r}")
-    by = [c for c in _cell(scores) if c != "batch_size"]
-    rows = []
-    for key, group in scores.groupby(by, sort=True):
-        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        curve = group.groupby("batch_size")["epochs_to_target"].mean().sort_index()
-        found, beyond = math.nan, False
-        if not group["censored"].any():
-            level = math.log2(factor * curve.iloc[0])
-            lx, ly = np.log2(curve.index.to_numpy(float)), np.log2(curve.to_numpy())
-            above = np.nonzero(ly >= level)[0]
-            if len(above) == 0:
-                beyond = True
-            else:
-                i = int(above[0])  # i >= 1: the first point is below the level
-                share = (level - ly[i - 1]) / (ly[i] - ly[i - 1])
-                found = float(2 ** (lx[i - 1] + share * (lx[i] - lx[i - 1])))
-        rows.append(
-            {
-                **keys,
-                "critical_batch": found,
-                "beyond": beyond,
-                "largest": int(curve.index.max()),
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------- the grid

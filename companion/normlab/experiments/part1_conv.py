@@ -94,14 +94,16 @@ def init_gradients(
     floors: Sequence[float] = (OLD_FLOOR, PATCHNORM_FLOOR),
     *,
     images: int = 64,
-) -> pd.DataFrame:
+) -> list[dict[str, Any]]:
     """Each parameter's gradient norm at initialisation, on the first ``images`` training
     images of a run ``config`` (its data, shape, initialisation and seed).
 
-    Rows: norm-mode PatchNorm at each of ``floors``, and affine mode and no normalisation
-    for reference (``floor`` NaN). Columns: ``arm`` (e.g. ``"norm_like, floor 1"``),
-    ``normaliser``, ``floor``, ``parameter``, ``grad_norm``. With zero biases a blank margin stays exactly 0 through ``tanh``, so the
-    second convolution sees blank patches, which pass back ``W^T g / floor``.
+    One record per arm and parameter (``pd.DataFrame`` makes them a table): norm-mode
+    PatchNorm at each of ``floors``, and affine mode and no normalisation for reference
+    (``floor`` NaN). Keys: ``arm`` (e.g. ``"norm_like, floor 1"``), ``normaliser``,
+    ``floor``, ``parameter``, ``grad_norm``. With zero biases a blank margin stays exactly 0
+    through ``tanh``, so the second convolution sees blank patches, which pass back
+    ``W^T g / floor``.
     """
     arms = [("norm_like", float(f)) for f in floors]
     arms += [("affine_like", None), ("none", None)]
@@ -123,7 +125,7 @@ def init_gradients(
             }
             for name, p in model.named_parameters()
         ]
-    return pd.DataFrame(rows)
+    return rows
 
 
 def blank_patches(config: Mapping[str, Any], *, images: int = 64) -> pd.Series:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .. import data
+from ..analysis.runs import at_chosen_lr
 from ..corruption_suite import (
     accuracy_under_corruption,
     corruption_suite,
@@ -44,7 +45,7 @@ from ..stats import paired_test
 from .grid import Grid
 from .part2 import ALL, fit_autonorm, train_autonorm
 from .registry import Experiment, RunContext, register_experiment
-from .runner import at_chosen_lr, load_records
+from .runner import load_records
 
 __all__ = [
     "AUTONORM_GATES",

@@ -18,13 +18,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..experiments import runner
-from ..experiments.part1_batch import (
-    CELL,
-    PRIMARY,
-    scaling_summary,
-    steps_scores,
-)
+from ..analysis import runs
+from ..analysis.batch import CELL, scaling_summary, steps_scores
+from ..experiments.part1_batch import PRIMARY
 from ..normalisers import colour
 from .column import MIN_FONT_PT, label, new_figure, style
 from .part1 import draw_band, draw_batch_curves
@@ -66,7 +62,7 @@ def draw_steps(results: pd.DataFrame, ax: Any) -> None:
     smallest batch: perfect scaling."""
     scores = steps_scores(_primary(results)).dropna(subset=["steps_to_target"])
     logged = scores.assign(log2_steps=np.log2(scores["steps_to_target"]))
-    table = runner.summarise(logged, ["normaliser", "batch_size"], value="log2_steps")
+    table = runs.summarise(logged, ["normaliser", "batch_size"], value="log2_steps")
     for name in table["normaliser"].unique():
         rows = table[table["normaliser"] == name].sort_values("batch_size")
         half = rows["ci95"].fillna(0.0)
@@ -110,14 +106,14 @@ def draw_steps(results: pd.DataFrame, ax: Any) -> None:
 
 
 def draw_kernel(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
-    """A kernel measurement of :func:`normlab.experiments.part1.kernel_coupling`
+    """A kernel measurement of :func:`normlab.analysis.part1.kernel_coupling`
     (``value``) against the batch size, one line (95 % band across seeds) per normaliser,
     of the primary specification's runs at each cell's chosen rate."""
     rows = _primary(results)
     scores = steps_scores(rows)
     by = [c for c in CELL if c in rows]
     chosen = rows.merge(scores[[*by, "lr", "seed"]], on=[*by, "lr", "seed"])
-    curves = runner.summarise(chosen, ["normaliser", "batch_size"], value=value)
+    curves = runs.summarise(chosen, ["normaliser", "batch_size"], value=value)
     for name in curves["normaliser"].unique():
         draw_band(ax, curves[curves["normaliser"] == name], "batch_size", name)
     _log2_axis(ax, curves["batch_size"])

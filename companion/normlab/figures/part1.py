@@ -18,15 +18,10 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ..analysis import runs
+from ..analysis.part1 import batch_slopes, lr_sensitivity
 from ..claims.pairing import at_chosen_lr, paired
-from ..experiments import runner
-from ..experiments.part1 import (
-    CORRECTIONS,
-    LEAD_RIVALS,
-    batch_slopes,
-    lr_sensitivity,
-    verdict_rows,
-)
+from ..experiments.part1 import CORRECTIONS, LEAD_RIVALS, verdict_rows
 from ..names import data_label
 from ..normalisers import colour
 from ..stats import interval
@@ -94,9 +89,9 @@ def draw_lr_sensitivity(results: pd.DataFrame, ax: Any, **where: Any) -> None:
 def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
     """Test metric at the learning rate of ``budget``'s convention against the batch size
     (log axis), one line with its 95 % CI band per normaliser (see
-    ``normlab.experiments.part1.batch_slopes``)."""
+    ``normlab.analysis.part1.batch_slopes``)."""
     _, scores = batch_slopes(_only(results, {"budget": budget}))
-    table = runner.summarise(scores, ["normaliser", "batch_size"])
+    table = runs.summarise(scores, ["normaliser", "batch_size"])
     for name in table["normaliser"].unique():
         draw_band(ax, table[table["normaliser"] == name], "batch_size", name)
     ax.set_xscale("log", base=2)
@@ -106,15 +101,15 @@ def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
 
 
 def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
-    """A kernel measurement of ``normlab.experiments.part1.kernel_coupling``
+    """A kernel measurement of ``normlab.analysis.part1.kernel_coupling``
     (``value``) against the batch size, one line (95 % band across seeds) per normaliser,
     from the runs of the first budget at the learning rate chosen on val per normaliser and
     batch size."""
-    rows = runner.at_chosen_lr(
+    rows = runs.at_chosen_lr(
         results[results["budget"] == results["budget"].iloc[0]],
         ["normaliser", "batch_size"],
     )
-    curves = runner.summarise(rows, ["normaliser", "batch_size"], value=value)
+    curves = runs.summarise(rows, ["normaliser", "batch_size"], value=value)
     for name in curves["normaliser"].unique():
         draw_band(ax, curves[curves["normaliser"] == name], "batch_size", name)
     ax.set_xscale("log", base=2)

@@ -14,8 +14,9 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..experiments.part1 import FC_PRIMARY, lr_sensitivity, verdict_rows
-from ..experiments.runner import at_chosen_lr, select_best, summarise
+from ..analysis.part1 import lr_sensitivity
+from ..analysis.runs import at_chosen_lr, select_best, summarise
+from ..experiments.part1 import FC_PRIMARY, verdict_rows
 from ..names import data_label
 from .curves import metric_vs
 from .heatmaps import normaliser_heatmap
@@ -89,7 +90,7 @@ def batch_size(results: pd.DataFrame, summary: pd.DataFrame) -> dict[str, Figure
     """Steps to the target against the batch size, the rate each cell chose and the
     scaling slopes (:mod:`normlab.experiments.part1_batch`), test accuracy under fixed
     epochs where the set has it, and the update kernel's cross-sample coupling."""
-    from ..experiments.part1_batch import steps_scores
+    from ..analysis.batch import steps_scores
     from .batch import draw_kernel, draw_steps, fixed_epochs_figure, scaling_figure
     from .column import new_figure, style
 

@@ -4,9 +4,9 @@ Per-seed scores at the learning rate chosen on validation data (:func:`seed_scor
 of accuracy against log2(batch size) under each budget convention (:func:`batch_slopes`),
 learning-rate sensitivity, the per-epoch histories of saved runs, the update kernel's
 cross-sample coupling on a trained net's real activations (:func:`kernel_coupling`) and
-whether a run's validation accuracy had reached its plateau (:func:`plateau_gap`).
-:mod:`normlab.experiments.part1` re-exports them; paired leads between normalisers are
-:func:`normlab.claims.paired`.
+whether a run's validation accuracy had reached its plateau (:func:`plateau_gap`). Paired
+leads between normalisers are :func:`normlab.claims.paired`; the steps-to-target analysis
+of the batch-size study is :mod:`normlab.analysis.batch`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,17 @@ from torch import nn
 
 from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..stats import mean_ci, slopes_log2
-from .runner import select_best, summarise
+from .runs import select_best, summarise
+
+__all__ = [
+    "batch_slopes",
+    "kernel_coupling",
+    "load_histories",
+    "lr_sensitivity",
+    "plateau_gap",
+    "plateau_table",
+    "seed_scores",
+]
 
 
 def seed_scores(
@@ -31,7 +41,7 @@ def seed_scores(
 ) -> pd.DataFrame:
     """Per seed, the validation and test metrics at the learning rate chosen per ``by`` group.
 
-    The choice is :func:`~normlab.experiments.select_best` (the best mean ``val_metric``
+    The choice is :func:`~normlab.analysis.select_best` (the best mean ``val_metric``
     across seeds; the test split plays no part). ``lr_from`` (optional) imposes the learning
     rates instead: a table with the ``by`` columns it shares and ``lr``. Columns: ``by``,
     ``lr``, ``at_edge``, ``seed``, ``val_metric`` and ``test_metric``.

@@ -1,0 +1,167 @@
+"""Steps to a target accuracy against the batch size (chapter 7, claims A12 and A13).
+
+:func:`steps_scores` chooses each cell's rate (the one with the fewest mean steps among the
+rates at which every seed reached the target, as Shallue et al. (2019) choose it);
+:func:`scaling_slopes` fits, per seed, the slope of log2(epochs to the target) against
+log2(batch size): 0 under perfect scaling, 1 where a doubling of the batch saves no step;
+:func:`scaling_summary` averages the slopes across seeds; :func:`critical_batch` reads
+where the data needed has doubled (McCandlish et al., 2018). The runs are
+:mod:`normlab.experiments.part1_batch`'s.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..stats import mean_ci, slope_log2
+
+__all__ = [
+    "CELL",
+    "critical_batch",
+    "scaling_slopes",
+    "scaling_summary",
+    "steps_scores",
+]
+
+#: What makes a cell of the design: its rate is chosen per cell.
+CELL: tuple[str, ...] = ("optimizer", "init", "budget", "normaliser", "batch_size")
+
+
+def _cell(results: pd.DataFrame) -> list[str]:
+    return [c for c in CELL if c in results.columns]
+
+
+def steps_scores(results: pd.DataFrame) -> pd.DataFrame:
+    """Per seed, the steps to the target at the rate chosen per cell (:data:`CELL`).
+
+    A cell's rate is the one with the fewest mean steps across seeds among the rates at
+    which every seed reached the target (a rate with a censored or diverged seed is no
+    rate to recommend, as :func:`~normlab.analysis.select_best` treats a diverged one);
+    ties go to the smaller rate. A cell where no rate qualifies is *censored*: its rows
+    keep the seeds, with ``lr`` and the steps NaN. Columns: the cell's axes, ``lr``,
+    ``at_edge`` (the choice is the smallest or largest rate tried), ``censored``, ``seed``,
+    ``steps_to_target``, ``epochs_to_target``, ``val_metric`` and ``test_metric``.
+    """
+    runs = results[results["budget"] == "to_target"] if "budget" in results else results
+    if runs.empty:
+        raise ValueError("steps_scores needs runs under the to_target budget")
+    by = _cell(runs)
+    keep = ["seed", "steps_to_target", "epochs_to_target", "val_metric", "test_metric"]
+    parts = []
+    for key, cell in runs.groupby(by, sort=True):
+        reached = cell["steps_to_target"].notna().groupby(cell["lr"]).all()
+        means = cell.groupby("lr")["steps_to_target"].mean()[reached]
+        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        if means.empty:
+            seeds = cell.drop_duplicates("seed")[keep].assign(
+                steps_to_target=math.nan, epochs_to_target=math.nan
+            )
+            parts.append(
+                seeds.assign(**keys, lr=math.nan, at_edge=False, censored=True)
+            )
+            continue
+        lr = float(means.idxmin())
+        rates = sorted(cell["lr"].unique())
+        edge = len(rates) > 1 and lr in (rates[0], rates[-1])
+        chosen = cell[cell["lr"] == lr][keep]
+        parts.append(chosen.assign(**keys, lr=lr, at_edge=edge, censored=False))
+    columns = [*by, "lr", "at_edge", "censored", *keep]
+    table = pd.concat(parts, ignore_index=True)[columns]
+    return table.sort_values([*by, "seed"]).reset_index(drop=True)
+
+
+def scaling_slopes(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per seed, the slope of log2(epochs to the target) against log2(batch size), per
+    cell without its batch size (:func:`steps_scores`'s table).
+
+    0 is perfect scaling (each doubling of the batch halves the steps), 1 a doubling that
+    saves no step. A normaliser with a censored batch size gets NaN (its curve is not
+    known there). Columns: the cell's other axes, ``seed``, ``slope``, ``censored`` and
+    ``weakest`` (the lowest mean test metric of its batch sizes, for learnability).
+    """
+    by = [c for c in _cell(scores) if c != "batch_size"]
+    rows = []
+    for key, group in scores.groupby(by, sort=True):
+        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        censored = bool(group["censored"].any())
+        weakest = float(group.groupby("batch_size")["test_metric"].mean().min())
+        for seed, part in group.groupby("seed", sort=True):
+            slope = math.nan
+            if not censored and part["batch_size"].nunique() > 1:
+                slope = slope_log2(
+                    part["batch_size"], np.log2(part["epochs_to_target"])
+                )
+            rows.append(
+                {
+                    **keys,
+                    "seed": int(seed),
+                    "slope": slope,
+                    "censored": censored,
+                    "weakest": weakest,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def scaling_summary(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per cell without its batch size: the mean slope of :func:`scaling_slopes` with its
+    95 % CI across seeds (``mean``, ``ci95``, ``n``, ``low``, ``high``), ``censored`` (how
+    many batch sizes are) and ``at_edge`` (how many rates were chosen at the grid's edge)."""
+    slopes = scaling_slopes(scores)
+    by = [c for c in _cell(scores) if c != "batch_size"]
+    cells = scores.drop_duplicates([*by, "batch_size"])
+    flags = cells.groupby(by)[["censored", "at_edge"]].sum().astype(int).reset_index()
+    rows = []
+    for key, group in slopes.groupby(by, sort=True):
+        mean, half, n = mean_ci(group["slope"].dropna())
+        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        rows.append(
+            {
+                **keys,
+                "mean": mean,
+                "ci95": half,
+                "n": n,
+                "low": mean - half,
+                "high": mean + half,
+            }
+        )
+    return pd.DataFrame(rows).merge(flags, on=by)
+
+
+def critical_batch(scores: pd.DataFrame, factor: float = 2.0) -> pd.DataFrame:
+    """Where perfect scaling ends, per cell without its batch size: the batch size at which
+    the mean epochs to the target first reach ``factor`` times their value at the smallest
+    batch (interpolated in log2 between batch sizes), the critical batch size of
+    McCandlish et al. (2018), at which the samples needed have doubled. NaN when they never
+    do in the range (``beyond`` True) or a batch size is censored.
+    Columns: the cell's other axes, ``critical_batch``, ``beyond``, ``largest``."""
+    if not factor > 1:
+        raise ValueError(f"factor must be above 1, got {factor!r}")
+    by = [c for c in _cell(scores) if c != "batch_size"]
+    rows = []
+    for key, group in scores.groupby(by, sort=True):
+        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        curve = group.groupby("batch_size")["epochs_to_target"].mean().sort_index()
+        found, beyond = math.nan, False
+        if not group["censored"].any():
+            level = math.log2(factor * curve.iloc[0])
+            lx, ly = np.log2(curve.index.to_numpy(float)), np.log2(curve.to_numpy())
+            above = np.nonzero(ly >= level)[0]
+            if len(above) == 0:
+                beyond = True
+            else:
+                i = int(above[0])  # i >= 1: the first point is below the level
+                share = (level - ly[i - 1]) / (ly[i] - ly[i - 1])
+                found = float(2 ** (lx[i - 1] + share * (lx[i] - lx[i - 1])))
+        rows.append(
+            {
+                **keys,
+                "critical_batch": found,
+                "beyond": beyond,
+                "largest": int(curve.index.max()),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,150 @@
+"""Tables of runs: one row per run, summaries across seeds, the rate chosen on validation.
+
+Every experiment's records become a tidy table with :func:`records_table` (config and
+metrics as columns); :func:`summarise` gives mean, 95 % CI and ``n`` across seeds per group;
+:func:`select_best` chooses a hyperparameter (the learning rate) per group on the
+validation metric alone and reports the test metric there; :func:`at_chosen_lr` keeps the
+runs at that choice, one row per seed, for the paired comparisons of :mod:`normlab.claims`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..stats import mean_ci
+
+__all__ = ["at_chosen_lr", "records_table", "select_best", "summarise"]
+
+
+def _groups(
+    results: pd.DataFrame, by: Sequence[str]
+) -> Iterable[tuple[Any, pd.DataFrame]]:
+    """``groupby(by)``, or the whole table as one group when ``by`` is empty."""
+    return results.groupby(list(by), sort=True, dropna=False) if by else [((), results)]
+
+
+def summarise(
+    results: pd.DataFrame, by: Sequence[str], value: str = "test_metric"
+) -> pd.DataFrame:
+    """Mean, 95 % CI half-width (``ci95``) and ``n`` of ``value`` across seeds, per ``by`` group."""
+    rows = []
+    for key, group in _groups(results, by):
+        mean, half, n = mean_ci(group[value])
+        rows.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                "mean": mean,
+                "ci95": half,
+                "n": n,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def select_best(
+    results: pd.DataFrame,
+    by: Sequence[str],
+    select: str = "lr",
+    *,
+    higher_is_better: bool = True,
+    on: str = "val_metric",
+    report: str = "test_metric",
+) -> pd.DataFrame:
+    """Choose ``select`` per configuration on validation data; report the test metric there.
+
+    For each ``by`` group, the value of ``select`` with the best mean ``on`` (validation
+    metric) across seeds wins, among the values at which no seed diverged (its ``diverged``
+    is true, where the table has that column, or its ``on`` is NaN): a mean over the seeds
+    that survived would hide those that did not, and a rate at which 2 of 3 seeds diverge is
+    no rate to recommend. Only when every value has a diverged seed is the choice made among
+    them all (the best mean over the surviving seeds; a NaN mean never wins), and
+    ``all_diverged`` says so. The test split plays no part in the choice. Columns: ``by``,
+    the chosen ``select``, ``val_mean``, ``mean``/``ci95``/``n`` of ``report`` at that
+    choice, ``candidates``, ``at_edge``: True when the choice is the smallest or largest
+    value tried, so the grid may not contain the true optimum and should be widened before
+    the comparison is trusted, and ``all_diverged``.
+    """
+    rows = []
+    worst = -math.inf if higher_is_better else math.inf
+    for key, group in _groups(results, by):
+        val_means = group.groupby(select)[on].mean()
+        failed = group[on].isna()
+        if "diverged" in group:
+            failed = failed | group["diverged"].fillna(False).astype(bool)
+        failed_at = failed.groupby(group[select]).any().reindex(val_means.index)
+        all_diverged = bool(failed_at.all())
+        eligible = (val_means if all_diverged else val_means[~failed_at]).fillna(worst)
+        chosen = eligible.idxmax() if higher_is_better else eligible.idxmin()
+        at = group[group[select] == chosen]
+        mean, half, n = mean_ci(at[report])
+        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        rows.append(
+            {
+                **keys,
+                select: chosen,
+                "val_mean": float(at[on].mean()),
+                "mean": mean,
+                "ci95": half,
+                "n": n,
+                "candidates": len(val_means),
+                "at_edge": len(val_means) > 1
+                and chosen in (val_means.index.min(), val_means.index.max()),
+                "all_diverged": all_diverged,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def at_chosen_lr(
+    results: pd.DataFrame,
+    by: Sequence[str] = ("data", "normaliser"),
+    *,
+    higher_is_better: bool | None = None,
+) -> pd.DataFrame:
+    """The rows of ``results`` (one per run) at the learning rate chosen on validation data.
+
+    The choice is :func:`select_best`'s per ``by`` group (best mean ``val_metric`` across
+    seeds, at a rate where no seed diverged; the test split plays no part). ``at_edge``,
+    ``candidates`` and ``all_diverged`` are carried over so a table can flag a choice at the
+    grid's edge, or one made where every rate had a diverged seed. ``higher_is_better``
+    None reads the results' own ``higher_is_better`` column.
+    """
+    if higher_is_better is None:
+        higher_is_better = bool(results["higher_is_better"].iloc[0])
+    best = select_best(
+        results, list(by), "lr", higher_is_better=higher_is_better, report="val_metric"
+    )
+    keep = best[[*by, "lr", "at_edge", "candidates", "all_diverged"]]
+    return results.merge(keep, on=[*by, "lr"], how="inner")
+
+
+def _table_value(value: Any) -> Any:
+    return (
+        value
+        if value is None or isinstance(value, (str, int, float, bool))
+        else json.dumps(value)
+    )
+
+
+def records_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Run records as a tidy table: one row per run, config and metrics as columns."""
+    rows = []
+    for record in records:
+        rows.append(
+            {
+                "run_id": record["run_id"],
+                "experiment": record["experiment"],
+                "profile": record["profile"],
+                **{k: _table_value(v) for k, v in record["config"].items()},
+                "metric": record["metric"],
+                "higher_is_better": record["higher_is_better"],
+                **record["metrics"],
+                "seconds": record["seconds"],
+            }
+        )
+    return pd.DataFrame(rows)
