@@ -175,7 +175,7 @@ def train_mlp(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return _fit(config, ctx)[1]
 
 
-# ------------------------------------------------------------------------ analysis
+# ----------------------------------------------------------------- the runs verdicts read
 
 
 def verdict_rows(

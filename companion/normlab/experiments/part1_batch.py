@@ -147,9 +147,6 @@ def train_batch_run(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return record
 
 
-# ---------------------------------------------------------------------- analysis
-
-
 # ---------------------------------------------------------------------- the grid
 
 #: Learning rates a half-decade apart; each cell tries three consecutive ones.
