@@ -25,6 +25,16 @@ from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..stats import mean_ci, slopes_log2
 from .runner import select_best, summarise
 
+__all__ = [
+    "batch_slopes",
+    "kernel_coupling",
+    "load_histories",
+    "lr_sensitivity",
+    "plateau_gap",
+    "plateau_table",
+    "seed_scores",
+]
+
 
 def seed_scores(
     results: pd.DataFrame, by: Sequence[str], *, lr_from: pd.DataFrame | None = None

@@ -36,8 +36,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._runtime import seed_everything
-from ..models.mlp import mlp_for
 from ..stats import mean_ci, slope_log2
 from ..training import TargetStop
 from .grid import Grid
@@ -48,6 +46,7 @@ from .part1 import (
     config_splits,
     digits_settings,
     kernel_coupling,
+    seeded_mlp,
 )
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
@@ -114,16 +113,7 @@ def train_batch_run(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     ``reached`` and ``epochs_to_target``."""
     splits = config_splits(config)
     train = splits["train"]
-    seed_everything(config["seed"])
-    model = mlp_for(
-        config["normaliser"],
-        in_features=math.prod(train.x.shape[1:]),
-        num_classes=train.num_classes,
-        width=config["width"],
-        depth=config["depth"],
-        activation=config["activation"],
-        init=config.get("init", "default"),
-    )
+    model = seeded_mlp(config, train)
     batch_size, budget = config["batch_size"], config["budget"]
     settings = {
         "batch_size": batch_size,
