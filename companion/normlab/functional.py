@@ -240,10 +240,12 @@ def patch_norm_conv2d(
     out = F.conv2d(scaled, weight, None, *geometry)
     if mode == "affine_like":
         if bias is not None:  # (W x + b) / scale, as the bias is added after the sum
-            out = out + bias.view(1, -1, 1, 1) / scale
+            # in place: the convolution's backward does not read its output
+            out = out.add_(bias.view(1, -1, 1, 1) / scale)
         return out * _inverse_homogeneous(sq_norm, scale)
     out = out * torch.rsqrt(sq_norm.clamp_min((floor / scale).square()))
-    return out if bias is None else out + bias.view(1, -1, 1, 1)
+    # in place: the product's backward reads its factors, not the product
+    return out if bias is None else out.add_(bias.view(1, -1, 1, 1))
 
 
 def dyt(
