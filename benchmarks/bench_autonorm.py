@@ -19,6 +19,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -85,8 +86,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, {args.reps} interleaved reps"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
+        f"{args.reps} interleaved reps, load average {load}"
     )
 
     steps = interleaved_medians(

@@ -1,14 +1,17 @@
 """Forward + backward time of the Part I layers against their torch baselines, on the CPU.
 
 Each pair runs interleaved (baseline, candidate, baseline, ...) in one process, and the
-printed figure is the ratio of the medians, so machine noise mostly cancels.
+printed figure is the ratio of the medians, so machine noise mostly cancels. On a machine
+that other jobs share, ``--threads 1 --clock cpu`` (process CPU time, one torch thread) is
+stretched least by their load; the header prints the load average to read the figures by.
 
-    .venv/bin/python benchmarks/bench_layers.py [--repeats 15]
+    .venv/bin/python benchmarks/bench_layers.py [--repeats 15] [--threads 0] [--clock wall]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -17,12 +20,18 @@ import torch
 from normlab.layers import AffineLikeLinear, NormLikeLinear, PatchNormConv2d
 from torch import nn
 
+CLOCKS: dict[str, Callable[[], float]] = {
+    "wall": time.perf_counter,
+    "cpu": time.process_time,
+}
+clock = CLOCKS["wall"]
+
 
 def step_time(layer: nn.Module, x: torch.Tensor) -> float:
     """Seconds for one forward and backward pass (input and parameter gradients)."""
-    start = time.perf_counter()
+    start = clock()
     layer(x).sum().backward()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def compare(
@@ -46,7 +55,15 @@ def compare(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch threads (0: torch's default)"
+    )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     args = parser.parse_args()
+    global clock
+    clock = CLOCKS[args.clock]
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cases = [
         (
@@ -71,8 +88,10 @@ def main() -> None:
             torch.randn(64, 64, 32, 32),
         ),
     ]
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} interleaved repeats"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} "
+        f"interleaved repeats, {args.clock} clock, load average {load}"
     )
     print("| comparison | baseline ms | ours ms | ratio | goal | met |")
     print("|---|---|---|---|---|---|")

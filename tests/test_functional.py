@@ -146,3 +146,75 @@ def test_dyt_without_its_affine_is_tanh() -> None:
 def test_patch_norm_refuses_an_unknown_mode() -> None:
     with pytest.raises(ValueError, match="affine_like"):
         NF.patch_norm_conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 3, 3), mode="x")
+
+
+# ------------------------------------------ the fast paths are autograd's formulas, bit for bit
+
+_BITS = {
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+    torch.float16: torch.int16,
+}
+
+
+def _same_bits(a: Tensor, b: Tensor) -> bool:
+    return torch.equal(a.view(_BITS[a.dtype]), b.view(_BITS[b.dtype]))
+
+
+def _rows(dtype: torch.dtype) -> Tensor:
+    """Samples at many scales, a blank one and, but in float16 (whose norms accumulate in
+    float32), one whose squares underflow, so that its norm is 0."""
+    torch.manual_seed(3)
+    x = torch.randn(8, 37, dtype=torch.float64) * torch.logspace(-3, 3, 8)[:, None]
+    x[2] = 0.0
+    x[5] = 0.0
+    tiny = {torch.float32: 1e-30, torch.float64: 1e-170, torch.float16: 1e-7}[dtype]
+    x[5, :3] = torch.tensor([tiny, -tiny, tiny / 10])
+    return x.to(dtype)
+
+
+def _value_and_grad(fn: Callable[[Tensor], Tensor], x: Tensor) -> tuple[Tensor, Tensor]:
+    x = x.clone().requires_grad_()
+    out = fn(x)
+    upstream = torch.linspace(-2.0, 3.0, out.numel(), dtype=out.dtype).view(out.shape)
+    return out.detach(), torch.autograd.grad(out, x, upstream)[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_the_squared_norms_have_autograds_gradients_bit_for_bit(
+    dtype: torch.dtype,
+) -> None:
+    """The custom backward passes (fewer passes over the input) return exactly what autograd
+    returns for the plain expressions, zero-norm rows included."""
+    x = _rows(dtype)
+    pairs = [
+        (
+            lambda v: NF._SquaredNorm.apply(v)[0],
+            lambda v: torch.linalg.vector_norm(v, dim=-1, keepdim=True).square(),
+        ),
+        (
+            lambda v: NF._SumOfSquares.apply(v, -1),
+            lambda v: v.square().sum(-1, keepdim=True),
+        ),
+        (
+            lambda v: NF._SumOfSquares.apply(v.view(2, 4, 37), (1, 2)),
+            lambda v: v.view(2, 4, 37).square().sum((1, 2), keepdim=True),
+        ),
+    ]
+    for fast, plain in pairs:
+        for got, want in zip(_value_and_grad(fast, x), _value_and_grad(plain, x)):
+            assert _same_bits(got, want)
+    if dtype != torch.float16:  # the norm-0 row passes back zeros
+        assert (_value_and_grad(pairs[0][0], x)[1][5] == 0).all()
+
+
+def test_the_scale_is_the_largest_magnitudes_power_of_two() -> None:
+    """``power_of_two_scale`` reads the largest magnitude as max(max x, -min x): the same
+    number as ``vector_norm(x, inf)``, so the same scale."""
+    x = _rows(torch.float32)
+    x[0, 4] = -7.5e3  # a negative entry is the largest
+    largest = torch.linalg.vector_norm(x, float("inf"), -1, keepdim=True).clamp_min(1.0)
+    scale = NF.power_of_two_scale(x, -1, 1.0)
+    assert torch.equal(torch.frexp(scale)[0], torch.full_like(scale, 0.5))
+    assert (scale > largest).all() and (scale <= 2 * largest).all()
+    assert scale[0].item() == 8192.0

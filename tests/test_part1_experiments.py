@@ -558,7 +558,7 @@ def test_each_cell_tries_three_rates_around_its_centre() -> None:
     cpu = experiments.get("batch_size").grid("cpu").configs(seeds=1)
     per_cell: dict[tuple, int] = {}
     for c in cpu:
-        key = (c["budget"], c["init"], c["normaliser"], c["batch_size"])
+        key = (c["budget"], c["optimizer"], c["init"], c["normaliser"], c["batch_size"])
         per_cell[key] = per_cell.get(key, 0) + 1
     assert all(n == 3 for k, n in per_cell.items() if k[0] == "fixed_epochs")
     assert {n for k, n in per_cell.items() if k[0] == "to_target"} == {3, 4}

@@ -15,6 +15,14 @@ import torch.nn.functional as F
 
 from ._checks import fraction, non_negative_int
 
+__all__ = [
+    "Augment",
+    "cutmix",
+    "mixup",
+    "random_crop",
+    "random_hflip",
+]
+
 
 def random_crop(
     x: torch.Tensor, padding: int, generator: torch.Generator

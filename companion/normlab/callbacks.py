@@ -27,6 +27,12 @@ from typing import Any
 import torch
 from torch import nn
 
+__all__ = [
+    "Callback",
+    "CallbackList",
+    "TrainState",
+]
+
 
 @dataclass
 class TrainState:

@@ -11,8 +11,6 @@ finite for any finite input, float16 at 60000 and float32 near its largest value
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -58,13 +56,65 @@ def power_of_two_scale(x: Tensor, dim: Dims, floor: float) -> Tensor:
     never ``x`` times a factor divided by ``scale``: that factor would be subnormal, and so
     imprecise, for inputs near the dtype's largest value.
     """
-    largest = torch.linalg.vector_norm(x.detach(), math.inf, dim, keepdim=True)
+    # the largest magnitude as max(max x, -min x): the same number as vector_norm(x, inf),
+    # which on the CPU is a slow generic reduction (1.2 ms against 0.07 ms at 256 x 1024)
+    x = x.detach()
+    largest = torch.maximum(x.amax(dim, keepdim=True), x.amin(dim, keepdim=True).neg())
     largest = largest.clamp_min(floor)
     # largest = mantissa * 2**e with mantissa in [0.5, 1): half = 2**(e - 1) is always
     # finite, 2**e = largest / mantissa is not in the top binade (it would make x / scale 0)
     mantissa, _ = torch.frexp(largest)
     half = largest / (2 * mantissa)
     return torch.where(half <= torch.finfo(x.dtype).max / 2, half * 2, half)
+
+
+class _SquaredNorm(torch.autograd.Function):
+    """``vector_norm(x, dim=-1, keepdim=True).square()`` with the gradient autograd gives it
+    (``pow``'s backward, then ``linalg_vector_norm``'s, operation for operation, so bit for
+    bit for every finite ``x``) in fewer passes: the zero-norm rows cleared by
+    ``nan_to_num_`` instead of a broadcast ``masked_fill_`` (five times slower on the CPU),
+    the last product in place. For finite ``x`` the two agree: ``x / norm`` is finite where
+    the norm is not zero and never finite where it is (``x / 0`` is infinite or NaN)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        return norm.square(), norm
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:  # type: ignore[override]
+        ctx.save_for_backward(inputs[0], output[1])
+        ctx.mark_non_differentiable(output[1])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor, _: Tensor) -> Tensor:  # type: ignore[override]
+        x, norm = ctx.saved_tensors
+        grad_norm = grad * (2.0 * norm)  # pow's backward: grad * (2 * norm ** 1)
+        # linalg_vector_norm's: grad * (x / norm).masked_fill_(norm == 0, 0)
+        return (x / norm).nan_to_num_(0.0, 0.0, 0.0).mul_(grad_norm)
+
+
+class _SumOfSquares(torch.autograd.Function):
+    """``x.square().sum(dim, keepdim=True)`` with the gradient autograd gives it (``sum``'s
+    expand, then ``pow``'s ``grad * (2 * x ** 1)``, bit for bit), without the copy that
+    ``x ** 1`` makes, the product in place."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor, dim: Dims) -> Tensor:  # type: ignore[override]
+        return x.square().sum(dim, keepdim=True)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:  # type: ignore[override]
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        (x,) = ctx.saved_tensors
+        return (2.0 * x).mul_(grad), None
 
 
 def _norm_floor(eps: float, dtype: torch.dtype) -> float:
@@ -80,7 +130,7 @@ def _scaled_inverse_norm(x: Tensor, dim: Dims, eps: float) -> tuple[Tensor, Tens
     floor = _norm_floor(eps, x.dtype)
     scale = power_of_two_scale(x, dim, floor)
     scaled = x / scale
-    sq_norm = scaled.square().sum(dim, keepdim=True)
+    sq_norm = _SumOfSquares.apply(scaled, dim)
     return scaled, torch.rsqrt(sq_norm.clamp_min((floor / scale).square()))
 
 
@@ -114,7 +164,7 @@ def affine_like_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) ->
     # 1 / sqrt(|x|^2 + 1) is subnormal for float32 near its largest value
     scale = power_of_two_scale(x, -1, 1.0)
     scaled = x / scale
-    sq_norm = torch.linalg.vector_norm(scaled, dim=-1, keepdim=True).square()
+    sq_norm, _ = _SquaredNorm.apply(scaled)
     z = _scaled_linear(scaled, weight, bias, scale)
     return z * _inverse_homogeneous(sq_norm, scale)
 
@@ -157,9 +207,7 @@ def patch_sq_norm(
     """
     kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
     ones = torch.ones(1, 1, kh, kw, device=x.device, dtype=x.dtype)
-    return F.conv2d(
-        x.square().sum(1, keepdim=True), ones, None, stride, padding, dilation
-    )
+    return F.conv2d(_SumOfSquares.apply(x, 1), ones, None, stride, padding, dilation)
 
 
 def patch_norm_conv2d(
@@ -192,10 +240,12 @@ def patch_norm_conv2d(
     out = F.conv2d(scaled, weight, None, *geometry)
     if mode == "affine_like":
         if bias is not None:  # (W x + b) / scale, as the bias is added after the sum
-            out = out + bias.view(1, -1, 1, 1) / scale
+            # in place: the convolution's backward does not read its output
+            out = out.add_(bias.view(1, -1, 1, 1) / scale)
         return out * _inverse_homogeneous(sq_norm, scale)
     out = out * torch.rsqrt(sq_norm.clamp_min((floor / scale).square()))
-    return out if bias is None else out + bias.view(1, -1, 1, 1)
+    # in place: the product's backward reads its factors, not the product
+    return out if bias is None else out.add_(bias.view(1, -1, 1, 1))
 
 
 def dyt(

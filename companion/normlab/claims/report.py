@@ -48,7 +48,29 @@ from .rules import (
     trained_margin,
 )
 
-BOOK = Path(__file__).resolve().parents[3] / "book"
+__all__ = [
+    "BRIEF_COLUMNS",
+    "chapter_link",
+    "chapter_notebook",
+    "COMMAND",
+    "evaluate",
+    "judge",
+    "Judged",
+    "markdown",
+    "Outcome",
+    "part_markdown",
+    "plan_table",
+    "primary_source",
+    "REPRODUCED",
+    "reproducibility_table",
+    "scorecard",
+    "scorecard_records",
+    "specification_curve",
+    "tested_on",
+    "verdict_table",
+]
+
+_BOOK = Path(__file__).resolve().parents[3] / "book"
 
 
 @dataclass(frozen=True)
@@ -142,7 +164,7 @@ class Outcome:
 
 def chapter_notebook(number: int, book: str | Path | None = None) -> Path | None:
     """The chapter's notebook ``book/NN_*.ipynb``, or None when it is not written yet."""
-    found = sorted(Path(book or BOOK).glob(f"{number:02d}_*.ipynb"))
+    found = sorted(Path(book or _BOOK).glob(f"{number:02d}_*.ipynb"))
     return found[0] if found else None
 
 
@@ -330,7 +352,7 @@ def evaluate(
     set of at least the test's ``min_profile`` exists, with the command that makes one.
     """
     claim = get(claim) if isinstance(claim, str) else claim
-    book_dir = Path(book or BOOK)
+    book_dir = Path(book or _BOOK)
     if claim.test is None:
         return Outcome(
             claim,

@@ -14,6 +14,15 @@ from . import standins, tabular, text, vision
 from ._common import check_split
 from .types import DataSplit
 
+__all__ = [
+    "load",
+    "Loader",
+    "LOADERS",
+    "names",
+    "REAL",
+    "REAL_LOADERS",
+]
+
 Loader = Callable[..., DataSplit]
 # The papers' datasets, in the order of :func:`load`'s table.
 REAL_LOADERS: dict[str, Loader] = {**vision.LOADERS, **text.LOADERS, **tabular.LOADERS}

@@ -7,6 +7,15 @@ from typing import Any, Literal
 
 import torch
 
+__all__ = [
+    "DataSplit",
+    "IGNORE_INDEX",
+    "LABEL_NAMES",
+    "PAD_ID",
+    "Task",
+    "TASKS",
+]
+
 Task = Literal["classification", "tagging", "regression"]
 TASKS: tuple[str, ...] = ("classification", "tagging", "regression")
 PAD_ID = 0

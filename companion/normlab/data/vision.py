@@ -36,6 +36,21 @@ from ._download import (
 )
 from .types import DataSplit
 
+__all__ = [
+    "cifar10",
+    "cifar100",
+    "CIFAR10_C",
+    "cifar10_c",
+    "CIFAR10_C_CORRUPTIONS",
+    "CIFAR10_CLASSES",
+    "fashion_mnist",
+    "load_cifar10_c",
+    "LOADERS",
+    "mnist",
+    "svhn",
+    "VAL_FRACTION",
+]
+
 VAL_FRACTION = 0.1
 
 # The 19 corruptions of Hendrycks & Dietterich (2019): 15 benchmark ones, then 4 extra.

@@ -38,6 +38,19 @@ from .grid import shard
 from .registry import get
 from .runner import DEFAULT_OUT, RunSettings, results_folder
 
+__all__ = [
+    "add_arguments",
+    "EXECUTORS",
+    "MAX_ARRAY_SIZE",
+    "Plan",
+    "plan",
+    "Resources",
+    "run_from_args",
+    "ShardTask",
+    "Submission",
+    "submit",
+]
+
 EXECUTORS: tuple[str, ...] = ("slurm", "local", "debug")
 MAX_ARRAY_SIZE = 1000  # Slurm's default MaxArraySize is 1001: task ids 0..1000
 

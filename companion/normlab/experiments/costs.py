@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from .registry import get, names
 
+__all__ = [
+    "chapter_experiments",
+    "gpu_time",
+    "larger_profiles",
+    "STANDARD_BUDGET_MIN",
+]
+
 # The most GPU-minutes a standard grid may take by the registry's estimate (tests check it).
 STANDARD_BUDGET_MIN = 45.0
 

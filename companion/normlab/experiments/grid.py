@@ -14,6 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = [
+    "Grid",
+    "MAX_SEEDS",
+    "parse_shard",
+    "Run",
+    "run_id",
+    "shard",
+]
+
 
 @dataclass(frozen=True)
 class Run:

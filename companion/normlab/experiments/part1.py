@@ -47,6 +47,7 @@ __all__ = [
     "FC_SHAPE",
     "SPEC_AXES",
     "config_splits",
+    "seeded_mlp",
     "specifications",
     "NORMALISERS",
     "OPTIMIZERS",
@@ -123,12 +124,12 @@ def config_splits(config: Mapping[str, Any]) -> dict[str, data.DataSplit]:
     return load_splits(config["data"], config["data_profile"], config.get("source"))
 
 
-def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Build, train and test one MLP; return it with the run record."""
-    splits = config_splits(config)
-    train = splits["train"]
+def seeded_mlp(config: Mapping[str, Any], train: data.DataSplit) -> nn.Module:
+    """The untrained MLP of a run ``config`` for the data ``train``: the global seed set to
+    the run's, then :func:`~normlab.models.mlp_for` with the run's normaliser, width, depth,
+    activation, initialisation and head (``"same"`` where the config names none)."""
     seed_everything(config["seed"])
-    model = mlp_for(
+    return mlp_for(
         config["normaliser"],
         in_features=math.prod(train.x.shape[1:]),
         num_classes=train.num_classes,
@@ -138,6 +139,13 @@ def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, 
         init=config.get("init", "default"),
         head=config.get("head", "same"),
     )
+
+
+def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Build, train and test one MLP; return it with the run record."""
+    splits = config_splits(config)
+    train = splits["train"]
+    model = seeded_mlp(config, train)
     budget, batch_size, lr = config["budget"], config["batch_size"], config["lr"]
     epochs, max_steps = config["epochs"], None
     if budget == "fixed_steps":

@@ -29,9 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._runtime import seed_everything
 from ..analysis.part1 import kernel_coupling
-from ..models.mlp import mlp_for
 from ..training import TargetStop
 from .grid import Grid
 from .part1 import (
@@ -41,6 +39,7 @@ from .part1 import (
     cifar_settings,
     config_splits,
     digits_settings,
+    seeded_mlp,
 )
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
@@ -101,16 +100,7 @@ def train_batch_run(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     ``reached`` and ``epochs_to_target``."""
     splits = config_splits(config)
     train = splits["train"]
-    seed_everything(config["seed"])
-    model = mlp_for(
-        config["normaliser"],
-        in_features=math.prod(train.x.shape[1:]),
-        num_classes=train.num_classes,
-        width=config["width"],
-        depth=config["depth"],
-        activation=config["activation"],
-        init=config.get("init", "default"),
-    )
+    model = seeded_mlp(config, train)
     batch_size, budget = config["batch_size"], config["budget"]
     settings = {
         "batch_size": batch_size,

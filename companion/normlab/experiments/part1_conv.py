@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .._runtime import seed_everything
+from ..data import DataSplit
 from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..functional import PATCHNORM_FLOOR, patch_sq_norm
 from ..layers import PatchNormConv2d
@@ -66,14 +67,11 @@ def position_coupling(model: CNN, x: torch.Tensor) -> float:
 OLD_FLOOR = 1e-12
 
 
-def _init_model(
-    config: Mapping[str, Any], normaliser: str, floor: float | None = None
-) -> CNN:
-    """The untrained net of a run ``config`` with ``normaliser``; PatchNorm's norm-mode
-    floor set to ``floor`` where given."""
-    train = config_splits(config)["train"]
+def _seeded_cnn(config: Mapping[str, Any], normaliser: str, train: DataSplit) -> CNN:
+    """The untrained net of a run ``config`` with ``normaliser`` for the data ``train``: the
+    global seed set to the run's, then :func:`~normlab.models.cnn_for` with its shape."""
     seed_everything(config["seed"])
-    model = cnn_for(
+    return cnn_for(
         normaliser,
         in_channels=train.x.shape[1],
         num_classes=train.num_classes,
@@ -83,6 +81,15 @@ def _init_model(
         init=config.get("init", "default"),
         stride=config.get("stride", 1),
     )
+
+
+def _init_model(
+    config: Mapping[str, Any], normaliser: str, floor: float | None = None
+) -> CNN:
+    """The untrained net of a run ``config`` with ``normaliser``; PatchNorm's norm-mode
+    floor set to ``floor`` where given."""
+    train = config_splits(config)["train"]
+    model = _seeded_cnn(config, normaliser, train)
     for conv in model.convolutions():
         if floor is not None and isinstance(conv, PatchNormConv2d):
             conv.eps = floor
@@ -150,17 +157,7 @@ def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One chapter-8 run: a CNN trained with SGD, tested, then its position coupling measured."""
     splits = config_splits(config)
     train = splits["train"]
-    seed_everything(config["seed"])
-    model = cnn_for(
-        config["normaliser"],
-        in_channels=train.x.shape[1],
-        num_classes=train.num_classes,
-        channels=config["channels"],
-        depth=config["depth"],
-        activation=config["activation"],
-        init=config.get("init", "default"),
-        stride=config.get("stride", 1),
-    )
+    model = _seeded_cnn(config, config["normaliser"], train)
     record = train_and_test(
         model,
         splits,

@@ -12,6 +12,15 @@ import torch
 from .._runtime import REQUIRED_PROFILES, check_profile
 from .grid import Grid, Run, run_id
 
+__all__ = [
+    "Experiment",
+    "get",
+    "names",
+    "register_experiment",
+    "RunContext",
+    "RunFn",
+]
+
 
 @dataclass(frozen=True)
 class RunContext:

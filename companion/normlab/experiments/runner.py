@@ -48,6 +48,25 @@ from .grid import Run
 from .grid import shard as select_shard
 from .registry import Experiment, RunContext, get
 
+__all__ = [
+    "DEFAULT_OUT",
+    "finished_records",
+    "holds_saved_set",
+    "load_records",
+    "load_results",
+    "MANIFEST",
+    "PACKED",
+    "packed_records",
+    "Report",
+    "report",
+    "results_folder",
+    "run",
+    "RunReport",
+    "RunSettings",
+    "summary_table",
+    "train_and_test",
+]
+
 # Local runs go to an ignored folder; the shipped sets live in the package (normlab.results).
 DEFAULT_OUT = Path("runs")
 # A packed set (normlab.results): every record of the folder, one strict-JSON line each,
