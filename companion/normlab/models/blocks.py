@@ -20,6 +20,21 @@ from torch import nn
 from .._checks import fraction, one_of, positive_ints, positive_number
 from ..normalisers import NormFactory
 
+__all__ = [
+    "Attention",
+    "Block",
+    "DropPath",
+    "Encoder",
+    "EncoderConfig",
+    "FeedForward",
+    "INITS",
+    "LayerScale",
+    "READOUTS",
+    "apply_norm",
+    "init_linear",
+    "named_config",
+]
+
 Config = TypeVar("Config")
 
 

@@ -20,6 +20,18 @@ from .. import normalisers
 from .._checks import non_negative_int, one_of, positive_ints
 from ..normalisers import LinearFactory, NormFactory
 
+__all__ = [
+    "ACTIVATIONS",
+    "HEADS",
+    "INITS",
+    "MLP",
+    "MLPConfig",
+    "config_or_fields",
+    "hidden_blocks",
+    "initialise",
+    "mlp_for",
+]
+
 Config = TypeVar("Config")
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {

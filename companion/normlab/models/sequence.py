@@ -23,6 +23,14 @@ from ..data.types import PAD_ID
 from ..normalisers import NormFactory, resolve_norm_layer
 from .blocks import EncoderConfig, init_linear, named_config
 
+__all__ = [
+    "SEQUENCE_CONFIGS",
+    "SEQUENCE_TASKS",
+    "SequenceConfig",
+    "SequenceTransformer",
+    "sequence_config",
+]
+
 SEQUENCE_TASKS: tuple[str, ...] = ("tagging", "classification")
 
 

@@ -19,6 +19,14 @@ from .._checks import positive_ints
 from ..normalisers import NormFactory, resolve_norm_layer
 from .blocks import EncoderConfig, init_linear, named_config
 
+__all__ = [
+    "FeatureTokenizer",
+    "TABULAR_CONFIGS",
+    "TabularConfig",
+    "TabularTransformer",
+    "tabular_config",
+]
+
 
 @dataclass
 class TabularConfig(EncoderConfig):

@@ -18,6 +18,13 @@ from .._checks import positive_ints
 from ..normalisers import NormFactory, resolve_norm_layer
 from .blocks import EncoderConfig, init_linear, named_config
 
+__all__ = [
+    "VIT_CONFIGS",
+    "ViTConfig",
+    "ViTLite",
+    "vit_config",
+]
+
 
 @dataclass
 class ViTConfig(EncoderConfig):
