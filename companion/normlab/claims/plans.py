@@ -246,8 +246,9 @@ PLANS: dict[str, Plan] = {
         _half("N9", "AutoNorm-S", "FrozenLN"),
     ),
     "N10": Plan(
-        "learned AutoNorm's mean gate entropy over layers and epochs, each language task "
-        "minus the image task",
+        "learned AutoNorm's gate entropy, mean over layers, each language task minus the "
+        "image task: averaged over the same epochs, and at matched training progress (the "
+        "first epoch at 80 % of the way from chance to the run's best validation accuracy)",
         0.05,
         f"0.05 nats, about 7 % of the largest entropy (ln 2); {_OURS}",
         units="gate entropy (nats)",
@@ -275,7 +276,8 @@ PLANS: dict[str, Plan] = {
         ),
     ),
     "N12": Plan(
-        "relative test RMSE of AutoNorm-S against FrozenLN, (a - b)/b, paired by seed",
+        "relative test RMSE of AutoNorm-S against FrozenLN, (a - b)/b, paired by seed: "
+        "positive when AutoNorm-S's error is the larger",
         0.02,
         "the rule's 'negligible', 2 % of the RMSE; our choice, against the paper's "
         "California gap of 0.27 %",
