@@ -294,7 +294,8 @@ def test_gate_claims_follow_their_rules_and_name_the_stand_ins() -> None:
         claims.judge(n11, gate_results(0.6, 0.2, -0.3)).verdict == claims.CONTRADICTED
     )
     labels = " ".join(label for label, _, _ in supported.effects)
-    assert "stand-in pos_grammar" in labels and "stand-in shapes_stationary" in labels
+    assert "synthetic tagging grammar (standing in for PTB POS tagging)" in labels
+    assert "synthetic shapes in one style" in labels
     missing = gate_results(0.6, 0.2, 0.3)
     assert (
         claims.judge(n10, missing[missing["data"] != "sst2"]).verdict

@@ -101,7 +101,8 @@ def _n12(results: pd.DataFrame) -> list[Effect]:
         relative = (wide["autonorm_s"] - wide["frozen_ln"]) / wide["frozen_ln"]
         effects.append(
             Effect(
-                f"relative RMSE, autonorm_s vs frozen_ln, {_named(results, data)}",
+                "relative RMSE (AutoNorm-S - FrozenLN) / FrozenLN, positive when "
+                f"AutoNorm-S's error is larger, on {_named(results, data)}",
                 relative.dropna().to_numpy(dtype=float),
             )
         )
@@ -109,9 +110,10 @@ def _n12(results: pd.DataFrame) -> list[Effect]:
 
 
 def _named(results: pd.DataFrame, task: str) -> str:
-    """``task``, with the stand-in that served it when the set ran offline (named in every
-    verdict; the grid's ``source`` where it chose one)."""
-    from ..data.sources import OFFLINE_PROFILES, source
+    """``task`` by its reader-facing name, and offline the dataset that served it (named in
+    every verdict; the grid's ``source`` where it chose one), e.g. "a synthetic tagging
+    grammar (standing in for PTB POS tagging)"."""
+    from ..data.sources import OFFLINE_PROFILES, source, title
 
     profile = (
         str(results["profile"].iloc[0]) if "profile" in results and len(results) else ""
@@ -121,8 +123,16 @@ def _named(results: pd.DataFrame, task: str) -> str:
         if "source" in results and "data" in results:
             named = results.loc[results["data"] == task, "source"].dropna()
             chosen = str(named.iloc[0]) if len(named) else None
-        return f"{task} (stand-in {source(task, profile, chosen).fit})"
-    return task
+        served = source(task, profile, chosen).fit
+        return f"{title(served)} (standing in for {title(task)})"
+    return title(task)
+
+
+def _label(name: str) -> str:
+    """A normaliser's reader-facing name ("FrozenLN" for ``frozen_ln``)."""
+    from ..normalisers import label
+
+    return label(name)
 
 
 def _versus(
@@ -139,7 +149,7 @@ def _versus(
                 b,
                 value=value,
                 within={"data": task},
-                label=f"{a} - {b}{what} on {_named(results, task)}",
+                label=f"{_label(a)} - {_label(b)}{what} on {_named(results, task)}",
             )
             for b in rivals
         ]
@@ -168,7 +178,8 @@ def _n7(results: pd.DataFrame) -> list[Effect]:
     )
     a, b = effect.arms
     label = (
-        f"drop under corruption, frozen_ln's - autonorm_s's, on {_named(results, task)} "
+        f"drop under corruption, FrozenLN's - AutoNorm-S's (positive: AutoNorm-S loses "
+        f"less), on {_named(results, task)} "
         f"(clean accuracy {a.score:.3f} vs {b.score:.3f})"
     )
     return [dataclasses.replace(effect, label=label, items=_drop_items(best, task))]
@@ -616,7 +627,7 @@ declare(
     kind="empirical",
     sentence="Language gate entropy stays high for longer than vision's.",
     chapter=13,
-    datasets=("ptb_pos", "sst2", "cifar10"),
+    datasets=("ptb_pos", "sst2", "mnist"),
     test=Test(
         experiment="autonorm_gates",
         quantity=_n10,
@@ -633,7 +644,7 @@ declare(
     sentence="Per-layer gates: vision collapses to LayerNorm quickly; language keeps a mixed "
     "gate, deeper layers preferring DyT.",
     chapter=13,
-    datasets=("ptb_pos", "sst2", "cifar10"),
+    datasets=("ptb_pos", "sst2", "mnist"),
     test=Test(
         experiment="autonorm_gates",
         quantity=_n11,

@@ -334,9 +334,14 @@ def data_words(
     it chose a task's offline dataset), and whether any was a stand-in: e.g. ("8×8 digits, a
     stand-in for CIFAR-10", True) or ("CIFAR-10", False)."""
     from ..data import REAL, served_by, title
-    from ..data.sources import RESTYLED
+    from ..data.sources import CHOICES, RESTYLED
 
-    used = ", ".join(dict.fromkeys(title(served_by(t, profile, chosen)) for t in tasks))
+    def served(task: str) -> str:
+        # a set of several tasks chose a dataset for one of them (autonorm_gates: mnist)
+        own = chosen in CHOICES.get(task.removesuffix(RESTYLED), ())
+        return title(served_by(task, profile, chosen if own else None))
+
+    used = ", ".join(dict.fromkeys(served(t) for t in tasks))
     real = [t.removesuffix(RESTYLED) for t in tasks]
     if all(t in REAL for t in real) and used == ", ".join(
         dict.fromkeys(title(t) for t in tasks)

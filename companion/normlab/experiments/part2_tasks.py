@@ -53,7 +53,9 @@ __all__ = [
     "AUTONORM_ROBUSTNESS",
     "AUTONORM_TABULAR",
     "GATE_METRICS",
+    "GATE_SUMMARY",
     "PROGRESS",
+    "PROGRESS_METRICS",
     "QUICK_LANGUAGE",
     "QUICK_ROBUSTNESS",
     "ROBUSTNESS_CPU",
@@ -72,6 +74,7 @@ __all__ = [
     "tagging_baselines",
     "train_gates",
     "train_robust",
+    "with_sources",
 ]
 
 # The recipe every profile shares (the paper's, minus MixUp/CutMix on the stand-ins).
@@ -229,7 +232,7 @@ def train_gates(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     _, splits, record = fit_autonorm(config, ctx)
     run = {"run_id": "run", "config": config, **record}
     summary = gate_summary(gate_table([run])).iloc[0]
-    record["metrics"].update({key: float(summary[key]) for key in GATE_METRICS[:4]})
+    record["metrics"].update({key: float(summary[key]) for key in GATE_SUMMARY})
     labels = splits["val"].y.flatten()
     labels = labels[labels >= 0]  # tagging: padding is IGNORE_INDEX (negative)
     chance = float(labels.bincount().max() / len(labels))
@@ -238,15 +241,21 @@ def train_gates(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return record
 
 
-GATE_METRICS: tuple[str, ...] = (
+#: What :func:`gate_summary` reads off a gate table.
+GATE_SUMMARY: tuple[str, ...] = (
     "entropy_mean",
     "entropy_final",
     "p_ln_final",
     "depth_slope",
+)
+#: What :func:`gate_progress` reads at matched training progress.
+PROGRESS_METRICS: tuple[str, ...] = (
     "progress_epoch",
     "entropy_at_progress",
     "p_ln_at_progress",
 )
+#: Every gate metric a learned-AutoNorm run of ``autonorm_gates`` records.
+GATE_METRICS: tuple[str, ...] = GATE_SUMMARY + PROGRESS_METRICS
 # Matched training progress (chapter 13, N10 and N11): a network has made "80 % of its
 # progress" at the first epoch whose validation accuracy is at least chance + 0.8 x (its
 # best validation accuracy - chance), chance being the validation split's majority share.
@@ -573,7 +582,9 @@ def gate_summary(gates: pd.DataFrame) -> pd.DataFrame:
       layers give DyT more weight.
     """
     rows = []
-    keys = [c for c in ("data", "normaliser", "lr", "seed") if c in gates.columns]
+    keys = [
+        c for c in ("data", "source", "normaliser", "lr", "seed") if c in gates.columns
+    ]
     for run_id, part in gates.groupby("run_id", sort=True):
         last = part[part["epoch"] == part["epoch"].max()]
         depth = last["position"] / max(int(last["layers"].iloc[0]) - 1, 1)
@@ -591,6 +602,17 @@ def gate_summary(gates: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def with_sources(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each row's ``data`` replaced by its ``source`` where the grid chose
+    one (``mnist`` served by ``mnist_5k``, ``energy_efficiency`` by ``friedman``), so that a
+    table names the dataset that served the run ("real MNIST, 5,000 digits"), not the
+    task's default stand-in; the ``source`` column is dropped."""
+    if "source" not in frame or "data" not in frame:
+        return frame
+    chosen = frame["source"].where(frame["source"].map(lambda v: isinstance(v, str)))
+    return frame.assign(data=chosen.fillna(frame["data"])).drop(columns="source")
 
 
 # ------------------------------------------------------------------ statistics
