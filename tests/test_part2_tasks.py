@@ -30,7 +30,9 @@ COMPARISONS = ("autonorm_language", "autonorm_tabular", "autonorm_robustness")
 def test_every_profile_is_declared_with_enough_seeds(name: str) -> None:
     experiment = experiments.get(name)
     assert set(experiment.profiles) == {"quick", "cpu", "standard", "paper"}
-    assert experiment.grid("quick").seeds >= 3 and experiment.grid("cpu").seeds >= 5
+    # cpu: at least 3 seeds; how many a claim needs is its plan's business (claims.plans),
+    # and a chapter shows the seeds that would resolve an inconclusive verdict
+    assert experiment.grid("quick").seeds >= 3 and experiment.grid("cpu").seeds >= 3
     for profile in ("standard", "paper"):
         assert experiment.grid(profile).fixed["data_profile"] == profile
     for profile in ("quick", "cpu"):
@@ -204,13 +206,14 @@ def test_accuracy_under_corruption_of_a_constant_model() -> None:
 def test_robust_run_records_every_condition(tmp_path: Path) -> None:
     config = {
         **experiments.get("autonorm_robustness").grid("quick").fixed,
-        "data": "fashion_mnist",
+        "data": "mnist",
         "normaliser": "frozen_ln",
         "lr": 3e-3,
         "seed": 0,
         "epochs": 1,
         "eval_images": 10,
     }
+    assert config["source"] == "mnist_5k"  # the real digits, corrupted at their size
     record = tasks.train_robust(
         config, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path)
     )
@@ -343,7 +346,7 @@ def test_robustness_claim_reads_the_drop_under_corruption() -> None:
     # frozen_ln drops 0.2 + 0.001 s from clean to corrupted, autonorm_s 0.1.
     assert (
         "drop under corruption" in label
-        and "shapes_stationary" in label
+        and "synthetic shapes in one style" in label
         and ci.mean == pytest.approx(0.098)
     )
 

@@ -239,11 +239,13 @@ PLANS: dict[str, Plan] = {
         "token accuracy of AutoNorm-S minus FrozenLN on POS tagging, paired by seed",
         _gap("N8", "AutoNorm-S", "FrozenLN"),
         _half("N8", "AutoNorm-S", "FrozenLN"),
+        primary={"data": "ptb_pos"},
     ),
     "N9": Plan(
         "sentence accuracy of AutoNorm-S minus FrozenLN on SST-2, paired by seed",
         _gap("N9", "AutoNorm-S", "FrozenLN"),
         _half("N9", "AutoNorm-S", "FrozenLN"),
+        primary={"data": "sst2"},
     ),
     "N10": Plan(
         "learned AutoNorm's gate entropy, mean over layers, each language task minus the "
@@ -397,6 +399,11 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
     data_profile = values.get("data_profile", [profile])[0]
     # the grid's source, where it names one, is the dataset that served the task
     tasks = [str(t) for t in values.get("source", values.get("data", []))]
+    chosen = values["source"][0] if len(values.get("source", ())) == 1 else None
+    if None in values.get("source", ()):
+        # a source for some tasks only (autonorm_gates: the image task's)
+        tasks = [str(t) for t in values.get("data", [])]
+        chosen = next(str(v) for v in values["source"] if v is not None)
     kind = (
         "MLP"
         if "width" in values
@@ -423,12 +430,7 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
     schedule = values.get("schedule", ["warm-up + cosine"])
     budget = values.get("budget", ["fixed_epochs"])
     return {
-        "data": data_words(
-            claim,
-            tasks,
-            data_profile,
-            values["source"][0] if len(values.get("source", ())) == 1 else None,
-        )[0],
+        "data": data_words(claim, tasks, data_profile, chosen)[0],
         "model": f"{kind}, {shape}",
         "init": _values(values.get("init", ["PyTorch default"])),
         "optimiser": f"{optimiser}, {_values(schedule)} schedule",
