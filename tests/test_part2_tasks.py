@@ -400,3 +400,44 @@ def test_equivalence_table_applies_the_margin_to_the_paired_interval() -> None:
         equivalence_table(pd.DataFrame(rows), reference="dyt")
     with pytest.raises(ValueError, match="margin_fraction"):
         equivalence_table(pd.DataFrame(rows), 1.5)
+
+
+def test_progress_epoch_is_the_first_epoch_at_the_stated_share_of_the_gain() -> None:
+    # chance 0.5, best 0.9: 80 % of the way is 0.82, first reached at epoch 4
+    assert tasks.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9, 0.88], 0.5) == 4
+    assert tasks.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9], 0.5, fraction=1.0) == 5
+    assert tasks.progress_epoch([0.9, 0.2], 0.1) == 1
+    with pytest.raises(ValueError, match="fraction"):
+        tasks.progress_epoch([0.5], 0.5, fraction=0.0)
+
+
+def test_gate_progress_reads_the_gates_at_that_epoch() -> None:
+    gates = [
+        {"epoch": e, "layer": layer, "p_dyt": p, "p_ln": 1 - p, "entropy": h}
+        for e, ps in ((1, (0.5, 0.5)), (2, (0.3, 0.1)), (3, (0.1, 0.0)))
+        for layer, p, h in zip(("a", "b"), ps, (0.69 - 0.2 * e, 0.6 - 0.2 * e))
+    ]
+    record = {
+        "config": {"data": "sst2"},
+        "metric": "accuracy",
+        "history": [
+            {"epoch": e, "step": 10 * e, "val_accuracy": v}
+            for e, v in ((1, 0.5), (2, 0.85), (3, 0.9))
+        ],
+        "gates": gates,
+    }
+    found = tasks.gate_progress(record, chance=0.5)
+    assert found["progress_epoch"] == 2
+    assert found["entropy_at_progress"] == pytest.approx((0.29 + 0.2) / 2)
+    assert found["p_ln_at_progress"] == pytest.approx(1 - (0.3 + 0.1) / 2)
+
+
+def test_with_sources_names_the_dataset_that_served_each_row() -> None:
+    frame = pd.DataFrame(
+        {"data": ["mnist", "sst2"], "source": ["mnist_5k", None], "x": [1, 2]}
+    )
+    named = tasks.with_sources(frame)
+    assert list(named["data"]) == ["mnist_5k", "sst2"] and "source" not in named
+    assert tasks.with_sources(frame.drop(columns="source")).equals(
+        frame.drop(columns="source")
+    )

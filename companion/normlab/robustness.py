@@ -202,3 +202,73 @@ def corruption_ranking(conditions: pd.DataFrame) -> pd.DataFrame:
         {"accuracy": by_severity.mean(axis=1), "worst": by_severity.min(axis=1)}
     )
     return ranking.sort_values("accuracy")
+
+
+def _others(
+    chosen: pd.DataFrame, reference: str, against: Sequence[str] | None
+) -> list[str]:
+    """``against`` checked against the normalisers of ``chosen``; by default every one but
+    ``reference``, in the registry's order."""
+    present = set(chosen["normaliser"])
+    if reference not in present:
+        raise ValueError(
+            f"reference={reference!r} has no runs in chosen; it holds {sorted(present)}"
+        )
+    others = present - {reference}
+    if against is None:
+        against = _in_book_order(others)
+    if isinstance(against, str) or not against or not set(against) <= others:
+        raise ValueError(
+            f"against must name normalisers of chosen other than {reference!r} "
+            f"({sorted(others)}), got {against!r}"
+        )
+    return list(against)
+
+
+def paired_rows(
+    chosen: pd.DataFrame,
+    against: Sequence[str] | None = None,
+    *,
+    reference: str = "autonorm_s",
+    values: Sequence[str] = ("mCA", "clean"),
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    r"""Paired t-tests across seeds of ``reference`` minus each normaliser of ``against``.
+
+    ``chosen`` holds each normaliser's runs at its learning rate chosen on clean validation
+    accuracy. Runs are paired by seed (:func:`normlab.claims.paired`), and for each of
+    ``values`` the per-seed differences :math:`d_s = a_s - b_s` give
+    (:func:`normlab.stats.difference_test`)
+
+    .. math::
+        \bar d, \qquad t = \frac{\bar d}{s_d / \sqrt n}, \qquad d_z = \frac{\bar d}{s_d}
+        = \frac{t}{\sqrt n},
+
+    the interval ``low``..``high`` at ``confidence`` and the two-sided ``p``. One row per
+    (normaliser, value): ``normaliser`` (the reference), ``minus``, ``on``, ``difference``
+    (:math:`\bar d`), ``low``, ``high``, ``p``, ``d_z``, ``n``. ``against`` defaults to every
+    other normaliser in ``chosen``, in the registry's order.
+    """
+    _check_chosen(chosen, values)
+    against = _others(chosen, reference, against)
+    rows = []
+    for other in against:
+        for value in values:
+            effect = paired(
+                chosen, reference, other, value=value, higher_is_better=True
+            )
+            test = difference_test(effect.samples, confidence)
+            rows.append(
+                {
+                    "normaliser": reference,
+                    "minus": other,
+                    "on": value,
+                    "difference": test.mean,
+                    "low": test.low,
+                    "high": test.high,
+                    "p": test.p,
+                    "d_z": test.d_z,
+                    "n": test.n,
+                }
+            )
+    return pd.DataFrame(rows)

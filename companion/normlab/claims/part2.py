@@ -252,7 +252,10 @@ def _n10(results: pd.DataFrame) -> list[Effect]:
     which takes out how fast each task is learned."""
     results, vision = _gates(results)
     measures = [("entropy_mean", "mean gate entropy over training")]
-    if "entropy_at_progress" in results and results["entropy_at_progress"].notna().all():
+    if (
+        "entropy_at_progress" in results
+        and results["entropy_at_progress"].notna().all()
+    ):
         measures.append(("entropy_at_progress", "gate entropy at matched progress"))
     return [
         Effect(

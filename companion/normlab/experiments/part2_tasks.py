@@ -296,6 +296,8 @@ def gate_progress(
         "entropy_at_progress": float(at["entropy"].mean()),
         "p_ln_at_progress": float(at["p_ln"].mean()),
     }
+
+
 # Learned AutoNorm, never frozen, on tagging, sentences and images with one budget and one
 # learning rate (the language runs' backbone size, epochs and batch size), so the gate
 # curves of the three tasks share their x axis; the image task is real MNIST (the 5,000-digit
