@@ -407,6 +407,7 @@ def test_progress_epoch_is_the_first_epoch_at_the_stated_share_of_the_gain() -> 
     assert tasks.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9, 0.88], 0.5) == 4
     assert tasks.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9], 0.5, fraction=1.0) == 5
     assert tasks.progress_epoch([0.9, 0.2], 0.1) == 1
+    assert tasks.progress_epoch([0.48, 0.49, 0.47], 0.5) == 2  # never above chance
     with pytest.raises(ValueError, match="fraction"):
         tasks.progress_epoch([0.5], 0.5, fraction=0.0)
 

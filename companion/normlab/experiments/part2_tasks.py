@@ -267,13 +267,16 @@ def progress_epoch(
     val_accuracy: Sequence[float], chance: float, fraction: float = PROGRESS
 ) -> int:
     """The first epoch (counted from 1) whose validation accuracy reaches
-    ``chance + fraction * (max(val_accuracy) - chance)``."""
+    ``chance + fraction * (max(val_accuracy) - chance)`` (the best epoch, for a run that
+    never beat chance)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
     values = np.asarray(val_accuracy, dtype=float)
     if values.size == 0:
         raise ValueError("val_accuracy is empty: the run recorded no epochs")
-    target = chance + fraction * (values.max() - chance)
+    best = values.max()
+    # a run that never beat chance has made no progress: its best epoch stands in
+    target = min(chance + fraction * (best - chance), best)
     return int(np.flatnonzero(values >= target - 1e-12)[0]) + 1
 
 
