@@ -30,7 +30,9 @@ COMPARISONS = ("autonorm_language", "autonorm_tabular", "autonorm_robustness")
 def test_every_profile_is_declared_with_enough_seeds(name: str) -> None:
     experiment = experiments.get(name)
     assert set(experiment.profiles) == {"quick", "cpu", "standard", "paper"}
-    assert experiment.grid("quick").seeds >= 3 and experiment.grid("cpu").seeds >= 5
+    # cpu: at least 3 seeds; how many a claim needs is its plan's business (claims.plans),
+    # and a chapter shows the seeds that would resolve an inconclusive verdict
+    assert experiment.grid("quick").seeds >= 3 and experiment.grid("cpu").seeds >= 3
     for profile in ("standard", "paper"):
         assert experiment.grid(profile).fixed["data_profile"] == profile
     for profile in ("quick", "cpu"):
@@ -204,13 +206,14 @@ def test_accuracy_under_corruption_of_a_constant_model() -> None:
 def test_robust_run_records_every_condition(tmp_path: Path) -> None:
     config = {
         **experiments.get("autonorm_robustness").grid("quick").fixed,
-        "data": "fashion_mnist",
+        "data": "mnist",
         "normaliser": "frozen_ln",
         "lr": 3e-3,
         "seed": 0,
         "epochs": 1,
         "eval_images": 10,
     }
+    assert config["source"] == "mnist_5k"  # the real digits, corrupted at their size
     record = tasks.train_robust(
         config, RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path)
     )
@@ -294,7 +297,8 @@ def test_gate_claims_follow_their_rules_and_name_the_stand_ins() -> None:
         claims.judge(n11, gate_results(0.6, 0.2, -0.3)).verdict == claims.CONTRADICTED
     )
     labels = " ".join(label for label, _, _ in supported.effects)
-    assert "stand-in pos_grammar" in labels and "stand-in shapes_stationary" in labels
+    assert "synthetic tagging grammar (standing in for PTB POS tagging)" in labels
+    assert "synthetic shapes in one style" in labels
     missing = gate_results(0.6, 0.2, 0.3)
     assert (
         claims.judge(n10, missing[missing["data"] != "sst2"]).verdict
@@ -342,7 +346,7 @@ def test_robustness_claim_reads_the_drop_under_corruption() -> None:
     # frozen_ln drops 0.2 + 0.001 s from clean to corrupted, autonorm_s 0.1.
     assert (
         "drop under corruption" in label
-        and "shapes_stationary" in label
+        and "synthetic shapes in one style" in label
         and ci.mean == pytest.approx(0.098)
     )
 
@@ -396,3 +400,45 @@ def test_equivalence_table_applies_the_margin_to_the_paired_interval() -> None:
         equivalence_table(pd.DataFrame(rows), reference="dyt")
     with pytest.raises(ValueError, match="margin_fraction"):
         equivalence_table(pd.DataFrame(rows), 1.5)
+
+
+def test_progress_epoch_is_the_first_epoch_at_the_stated_share_of_the_gain() -> None:
+    # chance 0.5, best 0.9: 80 % of the way is 0.82, first reached at epoch 4
+    assert tasks.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9, 0.88], 0.5) == 4
+    assert tasks.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9], 0.5, fraction=1.0) == 5
+    assert tasks.progress_epoch([0.9, 0.2], 0.1) == 1
+    assert tasks.progress_epoch([0.48, 0.49, 0.47], 0.5) == 2  # never above chance
+    with pytest.raises(ValueError, match="fraction"):
+        tasks.progress_epoch([0.5], 0.5, fraction=0.0)
+
+
+def test_gate_progress_reads_the_gates_at_that_epoch() -> None:
+    gates = [
+        {"epoch": e, "layer": layer, "p_dyt": p, "p_ln": 1 - p, "entropy": h}
+        for e, ps in ((1, (0.5, 0.5)), (2, (0.3, 0.1)), (3, (0.1, 0.0)))
+        for layer, p, h in zip(("a", "b"), ps, (0.69 - 0.2 * e, 0.6 - 0.2 * e))
+    ]
+    record = {
+        "config": {"data": "sst2"},
+        "metric": "accuracy",
+        "history": [
+            {"epoch": e, "step": 10 * e, "val_accuracy": v}
+            for e, v in ((1, 0.5), (2, 0.85), (3, 0.9))
+        ],
+        "gates": gates,
+    }
+    found = tasks.gate_progress(record, chance=0.5)
+    assert found["progress_epoch"] == 2
+    assert found["entropy_at_progress"] == pytest.approx((0.29 + 0.2) / 2)
+    assert found["p_ln_at_progress"] == pytest.approx(1 - (0.3 + 0.1) / 2)
+
+
+def test_with_sources_names_the_dataset_that_served_each_row() -> None:
+    frame = pd.DataFrame(
+        {"data": ["mnist", "sst2"], "source": ["mnist_5k", None], "x": [1, 2]}
+    )
+    named = tasks.with_sources(frame)
+    assert list(named["data"]) == ["mnist_5k", "sst2"] and "source" not in named
+    assert tasks.with_sources(frame.drop(columns="source")).equals(
+        frame.drop(columns="source")
+    )

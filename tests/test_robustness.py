@@ -8,7 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from normlab.experiments.part2_tasks import at_chosen_lr
-from normlab.robustness import paired_rows, robustness_summary, run_table
+from normlab.robustness import (
+    corruption_ranking,
+    matched_rates,
+    paired_rows,
+    robustness_summary,
+    run_table,
+)
 from scipy import stats
 
 SEEDS = range(5)
@@ -150,3 +156,47 @@ def test_bad_inputs_name_the_argument() -> None:
             paired_rows(runs, against)
     with pytest.raises(ValueError, match="confidence"):
         paired_rows(runs, confidence=1.5)
+
+
+def test_matched_rates_pairs_the_drops_at_each_shared_rate() -> None:
+    table = run_table(records())
+    matched = matched_rates(table)
+    assert list(matched["lr"]) == sorted(RATES)
+    at = matched.set_index("lr").loc[3e-3]  # both arms' chosen rate: the known numbers
+    drops = {
+        name: np.array([np.subtract(*accuracies(name, s)) for s in SEEDS])
+        for name in ("frozen_ln", "autonorm_s")
+    }
+    difference = drops["frozen_ln"] - drops["autonorm_s"]
+    assert at["drop, FrozenLN - AutoNorm-S"] == pytest.approx(difference.mean())
+    half = stats.t.ppf(0.975, len(SEEDS) - 1) * difference.std(ddof=1) / math.sqrt(5)
+    assert at["high"] - at["low"] == pytest.approx(2 * half)
+    kept = np.mean(
+        [accuracies("frozen_ln", s)[1] / accuracies("frozen_ln", s)[0] for s in SEEDS]
+    )
+    assert at["retention, FrozenLN"] == pytest.approx(kept)
+    assert at["drop, AutoNorm-S"] == pytest.approx(drops["autonorm_s"].mean())
+    apart = table[
+        ((table["normaliser"] == "frozen_ln") & (table["lr"] == 1e-3))
+        | ((table["normaliser"] == "autonorm_s") & (table["lr"] == 1e-2))
+    ]
+    with pytest.raises(ValueError, match="share no learning rate"):
+        matched_rates(apart)
+
+
+def test_corruption_ranking_orders_by_the_accuracy_left() -> None:
+    rows = [
+        {"run_id": r, "corruption": c, "severity": s, "accuracy": a - 0.1 * s}
+        for r in ("a", "b")
+        for c, a in (("blur", 0.9), ("noise", 0.7), ("contrast", 0.8))
+        for s in range(1, 6)
+    ] + [
+        {"run_id": r, "corruption": "clean", "severity": 0, "accuracy": 0.95}
+        for r in "ab"
+    ]
+    ranking = corruption_ranking(pd.DataFrame(rows))
+    assert list(ranking.index) == ["noise", "contrast", "blur"]
+    assert ranking.loc["noise", "accuracy"] == pytest.approx(0.7 - 0.3)
+    assert ranking.loc["blur", "worst"] == pytest.approx(0.9 - 0.5)
+    with pytest.raises(ValueError, match="no corrupted rows"):
+        corruption_ranking(pd.DataFrame(rows[-2:]))

@@ -39,9 +39,9 @@ SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 @lru_cache(maxsize=4)
 def _stand_in_suite(
-    task: str, images: int | None
+    task: str, images: int | None, chosen: str | None = None
 ) -> tuple[tuple[str, int, DataSplit], ...]:
-    clean = data.for_profile(task, "quick")["test"]
+    clean = data.for_profile(task, "quick", chosen=chosen)["test"]
     if images is not None:
         clean = clean.subset(slice(0, images))
     suite = []
@@ -68,14 +68,20 @@ def _stand_in_suite(
 
 
 def corruption_suite(
-    task: str, data_profile: str | None = None, *, images: int | None = None
+    task: str,
+    data_profile: str | None = None,
+    *,
+    images: int | None = None,
+    chosen: str | None = None,
 ) -> Iterator[tuple[str, int, DataSplit]]:
     """``(corruption, severity, test split)`` for every condition of ``task``'s corrupted test.
 
     ``data_profile`` ``quick`` (the stand-ins, also used by the ``cpu`` profile) corrupts the
     stand-in's clean test images; ``standard``/``paper`` read CIFAR-10-C (``task`` must be
     ``cifar10``). ``images`` keeps the first ``images`` test images of each condition (None:
-    all). Stand-in suites are built once per process and cached; CIFAR-10-C conditions are
+    all). ``chosen`` names an offline dataset among the task's
+    :data:`normlab.data.sources.CHOICES` (``mnist_5k`` for ``mnist``) instead of its default
+    stand-in. Stand-in suites are built once per process and cached; CIFAR-10-C conditions are
     read one at a time.
     """
     if images is not None and (
@@ -83,7 +89,7 @@ def corruption_suite(
     ):
         raise ValueError(f"images must be a positive int or None, got {images!r}")
     if check_profile(data_profile) in OFFLINE_PROFILES:
-        yield from _stand_in_suite(task, images)
+        yield from _stand_in_suite(task, images, chosen)
         return
     if task != "cifar10":
         raise ValueError(

@@ -4,7 +4,9 @@
 :func:`run_table` turns run records into one row per run; once each normaliser is taken at
 its learning rate chosen on clean validation accuracy (``part2_tasks.at_chosen_lr``),
 :func:`robustness_summary` gives its accuracies and :func:`paired_rows` the paired tests
-across seeds between one normaliser and the others.
+across seeds between one normaliser and the others. :func:`matched_rates` compares the
+normalisers at each learning rate that they share, and :func:`corruption_ranking` orders
+the corruptions by how much accuracy they cost.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from . import normalisers
 from .claims.pairing import paired
 from .stats import difference_test
 
-__all__ = ["paired_rows", "robustness_summary", "run_table"]
+__all__ = [
+    "corruption_ranking",
+    "matched_rates",
+    "paired_rows",
+    "robustness_summary",
+    "run_table",
+]
 
 # ------------------------------------------------------------------ chapter 15's tables
 
@@ -114,8 +122,86 @@ def robustness_summary(chosen: pd.DataFrame) -> pd.DataFrame:
         lr=("lr", "first"),
         at_edge=("at_edge", "first"),
     )
+    table["drop"] = table["clean"] - table["mCA"]
     table["mCA / clean"] = table["mCA"] / table["clean"]
     return table.loc[_in_book_order(table.index)]
+
+
+def matched_rates(
+    runs: pd.DataFrame,
+    reference: str = "autonorm_s",
+    other: str = "frozen_ln",
+    *,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    r"""``reference`` against ``other`` at every learning rate both were run at (the rate
+    held equal rather than chosen per arm), from a :func:`run_table` of one data set.
+
+    One row per rate: each arm's mean clean accuracy, mean corruption accuracy, drop
+    (clean - mCA) and retention (mCA / clean, per seed, then averaged), in columns named
+    "clean, FrozenLN" and so on (the arms' labels), and the paired
+    difference of the drops, ``other``'s minus ``reference``'s (positive: ``reference``
+    loses less to corruption), with its interval ``low``..``high`` at ``confidence`` and
+    ``n`` seeds (:func:`normlab.stats.difference_test`).
+    """
+    missing = {"normaliser", "lr", "seed", "clean", "mCA"} - set(runs.columns)
+    if missing:
+        raise ValueError(f"runs lacks the columns {sorted(missing)}; use run_table")
+    if runs["data"].nunique() != 1:
+        raise ValueError("runs must hold one data set; filter it first")
+    table = runs.assign(
+        drop=runs["clean"] - runs["mCA"], retention=runs["mCA"] / runs["clean"]
+    )
+    rates = sorted(
+        set(table.loc[table["normaliser"] == reference, "lr"])
+        & set(table.loc[table["normaliser"] == other, "lr"])
+    )
+    if not rates:
+        raise ValueError(f"{reference!r} and {other!r} share no learning rate")
+    rows = []
+    for lr in rates:
+        at = table[table["lr"] == lr]
+        arms = {
+            name: at[at["normaliser"] == name].set_index("seed")
+            for name in (reference, other)
+        }
+        seeds = sorted(set(arms[reference].index) & set(arms[other].index))
+        d = (
+            arms[other].loc[seeds, "drop"] - arms[reference].loc[seeds, "drop"]
+        ).to_numpy(dtype=float)
+        test = difference_test(d, confidence)
+        row: dict[str, Any] = {"lr": lr}
+        for name, arm in arms.items():
+            for column in ("clean", "mCA", "drop", "retention"):
+                row[f"{column}, {normalisers.label(name)}"] = float(arm[column].mean())
+        row |= {
+            f"drop, {normalisers.label(other)} - {normalisers.label(reference)}": test.mean,
+            "low": test.low,
+            "high": test.high,
+            "n": test.n,
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def corruption_ranking(conditions: pd.DataFrame) -> pd.DataFrame:
+    """The corruptions ordered by the accuracy they leave, lowest first: from a
+    ``part2_tasks.corruption_table`` (the runs to average, e.g. each normaliser at its
+    chosen rate), per corruption the mean accuracy over severities 1-5, runs and
+    normalisers (``accuracy``) and its spread over severities (``worst``, the lowest
+    severity's mean, usually severity 5). No clean accuracy is subtracted: a stand-in suite
+    may corrupt only the first test images (``eval_images``), while the clean accuracy is
+    measured on all of them."""
+    corrupted = conditions[conditions["severity"] > 0]
+    if corrupted.empty:
+        raise ValueError("conditions holds no corrupted rows (severity > 0)")
+    by_severity = corrupted.pivot_table(
+        index="corruption", columns="severity", values="accuracy", aggfunc="mean"
+    )
+    ranking = pd.DataFrame(
+        {"accuracy": by_severity.mean(axis=1), "worst": by_severity.min(axis=1)}
+    )
+    return ranking.sort_values("accuracy")
 
 
 def _others(

@@ -101,7 +101,8 @@ def _n12(results: pd.DataFrame) -> list[Effect]:
         relative = (wide["autonorm_s"] - wide["frozen_ln"]) / wide["frozen_ln"]
         effects.append(
             Effect(
-                f"relative RMSE, autonorm_s vs frozen_ln, {_named(results, data)}",
+                "relative RMSE (AutoNorm-S - FrozenLN) / FrozenLN, positive when "
+                f"AutoNorm-S's error is larger, on {_named(results, data)}",
                 relative.dropna().to_numpy(dtype=float),
             )
         )
@@ -109,15 +110,29 @@ def _n12(results: pd.DataFrame) -> list[Effect]:
 
 
 def _named(results: pd.DataFrame, task: str) -> str:
-    """``task``, with the stand-in that served it when the set ran offline (named in every verdict)."""
-    from ..data.sources import OFFLINE_PROFILES, source
+    """``task`` by its reader-facing name, and offline the dataset that served it (named in
+    every verdict; the grid's ``source`` where it chose one), e.g. "a synthetic tagging
+    grammar (standing in for PTB POS tagging)"."""
+    from ..data.sources import OFFLINE_PROFILES, source, title
 
     profile = (
         str(results["profile"].iloc[0]) if "profile" in results and len(results) else ""
     )
     if profile in OFFLINE_PROFILES:
-        return f"{task} (stand-in {source(task, profile).fit})"
-    return task
+        chosen = None
+        if "source" in results and "data" in results:
+            named = results.loc[results["data"] == task, "source"].dropna()
+            chosen = str(named.iloc[0]) if len(named) else None
+        served = source(task, profile, chosen).fit
+        return f"{title(served)} (standing in for {title(task)})"
+    return title(task)
+
+
+def _label(name: str) -> str:
+    """A normaliser's reader-facing name ("FrozenLN" for ``frozen_ln``)."""
+    from ..normalisers import label
+
+    return label(name)
 
 
 def _versus(
@@ -134,7 +149,7 @@ def _versus(
                 b,
                 value=value,
                 within={"data": task},
-                label=f"{a} - {b}{what} on {_named(results, task)}",
+                label=f"{_label(a)} - {_label(b)}{what} on {_named(results, task)}",
             )
             for b in rivals
         ]
@@ -163,7 +178,8 @@ def _n7(results: pd.DataFrame) -> list[Effect]:
     )
     a, b = effect.arms
     label = (
-        f"drop under corruption, frozen_ln's - autonorm_s's, on {_named(results, task)} "
+        f"drop under corruption, FrozenLN's - AutoNorm-S's (positive: AutoNorm-S loses "
+        f"less), on {_named(results, task)} "
         f"(clean accuracy {a.score:.3f} vs {b.score:.3f})"
     )
     return [dataclasses.replace(effect, label=label, items=_drop_items(best, task))]
@@ -190,9 +206,10 @@ def _drop_items(best: pd.DataFrame, task: str) -> tuple[tuple[float, float, int]
 
 
 GATE_VISION = (
+    "mnist",
     "fashion_mnist",
     "cifar10",
-)  # the image task of autonorm_gates (stand-in, real)
+)  # the image task of autonorm_gates (real MNIST's sample on the CPU; real)
 LANGUAGE = ("ptb_pos", "sst2")
 
 
@@ -229,15 +246,27 @@ def _gate_arm(results: pd.DataFrame, task: str) -> Arm:
 
 
 def _n10(results: pd.DataFrame) -> list[Effect]:
+    """Per language task, minus the image task: the mean gate entropy over training (the
+    same epochs), and, where the set records it, the gate entropy at matched training
+    progress (``entropy_at_progress``: :data:`normlab.experiments.part2_tasks.PROGRESS`),
+    which takes out how fast each task is learned."""
     results, vision = _gates(results)
-    images = _gate_metric(results, vision, "entropy_mean")
+    measures = [("entropy_mean", "mean gate entropy over training")]
+    if (
+        "entropy_at_progress" in results
+        and results["entropy_at_progress"].notna().all()
+    ):
+        measures.append(("entropy_at_progress", "gate entropy at matched progress"))
     return [
         Effect(
-            f"mean gate entropy over training, {_named(results, t)} - {_named(results, vision)}",
-            paired_differences(_gate_metric(results, t, "entropy_mean"), images),
+            f"{what}, {_named(results, t)} - {_named(results, vision)}",
+            paired_differences(
+                _gate_metric(results, t, key), _gate_metric(results, vision, key)
+            ),
             arms=(_gate_arm(results, t), _gate_arm(results, vision)),
             data=(t, vision),
         )
+        for key, what in measures
         for t in LANGUAGE
     ]
 
@@ -601,13 +630,14 @@ declare(
     kind="empirical",
     sentence="Language gate entropy stays high for longer than vision's.",
     chapter=13,
-    datasets=("ptb_pos", "sst2", "cifar10"),
+    datasets=("ptb_pos", "sst2", "mnist"),
     test=Test(
         experiment="autonorm_gates",
         quantity=_n10,
         rule=Directional(+1),
-        says="learned AutoNorm, one budget: mean gate entropy over layers and epochs, each language task "
-        "minus the image task, seeds paired by index (independent runs)",
+        says="learned AutoNorm, one budget: mean gate entropy over layers and epochs, and the gate entropy "
+        "at matched progress (the first epoch at 80 % of the way from chance to the run's best validation "
+        "accuracy), each language task minus the image task, seeds paired by index (independent runs)",
     ),
 )
 declare(
@@ -617,7 +647,7 @@ declare(
     sentence="Per-layer gates: vision collapses to LayerNorm quickly; language keeps a mixed "
     "gate, deeper layers preferring DyT.",
     chapter=13,
-    datasets=("ptb_pos", "sst2", "cifar10"),
+    datasets=("ptb_pos", "sst2", "mnist"),
     test=Test(
         experiment="autonorm_gates",
         quantity=_n11,

@@ -69,7 +69,7 @@ def load(
 
     Stand-ins (offline, for the quick profile; see :mod:`normlab.data.standins`):
     ``digits``, ``shapes_stationary``, ``shapes_diverse``, ``shapes_diverse_c``,
-    ``pos_grammar``, ``sentiment_grammar``, ``diabetes``.
+    ``pos_grammar``, ``sentiment_grammar``, ``diabetes``, ``friedman``.
     """
     one_of("name", name, names())
     check_split(split)

@@ -50,7 +50,12 @@ _REAL: dict[str, Source] = {
 # The offline datasets a grid may name instead of a task's default stand-in (its ``source``
 # setting): MNIST's default is the 8x8 toy, which the Part II sets were made on; Part I's
 # sets name the real 5,000-digit sample, their primary data.
-CHOICES: dict[str, tuple[str, ...]] = {"mnist": ("digits", "mnist_5k")}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "mnist": ("digits", "mnist_5k"),
+    # chapter 14: a generated regression whose test split holds 1,000 rows
+    "energy_efficiency": ("diabetes", "friedman"),
+    "california_housing": ("diabetes", "friedman"),
+}
 
 SOURCES: dict[tuple[str, str], Source] = {
     (task, profile): (_STANDINS if profile in OFFLINE_PROFILES else _REAL)[task]
@@ -79,6 +84,7 @@ TITLES: dict[str, str] = {
     "pos_grammar": "a synthetic tagging grammar",
     "sentiment_grammar": "a synthetic sentiment grammar",
     "diabetes": "scikit-learn's diabetes regression",
+    "friedman": "Friedman's generated regression, 5,000 rows",
 }
 RESTYLED = "_restyled"  # a task whose every image is redrawn in its own style
 

@@ -17,6 +17,7 @@ shapes_diverse_c   CIFAR-10-C               test only: 1,000, (N, 3, 16, 16)
 pos_grammar        Penn Treebank POS        2,000 / 500 / 500 sentences, (N, L)
 sentiment_grammar  SST-2                    2,000 / 500 / 500 sentences, (N, L)
 diabetes           Energy, California       309 / 44 / 89, (N, 10)
+friedman           Energy, California       3,500 / 500 / 1,000, (N, 10)
 ================== ======================== =========================================
 """
 
@@ -375,13 +376,41 @@ def _tagged_sentence(rng: np.random.Generator) -> list[tuple[str, str]]:
     return sentence + [(".", "PUNCT")]
 
 
+# Label noise keeps the language stand-ins off the ceiling (chapter 13's calibration): a
+# share of the tags (of the sentence labels) is redrawn uniformly at random in every split,
+# test included, so that no model can exceed ``1 - noise * (K - 1) / K`` on average
+# (0.9125 for the 8 tags, 0.9 for the 2 sentence classes), whatever it learned of the
+# grammar. The grammar, and what a tag or a label needs of the context, is unchanged.
+TAG_NOISE = 0.1
+LABEL_NOISE = 0.2
+
+
+def noise_ceiling(noise: float, classes: int) -> float:
+    """The highest expected accuracy on labels of which a share ``noise`` was redrawn
+    uniformly over ``classes`` classes: a clean label is kept with probability
+    ``1 - noise + noise / classes``."""
+    return 1.0 - noise * (classes - 1) / classes
+
+
+def _noisy_tags(
+    sentence: list[tuple[str, str]], rng: np.random.Generator
+) -> list[tuple[str, str]]:
+    redraw = rng.random(len(sentence)) < TAG_NOISE
+    drawn = rng.integers(len(POS_TAGS), size=len(sentence))
+    return [
+        (word, POS_TAGS[d] if r else tag)
+        for (word, tag), r, d in zip(sentence, redraw, drawn)
+    ]
+
+
 @lru_cache(maxsize=1)
 def _pos_corpus() -> dict[str, list[list[tuple[str, str]]]]:
-    return {
-        split: [_tagged_sentence(rng) for _ in range(n)]
-        for split, n in SENTENCE_COUNTS.items()
-        for rng in [_rng(3, split)]
-    }
+    corpus = {}
+    for split, n in SENTENCE_COUNTS.items():
+        rng = _rng(3, split)
+        clean = [_tagged_sentence(rng) for _ in range(n)]
+        corpus[split] = [_noisy_tags(sentence, rng) for sentence in clean]
+    return corpus
 
 
 def pos_grammar(
@@ -392,7 +421,9 @@ def pos_grammar(
     Sentences like "the duck can watch a light boat ." or "they can fish near the can .":
     ``can``, ``fish``, ``watch``, ``duck``, ``book``, ``run``, ``light``, ``like``, ``saw``
     take different tags (NOUN / VERB / AUX / ADJ / ADP) by position and neighbours, so a
-    tagger needs context. 8 tags ``meta["tags"]``; 2,000 / 500 / 500 sentences of 3-13
+    tagger needs context. A share :data:`TAG_NOISE` (10 %) of the tags, in every split, is
+    redrawn uniformly over the 8 tags, so the best expected token accuracy is
+    ``meta["ceiling"]`` = 0.9125. 8 tags ``meta["tags"]``; 2,000 / 500 / 500 sentences of 3-13
     tokens; vocabulary from train (``<pad>`` = 0, ``<unk>`` = 1). ``x``, ``y`` long
     ``(N, 13)``, tags ``IGNORE_INDEX`` at padding. Stands in for Penn Treebank POS.
     """
@@ -412,6 +443,7 @@ def pos_grammar(
             "vocab": vocab,
             "tags": list(POS_TAGS),
             "max_len": max_len,
+            "ceiling": noise_ceiling(TAG_NOISE, len(POS_TAGS)),
             "source": "generated (normlab.data.standins)",
             "stand_in": True,
         },
@@ -465,7 +497,10 @@ def _sentiment_corpus() -> dict[str, tuple[list[list[str]], np.ndarray]]:
     for split, n in SENTENCE_COUNTS.items():
         rng = _rng(4, split)
         labels = _balanced_labels(n, 2, rng)
-        corpus[split] = ([_sentiment_sentence(rng, int(y)) for y in labels], labels)
+        sentences = [_sentiment_sentence(rng, int(y)) for y in labels]
+        # the label noise (see TAG_NOISE): a redrawn binary label flips half the time
+        flipped = (rng.random(n) < LABEL_NOISE) & (rng.random(n) < 0.5)
+        corpus[split] = (sentences, np.where(flipped, 1 - labels, labels))
     return corpus
 
 
@@ -477,6 +512,8 @@ def sentiment_grammar(
     "the film is good" (positive), "the film is not good" (negative), "the plot is boring
     but clever" (positive) vs "the plot is clever but boring" (negative): the phrase after
     "but" decides and "not" flips an adjective, so a bag of words cannot solve it.
+    A share :data:`LABEL_NOISE` (20 %) of the labels, in every split, is redrawn uniformly,
+    so the best expected accuracy is ``meta["ceiling"]`` = 0.9.
     Classes ``["negative", "positive"]``, balanced; 2,000 / 500 / 500 sentences of 4-10
     tokens; vocabulary from train (``<pad>`` = 0, ``<unk>`` = 1); ``x`` long ``(N, 10)``.
     Stands in for SST-2.
@@ -496,6 +533,7 @@ def sentiment_grammar(
             "vocab": vocab,
             "classes": ["negative", "positive"],
             "max_len": max_len,
+            "ceiling": noise_ceiling(LABEL_NOISE, 2),
             "source": "generated (normlab.data.standins)",
             "stand_in": True,
         },
@@ -532,6 +570,48 @@ def diabetes(
     )
 
 
+# Friedman's first regression function (Friedman 1991), generated: 10 uniform features, of
+# which 5 enter y = 10 sin(pi x1 x2) + 20 (x3 - 1/2)^2 + 10 x4 + 5 x5, plus Gaussian noise of
+# standard deviation FRIEDMAN_NOISE; enough rows that a 1,000-row test split can resolve a
+# 2 % difference in RMSE (chapter 14).
+FRIEDMAN_ROWS = 5000
+FRIEDMAN_NOISE = 1.0
+
+
+def friedman(
+    split: str, *, root: str | Path | None = None, download: bool = True
+) -> DataSplit:
+    """Generated tabular regression: scikit-learn's ``make_friedman1`` (Friedman 1991),
+    5,000 rows of 10 features uniform on [0, 1], 5 of them informative, target
+    ``10 sin(pi x1 x2) + 20 (x3 - 0.5)^2 + 10 x4 + 5 x5`` plus noise of standard deviation
+    1 (the signal's is about 5), generator seeded 0.
+
+    Split 70/10/20 % (3,500 / 500 / 1,000, seed 0); features and target standardised with
+    train statistics (``meta["target_scale"]`` undoes it). A noiseless model reaches a test
+    RMSE of about 1 in the target's units. ``x`` float ``(N, 10)``, ``y`` float ``(N,)``.
+    Stands in for Energy Efficiency and California Housing where a test split must hold
+    enough rows (the diabetes set's 89 cannot resolve a few per cent of RMSE).
+    """
+    from sklearn.datasets import make_friedman1
+
+    features, target = make_friedman1(
+        n_samples=FRIEDMAN_ROWS, n_features=10, noise=FRIEDMAN_NOISE, random_state=0
+    )
+    return regression_split(
+        "friedman",
+        split,
+        features.astype(np.float64),
+        target.astype(np.float64),
+        {
+            "feature_names": [f"x{i + 1}" for i in range(10)],
+            "target_names": ["y"],
+            "source": "sklearn.datasets.make_friedman1 (generated)",
+            "stand_in": True,
+            "noise_sd": FRIEDMAN_NOISE,
+        },
+    )
+
+
 LOADERS = {
     "digits": digits,
     "mnist_5k": mnist_5k,
@@ -541,4 +621,5 @@ LOADERS = {
     "pos_grammar": pos_grammar,
     "sentiment_grammar": sentiment_grammar,
     "diabetes": diabetes,
+    "friedman": friedman,
 }

@@ -138,10 +138,15 @@ def fit_autonorm(
 ) -> tuple[nn.Module, dict[str, data.DataSplit], dict[str, Any]]:
     """Build, train with AdamW (warm-up + cosine) and test one Part II run.
 
-    Returns the trained model, its ``train``/``val``/``test`` splits and the run record
+    The data are ``config["data"]``'s source in ``config["data_profile"]``, or the offline
+    dataset that ``config["source"]`` names (:data:`normlab.data.sources.CHOICES`; None or
+    absent: the default). Returns the trained model, its ``train``/``val``/``test`` splits
+    and the run record
     (with the gates, for AutoNorm), so an experiment can evaluate the model further.
     """
-    splits = data.for_profile(config["data"], config["data_profile"])
+    splits = data.for_profile(
+        config["data"], config["data_profile"], chosen=config.get("source")
+    )
     train = splits["train"]
     seed_everything(config["seed"])
     model = build_model(train, config)
