@@ -204,7 +204,7 @@ AUTONORM_LANGUAGE = register_experiment(
                 ["ptb_pos", "sst2"],
                 QUICK_LANGUAGE,
                 [3e-4, 1e-3, 3e-3],
-                3,
+                5,
                 **_LANGUAGE_CPU,
             ),
             "standard": _grid(
@@ -319,7 +319,7 @@ AUTONORM_GATES = register_experiment(
             ),
             # cpu: at 1e-3; at 3e-3 some of the earlier gated sentence runs stayed at
             # chance, at 1e-3 every seed left it.
-            "cpu": _gate_grid(["ptb_pos", "sst2", "mnist"], [1e-3], 3, **_LANGUAGE_CPU),
+            "cpu": _gate_grid(["ptb_pos", "sst2", "mnist"], [1e-3], 5, **_LANGUAGE_CPU),
             "standard": _grid(
                 ["ptb_pos", "sst2", "cifar10"],
                 ["autonorm"],
@@ -373,11 +373,12 @@ AUTONORM_TABULAR = register_experiment(
                 t_freeze=1,
             ),
             # cpu: the two arms N12 compares, 9 epochs of 110 steps (981 steps; AutoNorm-S
-            # decides after epoch 3, 33 % of training), the rate chosen per arm from three.
+            # decides after epoch 3, 33 % of training), the rate chosen per arm from four
+            # (1e-2 added when both arms chose 3e-3, the top of the first three).
             "cpu": _grid(
                 ["energy_efficiency"],
                 TABULAR_CPU,
-                [3e-4, 1e-3, 3e-3],
+                [3e-4, 1e-3, 3e-3, 1e-2],
                 5,
                 **_TABULAR_SMALL,
                 epochs=9,
@@ -487,7 +488,7 @@ AUTONORM_ROBUSTNESS = register_experiment(
                 ["mnist"],
                 ROBUSTNESS_CPU,
                 [1e-3, 3e-3, 1e-2],
-                4,
+                5,
                 **{**_ROBUST_SMALL, "epochs": 15, "t_freeze": 5},
                 eval_images=300,
             ),
