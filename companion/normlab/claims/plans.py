@@ -186,15 +186,11 @@ PLANS: dict[str, Plan] = {
         primary=_GATE,
     ),
     "N2": Plan(
-        "hottest minus coldest Gumbel-Softmax temperature: the log of the gate's gradient "
-        "SNR, and test accuracy, paired by seed",
-        0.405,
-        f"a 1.5-fold change of the gate's gradient SNR (log 1.5); {_OURS}",
-        units="log gate SNR",
+        "test accuracy of the gate trained with the exact gradient minus the Gumbel-Softmax "
+        "gradient, the same sampled gate in the forward pass, paired by seed",
+        ACCURACY_MARGIN,
+        f"one accuracy point; {_OURS}",
         primary=_GATE,
-        others=(
-            Margin(ACCURACY_MARGIN, f"one accuracy point; {_OURS}", match="accuracy"),
-        ),
     ),
     "N3": Plan(
         "test accuracy of AutoNorm-S minus FrozenLN and minus AutoNorm, paired by seed",
@@ -326,10 +322,14 @@ def margin_for(claim_id: str, label: str) -> Margin | None:
 
 
 def data_words(
-    claim: Claim, tasks: Sequence[str], profile: str, chosen: str | None = None
+    claim: Claim,
+    tasks: Sequence[str],
+    profile: str,
+    chosen: str | Mapping[str, str] | None = None,
 ) -> tuple[str, bool]:
     """What ``tasks`` were in ``profile`` (``chosen``: the grid's ``source`` setting, where
-    it chose a task's offline dataset), and whether any was a stand-in: e.g. ("8×8 digits, a
+    it chose a task's offline dataset, or the source per task), and whether any was a
+    stand-in: e.g. ("8×8 digits, a
     stand-in for CIFAR-10", True) or ("CIFAR-10", False)."""
     from ..data import REAL, served_by, title
     from ..data.sources import RESTYLED
@@ -388,8 +388,20 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
         if key in values:
             values[key] = [value]
     data_profile = values.get("data_profile", [profile])[0]
-    # the grid's source, where it names one, is the dataset that served the task
-    tasks = [str(t) for t in values.get("source", values.get("data", []))]
+    # the grid's source, where it names one, is the dataset that served the task; where
+    # the grid pairs each task with its own source (the gate studies), the source per task
+    chosen: str | dict[str, str] | None = (
+        values["source"][0] if len(values.get("source", ())) == 1 else None
+    )
+    if len(values.get("source", ())) > 1 and "data" in values:
+        chosen = {
+            str(c["data"]): str(c["source"])
+            for c in grid.configs(1)
+            if c["data"] in values["data"] and c["source"] in values["source"]
+        }
+        tasks = [str(t) for t in values["data"] if t in chosen]
+    else:
+        tasks = [str(t) for t in values.get("source", values.get("data", []))]
     kind = (
         "MLP"
         if "width" in values
@@ -416,12 +428,7 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
     schedule = values.get("schedule", ["warm-up + cosine"])
     budget = values.get("budget", ["fixed_epochs"])
     return {
-        "data": data_words(
-            claim,
-            tasks,
-            data_profile,
-            values["source"][0] if len(values.get("source", ())) == 1 else None,
-        )[0],
+        "data": data_words(claim, tasks, data_profile, chosen)[0],
         "model": f"{kind}, {shape}",
         "init": _values(values.get("init", ["PyTorch default"])),
         "optimiser": f"{optimiser}, {_values(schedule)} schedule",

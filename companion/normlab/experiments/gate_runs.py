@@ -389,7 +389,9 @@ def head_input_scale(model: ViTLite, train: data.DataSplit, n: int = 256) -> flo
     return float(read.std())
 
 
-def epochs_to_specialise(records: Iterable[dict[str, Any]], eps_h: float = EPS_H) -> float:
+def epochs_to_specialise(
+    records: Iterable[dict[str, Any]], eps_h: float = EPS_H
+) -> float:
     """The first epoch whose gate entropy, averaged over layers, falls below ``eps_h``
     (NaN when none does): the time the learned gates take to specialise."""
     by_epoch: dict[int, list[float]] = {}
