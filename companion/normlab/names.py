@@ -29,7 +29,11 @@ from .data.sources import data_label
 __all__ = ["ARMS", "VALUES", "data_label", "display_name", "layer_name"]
 
 #: Gate-study arms that are not registered normalisers, by their reader-facing names.
-ARMS: dict[str, str] = {"autonorm_hard": "AutoNorm, hard gate"}
+ARMS: dict[str, str] = {
+    "autonorm_hard": "AutoNorm, hard gate",
+    "autonorm_exact": "AutoNorm, exact gradient",
+    "autonorm_s_sample": "AutoNorm-S, freeze keeps sampling",
+}
 _FREEZE_PREFIX = "freeze_at_"  # normlab.experiments.gate_runs.FREEZE_PREFIX
 #: Values of a named column, by column: what a reader sees for each.
 VALUES: dict[str, dict[str, str]] = {
