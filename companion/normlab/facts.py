@@ -10,7 +10,8 @@ shows the one the numbers come from.
 - chapter 10: :func:`temperature`, :func:`gate_collapse`;
 - chapters 11 and 12: :func:`power_table`, :func:`gate_diagnostics`;
 - chapter 11: :func:`plainly`;
-- chapter 12: :func:`freeze_decisions`, :func:`freeze_effect`, :func:`lead_over_frozen_ln`;
+- chapter 12: :func:`freeze_decisions`, :func:`freeze_effect`, :func:`freeze_plainly`,
+  :func:`lead_over_frozen_ln`;
 - chapters 13-15: :func:`schedule`, :func:`verdict`, :func:`means`;
 - chapter 13: :func:`freezing_on_off`; chapter 15: :func:`rate_sensitivity`.
 """
@@ -33,6 +34,7 @@ from .paper import EPS_H
 __all__ = [
     "freeze_decisions",
     "freeze_effect",
+    "freeze_plainly",
     "freezing_on_off",
     "gate_collapse",
     "gate_diagnostics",
@@ -247,6 +249,26 @@ def freeze_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     )
     fires = paper.groupby(["data", "t_freeze"])["fired"].mean().unstack()
     return decisions, fires
+
+
+def freeze_plainly(runs: pd.DataFrame, t_freeze: int, profile: str = "cpu") -> Any:
+    """Which task the paper's rule (H >= eps_H at ``t_freeze``) freezes, in words: per
+    task, on how many seeds of how many (every learning rate's seed counted once, at the
+    plain gate's chosen rate), as Markdown."""
+    at = gs.at_lr_of(runs, "autonorm")
+    paper = gs.compose_schedule(at, t_freeze, EPS_H, "high")
+    parts = []
+    for task, part in paper.groupby("data", sort=True):
+        source = gs.CPU_TASKS.get(task, {}).get("source") if profile == "cpu" else None
+        kind = gs.TASKS.get(str(task), "")
+        parts.append(
+            f"on {title(served_by(str(task), profile, source))} ({kind}) in "
+            f"{int(part['fired'].sum())} of {len(part)} seeds"
+        )
+    return _markdown(
+        f"At T_freeze = {t_freeze} and eps_H = {EPS_H:g} the paper's rule froze every "
+        f"gate {' and '.join(parts)}."
+    )
 
 
 def freeze_effect(runs: pd.DataFrame, t_freeze: int) -> pd.DataFrame:
