@@ -279,8 +279,8 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
 
 def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
     """Every arm (AutoNorm-S composed in) at the lr chosen on val per (data, arm), at the
-    book's default initialisation, readout and selector rate (the other configurations are
-    chapter 11's question of what the bottleneck hinges on, not these claims')."""
+    book's default initialisation, readout and selector rate (a set's other configurations,
+    where it has any, are not these claims')."""
     from ..experiments import gate_study
 
     if results.empty or "arm" not in results:
