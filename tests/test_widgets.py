@@ -238,3 +238,20 @@ def test_draw_gates_shows_accuracy_beside_entropy(small: w.GateRuns) -> None:
     (accuracy,) = figure.axes[2].get_lines()
     expected = [h["val_accuracy"] for h in record["history"]]
     np.testing.assert_allclose(accuracy.get_ydata(), expected)
+
+
+def test_the_saved_widget_grid_has_a_rate_that_collapses_and_one_that_does_not() -> (
+    None
+):
+    """chapter 10's walk: at one selector rate the unfrozen gates stay undecided (mean final
+    entropy above 0.3 nats), at another they collapse (below 0.1)."""
+    from normlab import results
+
+    saved = results.largest(w.WIDGET_EXPERIMENT)
+    assert saved is not None
+    runs = saved.results
+    unfrozen = runs[runs["freeze_at"] == 0]
+    by_rate = unfrozen.groupby("selector_lr")["final_entropy"].mean()
+    assert by_rate.max() > 0.3 and by_rate.min() < 0.1, by_rate
+    assert set(unfrozen["data"]) == {"mnist", "mnist_restyled"}
+    assert len({t for t in runs["freeze_at"] if t}) >= 3

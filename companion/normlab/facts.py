@@ -169,8 +169,8 @@ def gate_diagnostics(runs: pd.DataFrame) -> pd.DataFrame:
     composed in): the std of what the head reads at initialisation
     (``head std at init``, the class token after the final norm), the epoch the learned
     gates' mean entropy first fell below eps_H (``epochs to specialise``, mean over the
-    seeds that did; ``specialised``: their share), the final gate entropy and test
-    accuracy; mean over seeds."""
+    seeds that did; ``specialised``: their share, blank for an arm without gates), the
+    final gate entropy and test accuracy; mean over seeds."""
     best = gs.chosen(gs.with_schedules(runs))
     grouped = best.groupby(["data", "arm"], sort=False)
     table = pd.DataFrame(
@@ -178,14 +178,14 @@ def gate_diagnostics(runs: pd.DataFrame) -> pd.DataFrame:
             "lr": grouped["lr"].first(),
             "head std at init": grouped["head_input_std_init"].mean(),
             "epochs to specialise": grouped["epochs_to_specialise"].mean(),
-            "specialised": grouped["epochs_to_specialise"].apply(
-                lambda v: float(v.notna().mean())
-            ),
+            "specialised": grouped["epochs_to_specialise"]
+            .apply(lambda v: float(v.notna().mean()))
+            .where(grouped["final_entropy"].count() > 0),
             "final entropy": grouped["final_entropy"].mean(),
             "test accuracy": grouped["test_metric"].mean(),
         }
     )
-    return table.reset_index()
+    return table.reset_index().sort_values(["data", "arm"], ignore_index=True)
 
 
 def plainly(n1: pd.DataFrame, profile: str) -> Any:
