@@ -387,6 +387,7 @@ def _n14_gate(results: pd.DataFrame) -> list[Effect]:
         Effect(
             f"lead of autonorm_s over frozen_ln on {a} - on {b}",
             paired_differences(_gate_lead(best, a), _gate_lead(best, b)),
+            data=(a, b),
             items=_lead_items(best, a, b, by="arm"),
         )
         for a, b in pairs
