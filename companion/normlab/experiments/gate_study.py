@@ -12,6 +12,7 @@ from __future__ import annotations
 from .gate_grids import (  # the grids, for the chapters
     AUTONORM_S_SWEEP,
     CPU_TASKS,
+    DEFAULT_INIT,
     GATE_BOTTLENECK,
     GATE_TAU,
     GATE_WIDGET,
@@ -59,6 +60,7 @@ __all__ = [
     "GATE_TAU",
     "GATE_WIDGET",
     "CPU_TASKS",
+    "DEFAULT_INIT",
     "LRS",
     "SEEDS",
     "SETUP",
