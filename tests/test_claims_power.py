@@ -340,10 +340,10 @@ def test_a_margin_is_tied_to_the_papers_gap() -> None:
     assert claims.margin_for(
         "N3", "autonorm_s - frozen_ln on x"
     ).margin == pytest.approx((86.35 - 82.97) / 200)
-    assert claims.margin_for("N2", "test accuracy at tau 2").units.startswith(
-        "accuracy"
-    )
-    assert claims.margin_for("N2", "log gate SNR at tau 2").units == "log gate SNR"
+    assert claims.margin_for(
+        "N2", "autonorm_exact - autonorm on mnist"
+    ).units.startswith("accuracy")
+    assert claims.margin_for("N2", "autonorm_exact - autonorm on mnist").margin == 0.01
 
 
 def test_the_primary_specification_is_read_from_the_grid() -> None:

@@ -102,14 +102,24 @@ def test_every_gate_study_declares_all_profiles() -> None:
 
 
 def test_cpu_budget_trains_and_decides_after_the_gates_can_learn() -> None:
-    """1,000+ steps a run on the 1,257 training digits, and the freeze after a quarter of
-    them but before half (the gates' entropy has fallen by then: chapter 11)."""
+    """600+ steps a run on each task, the freeze after a quarter of them but before half,
+    three rates per arm, and each task on its own source, patch and batch."""
     setup = gs.SETUP["cpu"]
-    steps_per_epoch = math.ceil(1257 / setup["batch_size"])
-    assert setup["epochs"] * steps_per_epoch >= 1000
+    train_sizes = {"mnist_5k": 3000, "digits": 1257}
+    grid = experiments.get("gate_bottleneck").grid("cpu")
+    configs = list(grid.configs(1))
+    assert {c["data"] for c in configs} == set(gs.CPU_TASKS)
+    for config in configs:
+        task = gs.CPU_TASKS[config["data"]]
+        assert {k: config[k] for k in task} == task
+        steps = setup["epochs"] * math.ceil(
+            train_sizes[config["source"]] / config["batch_size"]
+        )
+        assert steps >= 600
     assert 0.25 <= gs.T_FREEZE["cpu"] / setup["epochs"] < 0.5
-    for config in experiments.get("gate_bottleneck").grid("cpu").configs(1):
-        assert isinstance(config["patch_size"], int)
+    assert len(grid.axes["lr"]) >= 3
+    arms = set(grid.axes["arm"])
+    assert {"autonorm_exact", f"{gs.SAMPLE_PREFIX}{gs.T_FREEZE['cpu']}"} <= arms
 
 
 def table(rows: list[dict]) -> pd.DataFrame:
@@ -305,31 +315,121 @@ def test_gate_claims_on_constructed_data() -> None:
     assert claims.judge(claims.get("N3"), quiet).verdict == claims.CONTRADICTED
 
 
-def test_n2_compares_the_hottest_and_coldest_temperatures() -> None:
-    """At the lr chosen on val per temperature: a second rate, worse on val, whose SNR and
-    accuracy would reverse the verdict, must be ignored."""
+def test_n2_reads_the_exact_gradient_control() -> None:
+    """N2: the exact-gradient arm minus the Gumbel-Softmax one, per task; a gain beyond the
+    margin supports it, a loss contradicts it, and without the control it is unmeasurable."""
     from normlab import claims
 
-    rows = [
-        {
-            "data": "mnist",
-            "tau": tau,
-            "lr": lr,
-            "seed": seed,
-            "higher_is_better": True,
-            "val_metric": acc - (0.3 if lr == 0.01 else 0.0),
-            "gate_snr": (snr if lr == 0.003 else 1 / snr) * (1 + 0.01 * seed),
-            "test_metric": (acc if lr == 0.003 else 1 - acc) + 0.001 * seed,
-        }
-        for tau, snr, acc in ((0.1, 0.2, 0.80), (0.5, 1.0, 0.82), (2.0, 5.0, 0.85))
-        for lr in (0.003, 0.01)
-        for seed in range(5)
+    def runs(exact: float) -> pd.DataFrame:
+        return constructed(
+            {
+                ("mnist", "autonorm"): 0.80,
+                ("mnist", "autonorm_exact"): 0.80 + exact,
+                ("mnist_restyled", "autonorm"): 0.60,
+                ("mnist_restyled", "autonorm_exact"): 0.60 + exact,
+            }
+        )
+
+    helped = claims.judge(claims.get("N2"), runs(0.05))
+    assert helped.verdict == claims.SUPPORTED and len(helped.effects) == 2
+    assert all("autonorm_exact - autonorm" in label for label, _, _ in helped.effects)
+    assert claims.judge(claims.get("N2"), runs(-0.05)).verdict == claims.CONTRADICTED
+    missing = constructed({("mnist", "autonorm"): 0.8})
+    assert "no runs of autonorm_exact" in claims.judge(claims.get("N2"), missing).note
+
+
+def test_exact_gate_grad_keeps_the_forward_sample_and_gives_the_exact_gradient() -> (
+    None
+):
+    """The hook's forward value is the Gumbel-Softmax sample bit for bit (same noise); the
+    gradient reaching the logits is categorical_grad of the loss's per-candidate slope."""
+    from normlab.gates import categorical_grad
+    from normlab.layers import NormSelector
+
+    torch.manual_seed(0)
+    selector = NormSelector(8, tau=0.5).train()
+    x = torch.randn(5, 3, 8)
+    values = torch.randn(5, 2)
+    torch.manual_seed(1)
+    plain = selector(x)
+    handle = selector.register_forward_hook(gs.ExactGateGrad._hook)
+    logits = selector.mlp(x.mean(dim=1)).detach().requires_grad_(True)
+    selector.mlp.register_forward_hook(lambda m, a, out: logits)
+    torch.manual_seed(1)
+    exact = selector(x)
+    torch.testing.assert_close(exact, plain, rtol=0, atol=1e-7)
+    (exact * values).sum().backward()
+    expected = categorical_grad(logits.detach(), values).float()
+    torch.testing.assert_close(logits.grad, expected, rtol=1e-5, atol=1e-6)
+    handle.remove()
+    selector.frozen = True  # a frozen gate is left alone
+    assert gs.ExactGateGrad._hook(selector, (x,), plain) is None
+
+
+def test_stop_selector_stops_learning_but_keeps_sampling() -> None:
+    """sample_at_<T>: the gates' parameters stay bit-identical after epoch T, while the gate
+    still draws a fresh sample each step (its training output differs between two calls)."""
+    from normlab import seed_everything
+    from normlab.gates import autonorm_layers
+
+    settings = gs.arm_settings({**TINY, "arm": "sample_at_1"})
+    assert settings["stop_at"] == 1 and settings["freeze_at"] == 0
+    train, val = load("digits", "train"), load("digits", "val")
+    seed_everything(0)
+    model = gs.gate_vit(train, settings)
+    snapshots = gs.SelectorSnapshots()
+    fit(
+        model,
+        train,
+        val,
+        epochs=3,
+        batch_size=256,
+        lr=3e-3,
+        seed=0,
+        callbacks=[*gs.gate_callbacks(settings), snapshots],
+        device="cpu",
+    )
+    assert snapshots.unchanged_since(1)
+    # the gates did learn before the stop: a plain run's gates move in epoch 2
+    _, layer = autonorm_layers(model)[0]
+    layer.train()
+    x = torch.randn(4, 5, layer.selector.normalized_shape[0])
+    assert not layer.selector.frozen
+    assert not torch.equal(layer.selector(x), layer.selector(x))  # still sampling
+    with pytest.raises(ValueError, match="stop_at must be"):
+        gs.StopSelector(0)
+
+
+def test_compose_keeps_sampling_where_the_rule_fires() -> None:
+    rows = table(
+        [
+            {"arm": "autonorm", "test_metric": 0.1},
+            {"arm": "freeze_at_3", "test_metric": 0.2, "decision_entropy": 0.3},
+            {"arm": "sample_at_3", "test_metric": 0.3},
+        ]
+    )
+    fired = gs.compose_schedule(rows, 3, 0.1, keep_sampling=True)
+    assert fired["arm"].tolist() == ["autonorm_s_sample"]
+    assert fired["test_metric"].tolist() == [0.3] and fired["fired"].all()
+    quiet = gs.compose_schedule(rows, 3, 0.5, keep_sampling=True)
+    assert quiet["test_metric"].tolist() == [0.1] and not quiet["fired"].any()
+    arms = set(gs.with_schedules(rows)["arm"])
+    assert arms == {"autonorm", "autonorm_s", "autonorm_s_low", "autonorm_s_sample"}
+    with pytest.raises(ValueError, match="no sample_at_3 partner"):
+        gs.compose_schedule(
+            rows[rows["arm"] != "sample_at_3"], 3, 0.1, keep_sampling=True
+        )
+
+
+def test_epochs_to_specialise_is_the_first_epoch_below_eps_h() -> None:
+    records = [
+        {"epoch": e, "layer": layer, "entropy": h}
+        for e, pair in ((1, (0.6, 0.5)), (2, (0.15, 0.08)), (3, (0.05, 0.02)))
+        for layer, h in zip("ab", pair)
     ]
-    outcome = claims.judge(claims.get("N2"), pd.DataFrame(rows))
-    # both effects on the predicted side: at most consistent with the claim, not supported
-    assert outcome.verdict == claims.CONSISTENT and len(outcome.effects) == 2
-    assert outcome.effects[0][1].mean == pytest.approx(math.log(25.0))
-    assert all(ci.low > 0 for _, ci, _ in outcome.effects)
+    assert gs.epochs_to_specialise(records) == 3.0  # epoch 2's mean is 0.115 >= 0.1
+    assert gs.epochs_to_specialise(records, eps_h=0.2) == 2.0
+    assert math.isnan(gs.epochs_to_specialise(records, eps_h=0.01))
 
 
 def _two_rate_runs() -> pd.DataFrame:

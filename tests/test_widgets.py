@@ -209,13 +209,27 @@ def test_a_small_grid_offers_only_the_controls_it_serves(small: w.GateRuns) -> N
         widget.set(hard=True)  # no KeyError inside a callback: no such control
 
 
-def test_the_twin_opens_where_the_gates_collapse(small: w.GateRuns) -> None:
+def test_the_twin_opens_where_the_widget_and_the_text_do(small: w.GateRuns) -> None:
     start = w.collapse_setting(small)
     assert start.selector_lr == 10.0 and not start.freezing and start.t_freeze == 2
     spec = w.static_twin(small).spec
-    assert {p["name"]: p["value"] for p in spec["params"]}["lr"] == 10.0
-    # the live widget opens at the slow selector, for the reader to move
+    # both open at the backbone's selector rate (chapter 10: "opens ... at the backbone's
+    # rate"), for the reader to move to the collapse
+    assert {p["name"]: p["value"] for p in spec["params"]}["lr"] == 1.0
     assert w.GateWidget(small).setting.selector_lr == 1.0
+    assert w.opening_setting(small).selector_lr == 1.0
+
+
+def test_the_twin_fits_a_phone_and_dashes_an_unfired_freeze(small: w.GateRuns) -> None:
+    import json
+
+    spec = w.static_twin(small).spec
+    panels = spec["vconcat"]
+    assert len(panels) == 3  # stacked, none side by side
+    # each panel's plot area plus its y axis and padding within a 390-pixel column
+    assert all(p.get("width", 0) + 80 <= 390 for p in panels if "width" in p)
+    text = json.dumps(spec)
+    assert '"strokeDash"' in text and "[5, 4]" in text
 
 
 def test_draw_gates_shows_accuracy_beside_entropy(small: w.GateRuns) -> None:
@@ -224,3 +238,20 @@ def test_draw_gates_shows_accuracy_beside_entropy(small: w.GateRuns) -> None:
     (accuracy,) = figure.axes[2].get_lines()
     expected = [h["val_accuracy"] for h in record["history"]]
     np.testing.assert_allclose(accuracy.get_ydata(), expected)
+
+
+def test_the_saved_widget_grid_has_a_rate_that_collapses_and_one_that_does_not() -> (
+    None
+):
+    """chapter 10's walk: at one selector rate the unfrozen gates stay undecided (mean final
+    entropy above 0.3 nats), at another they collapse (below 0.1)."""
+    from normlab import results
+
+    saved = results.largest(w.WIDGET_EXPERIMENT)
+    assert saved is not None
+    runs = saved.results
+    unfrozen = runs[runs["freeze_at"] == 0]
+    by_rate = unfrozen.groupby("selector_lr")["final_entropy"].mean()
+    assert by_rate.max() > 0.3 and by_rate.min() < 0.1, by_rate
+    assert set(unfrozen["data"]) == {"mnist", "mnist_restyled"}
+    assert len({t for t in runs["freeze_at"] if t}) >= 3

@@ -8,8 +8,10 @@ under after its own prefix (``ch11_`` + ``gap_default``), and a table where the 
 shows the one the numbers come from.
 
 - chapter 10: :func:`temperature`, :func:`gate_collapse`;
-- chapter 11: :func:`hinges`, :func:`hinge_facts`, :func:`plainly`;
-- chapter 12: :func:`freeze_decisions`, :func:`freeze_effect`, :func:`lead_over_frozen_ln`;
+- chapters 11 and 12: :func:`power_table`, :func:`gate_diagnostics`;
+- chapter 11: :func:`plainly`;
+- chapter 12: :func:`freeze_decisions`, :func:`freeze_effect`, :func:`freeze_plainly`,
+  :func:`lead_over_frozen_ln`;
 - chapters 13-15: :func:`schedule`, :func:`verdict`, :func:`means`;
 - chapter 13: :func:`freezing_on_off`; chapter 15: :func:`rate_sensitivity`.
 """
@@ -23,24 +25,23 @@ from typing import Any
 import pandas as pd
 
 from . import claims
+from .data.sources import served_by, title
 from .experiments import gate_study as gs
 from .experiments import part2_tasks as tasks
-from .experiments.gate_grids import DEFAULT_INIT, DEFAULT_READOUT
 from .names import display_name
 from .paper import EPS_H
-from .stats import interval
 
 __all__ = [
-    "HINGE_ARMS",
     "freeze_decisions",
     "freeze_effect",
+    "freeze_plainly",
     "freezing_on_off",
     "gate_collapse",
-    "hinge_facts",
-    "hinges",
+    "gate_diagnostics",
     "lead_over_frozen_ln",
     "means",
     "plainly",
+    "power_table",
     "rate_sensitivity",
     "schedule",
     "temperature",
@@ -95,7 +96,8 @@ def gate_collapse(runs: Any) -> dict[str, float]:
     """Chapter 10's walk through the widget's runs (a :class:`normlab.widgets.GateRuns`):
     the mean final gate entropy and validation accuracy at the backbone's selector rate
     (``h_slow``, ``acc_slow``) and at the collapse rate (``h_fast``, ``acc_fast``,
-    ``fast_rate``); and AutoNorm-S's decision entropy at each freeze epoch
+    ``fast_rate``), the entropy at the grid's slowest rate (``h_slowest``,
+    ``slowest_rate``: the backbone's where it has no slower one); and AutoNorm-S's decision entropy at each freeze epoch
     (``decision_<T>``), the first and last (``t_first``, ``h_first``, ``t_last``,
     ``h_last``)."""
     from .widgets import collapse_setting
@@ -103,6 +105,8 @@ def gate_collapse(runs: Any) -> dict[str, float]:
     collapse = collapse_setting(runs)
     slow = runs.select(dataclasses.replace(collapse, selector_lr=1.0))
     fast = runs.select(collapse)
+    slowest_rate = runs.values("selector_lr")[0]
+    slowest = runs.select(dataclasses.replace(collapse, selector_lr=slowest_rate))
     decisions = {
         t: runs.select(
             dataclasses.replace(collapse, selector_lr=1.0, freezing=True, t_freeze=t)
@@ -114,6 +118,8 @@ def gate_collapse(runs: Any) -> dict[str, float]:
     return {
         "h_slow": _final_entropy(slow),
         "h_fast": _final_entropy(fast),
+        "h_slowest": _final_entropy(slowest),
+        "slowest_rate": float(slowest_rate),
         "fast_rate": float(collapse.selector_lr),
         "acc_slow": float(slow.record["metrics"]["val_metric"]),
         "acc_fast": float(fast.record["metrics"]["val_metric"]),
@@ -127,73 +133,59 @@ def gate_collapse(runs: Any) -> dict[str, float]:
 
 # ------------------------------------------------------------------------ chapter 11
 
-#: The arms a configuration of :func:`hinges` compares, at the backbone's selector rate.
-HINGE_ARMS = ("frozen_ln", "autonorm_random", "autonorm")
+
+def power_table(claim_ids: Iterable[str]) -> pd.DataFrame:
+    """What the saved sets can resolve, one row per effect of each claim (judged as the
+    scorecard judges it): ``id``, ``effect``, ``verdict``, ``estimate`` with its interval
+    (``low``, ``high``: seeds and test items), ``margin``, ``mde`` (the smallest effect
+    these seeds detect at 80 % power), ``seeds`` (held), ``planned`` (the claim's plan,
+    from the pilot spread) and ``to resolve`` (the seeds that would resolve an inconclusive
+    effect at the observed spread; blank when resolved)."""
+    from .claims.report import evaluate, scorecard_records
+
+    records = scorecard_records(outcomes=[evaluate(i) for i in claim_ids])
+    rows = [
+        {
+            "id": r["id"],
+            "effect": e["label"],
+            "verdict": e["verdict"],
+            "estimate": e["estimate"],
+            "low": e["low"],
+            "high": e["high"],
+            "margin": e["margin"],
+            "mde": e["mde"],
+            "seeds": e["n"],
+            "planned": r.get("planned_seeds"),
+            "to resolve": e["n_needed"],
+        }
+        for r in records
+        for e in r["effects"]
+    ]
+    return pd.DataFrame(rows)
 
 
-def hinges(results: pd.DataFrame, task: str = "mnist_restyled") -> pd.DataFrame:
-    """What the bottleneck hinges on: one row per (init, readout) configuration of the
-    gate study's ``results`` on ``task`` that has the three arms of :data:`HINGE_ARMS` at
-    the backbone's selector rate: their mean test accuracy, the learned gate at ten times
-    the rate (``AutoNorm, selector x10``), the N1 quantity (``learned - random``, paired by
-    seed, with its 95 % half-width ``±``) and the learned gate's mean final entropy at both
-    rates. Indexed by ``init`` and ``readout``."""
-    rows = []
-    for (init, readout), part in results[results["data"] == task].groupby(
-        ["init", "readout"]
-    ):
-        x1 = part[part["selector_lr"] == 1.0]
-        if x1["arm"].nunique() < len(HINGE_ARMS):
-            continue
-        gap = interval(
-            claims.paired(x1, "autonorm", "autonorm_random", by="arm").samples
-        )
-        fast = part[(part["arm"] == "autonorm") & (part["selector_lr"] == 10.0)]
-        learned = x1[x1["arm"] == "autonorm"]
-        rows.append(
-            {
-                "init": init,
-                "readout": readout,
-                **{
-                    arm: x1.loc[x1["arm"] == arm, "test_metric"].mean()
-                    for arm in HINGE_ARMS
-                },
-                "AutoNorm, selector x10": fast["test_metric"].mean(),
-                "learned - random": gap.mean,
-                "±": gap.half,
-                "final entropy, x1": learned["final_entropy"].mean(),
-                "final entropy, x10": fast["final_entropy"].mean(),
-            }
-        )
-    return pd.DataFrame(rows).set_index(["init", "readout"])
-
-
-def hinge_facts(table: pd.DataFrame) -> dict[str, float]:
-    """The numbers chapter 11 quotes from :func:`hinges`: at the defaults (``_default``),
-    with ViT's std-0.02 initialisation (``_trunc``) and with the mean readout
-    (``gap_mean``); and the final entropies at both selector rates."""
-    default = table.loc[(DEFAULT_INIT, DEFAULT_READOUT)]
-    trunc = table.loc[("trunc_normal_0.02", DEFAULT_READOUT)]
-    pooled = table.loc[(DEFAULT_INIT, "mean")]
-    return {
-        key: float(value)
-        for key, value in {
-            "ln_default": default["frozen_ln"],
-            "ln_trunc": trunc["frozen_ln"],
-            "learned_trunc": trunc["autonorm"],
-            "random_trunc": trunc["autonorm_random"],
-            "learned_default": default["autonorm"],
-            "random_default": default["autonorm_random"],
-            "gap_default": default["learned - random"],
-            "gap_half_default": default["±"],
-            "gap_trunc": trunc["learned - random"],
-            "gap_half_trunc": trunc["±"],
-            "gap_mean": pooled["learned - random"],
-            "fast_default": default["AutoNorm, selector x10"],
-            "h_x1": default["final entropy, x1"],
-            "h_x10": default["final entropy, x10"],
-        }.items()
-    }
+def gate_diagnostics(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per task and arm, each at its learning rate chosen on validation data (AutoNorm-S
+    composed in): the std of what the head reads at initialisation
+    (``head std at init``, the class token after the final norm), the epoch the learned
+    gates' mean entropy first fell below eps_H (``epochs to specialise``, mean over the
+    seeds that did; ``specialised``: their share, blank for an arm without gates), the
+    final gate entropy and test accuracy; mean over seeds."""
+    best = gs.chosen(gs.with_schedules(runs))
+    grouped = best.groupby(["data", "arm"], sort=False)
+    table = pd.DataFrame(
+        {
+            "lr": grouped["lr"].first(),
+            "head std at init": grouped["head_input_std_init"].mean(),
+            "epochs to specialise": grouped["epochs_to_specialise"].mean(),
+            "specialised": grouped["epochs_to_specialise"]
+            .apply(lambda v: float(v.notna().mean()))
+            .where(grouped["final_entropy"].count() > 0),
+            "final entropy": grouped["final_entropy"].mean(),
+            "test accuracy": grouped["test_metric"].mean(),
+        }
+    )
+    return table.reset_index().sort_values(["data", "arm"], ignore_index=True)
 
 
 def plainly(n1: pd.DataFrame, profile: str) -> Any:
@@ -211,17 +203,24 @@ def plainly(n1: pd.DataFrame, profile: str) -> Any:
             else "not clearly on either side of"
         )
         kind = gs.TASKS.get(row.data, "")
+        source = (
+            gs.CPU_TASKS.get(row.data, {}).get("source") if profile == "cpu" else None
+        )
+        name = title(served_by(row.data, profile, source))
         lines.append(
-            f"- **{display_name(row.data, 'data', profile)}** ({kind}): the learned gate "
+            f"- **{name}** ({kind}): the learned gate "
             f"is {side} the random one, {row.mean:+.3f} [{row.low:+.3f}, "
             f"{row.high:+.3f}], n = {row.n}."
         )
     scale = gs.SETUP[profile]
     rates = ", ".join(f"{lr:g}" for lr in gs.LRS[profile])
+    chosen = (
+        "chosen per arm on validation data from " if len(gs.LRS[profile]) > 1 else ""
+    )
     lines.append(
         f"\nThe scale: a ViT-Lite of {scale['depth']} blocks and width {scale['dim']}, "
-        f"{scale['epochs']} epochs of batches of {scale['batch_size']}, learning rate "
-        f"{rates}, {display_name(scale['init'], 'init')} initialisation, stand-in data."
+        f"{scale['epochs']} epochs, learning rate {chosen}{rates}, "
+        f"{display_name(scale['init'], 'init')} initialisation, stand-in data."
     )
     return _markdown("\n".join(lines))
 
@@ -250,6 +249,26 @@ def freeze_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     )
     fires = paper.groupby(["data", "t_freeze"])["fired"].mean().unstack()
     return decisions, fires
+
+
+def freeze_plainly(runs: pd.DataFrame, t_freeze: int, profile: str = "cpu") -> Any:
+    """Which task the paper's rule (H >= eps_H at ``t_freeze``) freezes, in words: per
+    task, on how many seeds of how many (every learning rate's seed counted once, at the
+    plain gate's chosen rate), as Markdown."""
+    at = gs.at_lr_of(runs, "autonorm")
+    paper = gs.compose_schedule(at, t_freeze, EPS_H, "high")
+    parts = []
+    for task, part in paper.groupby("data", sort=True):
+        source = gs.CPU_TASKS.get(task, {}).get("source") if profile == "cpu" else None
+        kind = gs.TASKS.get(str(task), "")
+        parts.append(
+            f"on {title(served_by(str(task), profile, source))} ({kind}) in "
+            f"{int(part['fired'].sum())} of {len(part)} seeds"
+        )
+    return _markdown(
+        f"At T_freeze = {t_freeze} and eps_H = {EPS_H:g} the paper's rule froze every "
+        f"gate {' and '.join(parts)}."
+    )
 
 
 def freeze_effect(runs: pd.DataFrame, t_freeze: int) -> pd.DataFrame:

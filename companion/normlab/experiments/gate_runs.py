@@ -14,6 +14,11 @@ autonorm_random    AutoNorm with the Random Selector (fresh uniform weights per 
 autonorm           AutoNorm with its learned soft Gumbel-Softmax gate, never frozen
 autonorm_hard      the same gate with straight-through (hard) samples
 freeze_at_<T>      AutoNorm whose gates are all frozen at the end of epoch T
+autonorm_exact     the learned soft gate, its forward sample unchanged, trained with the
+                   exact gradient of the expected (linearised) loss (:class:`ExactGateGrad`)
+sample_at_<T>      AutoNorm whose gates stop learning at the end of epoch T but keep
+                   sampling (:class:`StopSelector`): AutoNorm-S's freeze without its
+                   removal of the forward noise
 =================  ======================================================================
 
 Why ``freeze_at_<T>`` rather than one run per AutoNorm-S setting: on the CPU the training
@@ -49,21 +54,24 @@ from .._runtime import seed_everything
 from ..callbacks import Callback, TrainState
 from ..data.sources import RESTYLED
 from ..gates import AutoNormS, GateTelemetry, autonorm_layers, selector_parameters
+from ..layers._common import token_pool
 from ..models import ViTLite
 from ..models.vit import vit_config
 from ..normalisers import norm_layer
-from ..paper import TAU
+from ..paper import EPS_H, TAU
 from .part2 import adamw_recipe
 from .registry import RunContext
 from .runner import train_and_test
 
 FREEZE_PREFIX = "freeze_at_"
+SAMPLE_PREFIX = "sample_at_"  # stop learning at the end of epoch T, keep sampling
 # arm -> (normaliser, gate settings it overrides)
 ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "frozen_ln": ("frozen_ln", {}),
     "autonorm_random": ("autonorm_random", {}),
     "autonorm": ("autonorm", {}),
     "autonorm_hard": ("autonorm", {"hard": True}),
+    "autonorm_exact": ("autonorm", {"gate_grad": "exact"}),
 }
 TASKS = {
     "mnist": "stationary",
@@ -113,17 +121,20 @@ def restyle(split: data.DataSplit) -> data.DataSplit:
     )
 
 
-def task_splits(task: str, data_profile: str) -> dict[str, data.DataSplit]:
+def task_splits(
+    task: str, data_profile: str, source: str | None = None
+) -> dict[str, data.DataSplit]:
     """``train``/``val``/``test`` of a task of :data:`TASKS`: ``<name>_restyled`` is
-    :func:`restyle` applied to every split of ``<name>``."""
+    :func:`restyle` applied to every split of ``<name>``; ``source`` names one of the
+    task's offline :data:`normlab.data.sources.CHOICES` (``mnist_5k``: real MNIST)."""
     if task.endswith(RESTYLED):
         return {
             name: restyle(split)
             for name, split in data.for_profile(
-                task.removesuffix(RESTYLED), data_profile
+                task.removesuffix(RESTYLED), data_profile, chosen=source
             ).items()
         }
-    return data.for_profile(task, data_profile)
+    return data.for_profile(task, data_profile, chosen=source)
 
 
 class SelectorLR(Callback):
@@ -201,6 +212,65 @@ class SelectorSnapshots(Callback):
         )
 
 
+class StopSelector(Callback):
+    """Stop every learned gate's learning at the end of epoch ``stop_at`` but keep it
+    sampling: AutoNorm-S's freeze with the forward noise left in (chapter 12's ablation).
+
+    From epoch ``stop_at + 1`` on, the selectors' gradients are dropped after each backward
+    pass, so AdamW (which skips a parameter without a gradient) leaves them bit-identical,
+    while the gate still draws a fresh Gumbel-Softmax sample per image and step. Stateless:
+    a resumed run reads the epoch from the training state.
+    """
+
+    def __init__(self, stop_at: int) -> None:
+        if isinstance(stop_at, bool) or not isinstance(stop_at, int) or stop_at < 1:
+            raise ValueError(f"stop_at must be an epoch >= 1, got {stop_at!r}")
+        self.stop_at = stop_at
+
+    def on_after_backward(self, state: TrainState) -> None:
+        if state.epoch > self.stop_at:
+            for _, layer in autonorm_layers(state.model):
+                for param in selector_parameters(layer):
+                    param.grad = None
+
+
+class ExactGateGrad(Callback):
+    r"""Train every learned gate with the exact gradient, its forward sample unchanged.
+
+    A forward hook replaces each selector's training output, the Gumbel-Softmax sample
+    :math:`w`, by :math:`w + p - \operatorname{sg}(p)` with :math:`p = \mathrm{softmax}(\ell)`
+    and :math:`\operatorname{sg}` stop-gradient: the forward value is the same sample (the
+    same noise in the network), and the gradient reaching the logits is that of
+    :math:`\sum_i p_i v_i = \mathbb{E}_{i \sim p}[v_i]`, :math:`v_i` the loss linearised
+    in candidate :math:`i`'s weight, i.e. :func:`normlab.gates.categorical_grad` (no
+    sampling noise in the gradient). The N2 control of chapters 11 and 12.
+    """
+
+    def __init__(self) -> None:
+        self._handles: list[Any] = []
+
+    @staticmethod
+    def _hook(module: nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> Any:
+        if not module.training or module.frozen:
+            return None
+        x, mask = args[0], (args[1] if len(args) > 1 else None)
+        logits = module.mlp(token_pool(x, len(module.normalized_shape), mask)).float()
+        probs = torch.softmax(logits, dim=-1)
+        return output.detach() + (probs - probs.detach())
+
+    def on_train_start(self, state: TrainState) -> None:
+        self._handles = [
+            layer.selector.register_forward_hook(self._hook)
+            for _, layer in autonorm_layers(state.model)
+            if layer.selector is not None
+        ]
+
+    def on_train_end(self, state: TrainState) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+
 def arm_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The run's normaliser and gate settings: the config with its ``arm`` (if any) applied.
 
@@ -208,25 +278,43 @@ def arm_settings(config: dict[str, Any]) -> dict[str, Any]:
     never), ``tau`` (default 0.5) and ``selector_lr`` (default 1). A config with ``rule``,
     ``t_freeze`` and ``eps_h`` (and no ``freeze_at``) runs a real AutoNorm-S schedule.
     """
-    settings = {"hard": False, "freeze_at": 0, "tau": TAU, "selector_lr": 1.0, **config}
+    settings = {
+        "hard": False,
+        "freeze_at": 0,
+        "stop_at": 0,
+        "gate_grad": "gumbel",
+        "tau": TAU,
+        "selector_lr": 1.0,
+        **config,
+    }
     arm = settings.get("arm")
     if arm is not None:
         if arm.startswith(FREEZE_PREFIX) and arm[len(FREEZE_PREFIX) :].isdigit():
             settings.update(
                 normaliser="autonorm", freeze_at=int(arm[len(FREEZE_PREFIX) :])
             )
+        elif arm.startswith(SAMPLE_PREFIX) and arm[len(SAMPLE_PREFIX) :].isdigit():
+            settings.update(
+                normaliser="autonorm", stop_at=int(arm[len(SAMPLE_PREFIX) :])
+            )
         elif arm in ARMS:
             normaliser, overrides = ARMS[arm]
             settings.update(normaliser=normaliser, **overrides)
         else:
             raise ValueError(
-                f"arm={arm!r} is not known; expected one of {', '.join(ARMS)} or {FREEZE_PREFIX}<epoch>"
+                f"arm={arm!r} is not known; expected one of {', '.join(ARMS)}, "
+                f"{FREEZE_PREFIX}<epoch> or {SAMPLE_PREFIX}<epoch>"
             )
     if settings.get("normaliser") is None:
         raise ValueError("a gate-study config needs an 'arm' or a 'normaliser'")
-    if settings["freeze_at"] and settings["normaliser"] != "autonorm":
+    for key in ("freeze_at", "stop_at"):
+        if settings[key] and settings["normaliser"] != "autonorm":
+            raise ValueError(
+                f"{key} needs the learned gate (normaliser 'autonorm'), got {settings['normaliser']!r}"
+            )
+    if settings["gate_grad"] not in ("gumbel", "exact"):
         raise ValueError(
-            f"freeze_at needs the learned gate (normaliser 'autonorm'), got {settings['normaliser']!r}"
+            f"gate_grad={settings['gate_grad']!r}; expected 'gumbel' or 'exact'"
         )
     return settings
 
@@ -279,18 +367,52 @@ def gate_callbacks(settings: dict[str, Any]) -> list[Callback]:
                     rule=settings["rule"],
                 )
             )
+        if settings["stop_at"]:
+            callbacks.append(StopSelector(settings["stop_at"]))
+        if settings["gate_grad"] == "exact":
+            callbacks.append(ExactGateGrad())
         if settings["selector_lr"] != 1.0:
             callbacks.append(SelectorLR(settings["selector_lr"]))
     return callbacks
 
 
+def head_input_scale(model: ViTLite, train: data.DataSplit, n: int = 256) -> float:
+    """The std of what the head reads at initialisation (the class token, or the mean
+    token, after the final norm) over the first ``n`` training images: the diagnostic of a
+    start whose logits sit near zero (chapter 11). Draws no random numbers."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        x = model.encoder(model.tokens(train.x[:n]))
+        read = x[:, 0] if model.cls_token is not None else x.mean(dim=1)
+    model.train(was_training)
+    return float(read.std())
+
+
+def epochs_to_specialise(
+    records: Iterable[dict[str, Any]], eps_h: float = EPS_H
+) -> float:
+    """The first epoch whose gate entropy, averaged over layers, falls below ``eps_h``
+    (NaN when none does): the time the learned gates take to specialise."""
+    by_epoch: dict[int, list[float]] = {}
+    for record in records:
+        by_epoch.setdefault(int(record["epoch"]), []).append(float(record["entropy"]))
+    for epoch in sorted(by_epoch):
+        if sum(by_epoch[epoch]) / len(by_epoch[epoch]) < eps_h:
+            return float(epoch)
+    return math.nan
+
+
 def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One gate-study run: build, train with AdamW (warm-up + cosine), test, record the gates."""
     settings = arm_settings(config)
-    splits = task_splits(settings["data"], settings["data_profile"])
+    splits = task_splits(
+        settings["data"], settings["data_profile"], settings.get("source")
+    )
     train = splits["train"]
     seed_everything(settings["seed"])
     model = gate_vit(train, settings)
+    scale = head_input_scale(model, train)
     callbacks = gate_callbacks(settings)
     record = train_and_test(
         model, splits, ctx, **adamw_recipe(settings, train.task), callbacks=callbacks
@@ -303,6 +425,8 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     metrics["decision_entropy"] = metrics["gate_snr"] = metrics["final_entropy"] = (
         math.nan
     )
+    metrics["head_input_std_init"] = scale
+    metrics["epochs_to_specialise"] = math.nan
     for callback in callbacks:
         if isinstance(callback, GateTelemetry):
             record["gates"] = callback.records
@@ -316,6 +440,7 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
                 if r["epoch"] == record["history"][-1]["epoch"]
             ]
             metrics["final_entropy"] = sum(last) / len(last) if last else math.nan
+            metrics["epochs_to_specialise"] = epochs_to_specialise(callback.records)
         if isinstance(callback, AutoNormS):
             record["frozen"] = callback.frozen
             record["entropy_records"] = callback.entropy_records

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..analysis.runs import at_chosen_lr, summarise
 from ..paper import EPS_H
-from .gate_runs import FREEZE_PREFIX
+from .gate_runs import FREEZE_PREFIX, SAMPLE_PREFIX
 
 # What makes one configuration of a gate study besides its task (those a table has).
 CONFIG_AXES = ("init", "readout", "selector_lr", "tau")
@@ -46,7 +46,12 @@ def at_defaults(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def compose_schedule(
-    runs: pd.DataFrame, t_freeze: int, eps_h: float, rule: str = "high"
+    runs: pd.DataFrame,
+    t_freeze: int,
+    eps_h: float,
+    rule: str = "high",
+    *,
+    keep_sampling: bool = False,
 ) -> pd.DataFrame:
     """The AutoNorm-S outcome of every (data, configuration, lr, seed), assembled from two
     runs (module docstring); a configuration is the table's :data:`CONFIG_AXES`.
@@ -57,6 +62,10 @@ def compose_schedule(
     freezes when it is >= ``eps_h``, ``"low"`` when it is < ``eps_h``. Returns the chosen
     rows with ``fired`` (bool), ``decision_entropy``, and ``arm`` set to ``autonorm_s`` (rule
     high) or ``autonorm_s_low``.
+
+    ``keep_sampling``: chapter 12's ablation, the same decision (taken on the freeze run's
+    entropy) but, where it fires, the ``sample_at_<t_freeze>`` run, whose gates stop
+    learning and keep sampling; ``arm`` then ends in ``_sample``.
     """
     if rule not in ("high", "low"):
         raise ValueError(
@@ -76,14 +85,25 @@ def compose_schedule(
         raise ValueError(
             f"{len(missing)} {FREEZE_PREFIX}{t_freeze} run(s) have no autonorm partner, e.g. {missing[0]}"
         )
+    after = frozen
+    if keep_sampling:
+        after = runs[runs["arm"] == f"{SAMPLE_PREFIX}{t_freeze}"].set_index(keys)
+        missing = frozen.index.difference(after.index)
+        if len(missing):
+            raise ValueError(
+                f"{len(missing)} {FREEZE_PREFIX}{t_freeze} run(s) have no "
+                f"{SAMPLE_PREFIX}{t_freeze} partner, e.g. {missing[0]}"
+            )
     rows = []
     for key, freeze_row in frozen.iterrows():
         entropy = freeze_row["decision_entropy"]
         fired = entropy >= eps_h if rule == "high" else entropy < eps_h
-        chosen = (freeze_row if fired else never.loc[key]).copy()
+        chosen = (after.loc[key] if fired else never.loc[key]).copy()
         chosen["fired"], chosen["decision_entropy"] = bool(fired), entropy
         chosen["t_freeze"], chosen["eps_h"], chosen["rule"] = t_freeze, eps_h, rule
-        chosen["arm"] = "autonorm_s" if rule == "high" else "autonorm_s_low"
+        chosen["arm"] = ("autonorm_s" if rule == "high" else "autonorm_s_low") + (
+            "_sample" if keep_sampling else ""
+        )
         rows.append(chosen.rename(None).to_frame().T.assign(**dict(zip(keys, key))))
     return pd.concat(rows, ignore_index=True).infer_objects()
 
@@ -135,12 +155,21 @@ def freeze_epochs(arms: Iterable[str]) -> list[int]:
 
 def with_schedules(runs: pd.DataFrame, eps_h: float = EPS_H) -> pd.DataFrame:
     """``runs`` with AutoNorm-S under both rules composed in at the set's first ``freeze_at_<T>``
-    (and those freeze runs left out); unchanged when the set has no freeze run."""
+    (and, where the set has its ``sample_at_<T>`` runs, the paper's rule with a freeze that
+    keeps sampling, ``autonorm_s_sample``), the freeze and sample runs left out; unchanged
+    when the set has no freeze run."""
     epochs = freeze_epochs(runs["arm"].unique())
     if not epochs:
         return runs
     composed = [
         compose_schedule(runs, epochs[0], eps_h, rule) for rule in ("high", "low")
     ]
+    if f"{SAMPLE_PREFIX}{epochs[0]}" in set(runs["arm"]):
+        composed.append(
+            compose_schedule(runs, epochs[0], eps_h, "high", keep_sampling=True)
+        )
     arms = pd.concat([runs, *composed], ignore_index=True)
-    return arms[~arms["arm"].str.startswith(FREEZE_PREFIX)]
+    return arms[
+        ~arms["arm"].str.startswith(FREEZE_PREFIX)
+        & ~arms["arm"].str.startswith(SAMPLE_PREFIX)
+    ]

@@ -21,6 +21,8 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from .._extras import require
+from ..data.sources import served_by
+from ..data.sources import title as data_title
 from ..experiments.gate_study import FREEZE_PREFIX, TASKS
 from ..interactive import Interactive, LiveAndStatic, choice
 from ..names import layer_name
@@ -45,11 +47,19 @@ def _task_panels(tasks: list[str]) -> tuple[Figure, np.ndarray]:
     return figure, axes[0]
 
 
-def task_title(task: str) -> str:
+def task_title(task: str, table: pd.DataFrame | None = None) -> str:
     """A panel's title: the data a task's runs trained on, and whether its input statistics
-    are stationary or diverse (``mnist`` offline: "8×8 digits (stationary)")."""
+    are stationary or diverse (``mnist`` offline: "8×8 digits (stationary)"); ``table``, a
+    results or gate table with the runs' ``source``, names the dataset each task chose
+    (``mnist`` with ``source`` mnist_5k: "real MNIST, 5,000 digits (stationary)")."""
     kind = TASKS.get(task)
-    return f"{label(task, 'data')} ({kind})" if kind else label(task, "data")
+    name = label(task, "data")
+    if table is not None and {"data", "source", "data_profile"} <= set(table):
+        rows = table.loc[table["data"] == task, ["source", "data_profile"]].dropna()
+        if len(rows.drop_duplicates()) == 1:
+            source, profile = rows.iloc[0]
+            name = data_title(served_by(task, str(profile), str(source)))
+    return f"{name} ({kind})" if kind else name
 
 
 def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = EPS_H) -> Figure:
@@ -86,7 +96,11 @@ def entropy_figure(gates: pd.DataFrame, title: str, eps_h: float = EPS_H) -> Fig
                 )
             ax.axhline(math.log(2), color="grey", ls=":")
             ax.axhline(eps_h, color="black", ls="--", lw=1)
-            ax.set(title=task_title(task), xlabel="epoch", ylim=(0, math.log(2) + 0.05))
+            ax.set(
+                title=task_title(task, gates),
+                xlabel="epoch",
+                ylim=(0, math.log(2) + 0.05),
+            )
         axes[0].set_ylabel("gate entropy (nats)")
         handles, names = axes[0].get_legend_handles_labels()
         figure.legend(
@@ -128,7 +142,11 @@ def freeze_figure(gates: pd.DataFrame, t_freeze: int) -> Figure:
                     color=shade,
                 )
             ax.axvline(t_freeze, color="#d62728", alpha=0.3, lw=5)
-            ax.set(title=task_title(task), xlabel="epoch", ylim=(0, math.log(2) + 0.05))
+            ax.set(
+                title=task_title(task, gates),
+                xlabel="epoch",
+                ylim=(0, math.log(2) + 0.05),
+            )
         axes[0].set_ylabel("mean gate entropy (nats)")
         axes[0].legend(fontsize=MIN_FONT_PT)
     return figure

@@ -28,8 +28,10 @@ ARM_ORDER = [
     "autonorm_random",
     "autonorm",
     "autonorm_hard",
+    "autonorm_exact",
     "autonorm_s",
     "autonorm_s_low",
+    "autonorm_s_sample",
 ]
 
 
@@ -77,7 +79,7 @@ def draw_arms(runs: pd.DataFrame, ax: Any) -> None:
             i * (len(ARM_ORDER) + 1) + (len(ARM_ORDER) - 1) / 2
             for i in range(len(tasks))
         ],
-        [task_title(d) for d in tasks],
+        [task_title(d, runs) for d in tasks],
     )
     ax.set_ylabel("test accuracy (mean, 95 % CI)")
     ax.legend(fontsize=MIN_FONT_PT, ncol=2)
