@@ -243,6 +243,51 @@ def test_no_study_imports_another_ones_private_names() -> None:
     assert private_imports(COMPANION) == []
 
 
+#: Calls that build a table of results or compute a statistic over one: what belongs in
+#: :mod:`normlab.analysis` (or :mod:`normlab.stats`, :mod:`normlab.claims`), not in a study.
+TABLE_CALLS = frozenset(
+    {
+        "DataFrame",
+        "agg",
+        "concat",
+        "groupby",
+        "mean_ci",
+        "paired_test",
+        "pivot",
+        "pivot_table",
+        "polyfit",
+        "slope_log2",
+        "slopes_log2",
+    }
+)
+
+
+def table_builders(root: Path, package: str = "normlab.experiments") -> list[str]:
+    """``module:line: calls name`` for each call in ``package`` that builds a results table
+    or computes a statistic over one (:data:`TABLE_CALLS`)."""
+    found = []
+    for name, (path, _) in modules(root).items():
+        if not (name == package or name.startswith(package + ".")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else None
+            if isinstance(func, ast.Name):
+                called = func.id
+            if called in TABLE_CALLS:
+                found.append(f"{name}:{node.lineno}: calls {called}")
+    return found
+
+
+def test_the_studies_build_no_tables() -> None:
+    """``experiments/`` declares grids and run functions; tables and statistics of their
+    runs live in the analysis package."""
+    found = table_builders(COMPANION)
+    assert not found, "move to normlab.analysis: " + "; ".join(found)
+
+
 # ------------------------------------------------------------------ the guards themselves
 
 
@@ -268,9 +313,13 @@ def test_the_guards_find_a_planted_upward_import_and_a_drawing(tmp_path: Path) -
     (package / "experiments" / "__init__.py").write_text("")
     (package / "experiments" / "a.py").write_text("_shared = 1\n")
     (package / "experiments" / "b.py").write_text("from .a import _shared\n")
+    (package / "experiments" / "c.py").write_text(
+        "def table(runs):\n    return runs.groupby('seed').mean()\n"
+    )
     assert private_imports(tmp_path) == [
         "normlab.experiments.b: _shared from normlab.experiments.a"
     ]
+    assert table_builders(tmp_path) == ["normlab.experiments.c:2: calls groupby"]
     graph = import_graph(tmp_path)
     assert upward_imports(graph) == {("normlab.layers.norms", "normlab.claims")}
     found = drawing_modules(tmp_path)

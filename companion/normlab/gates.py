@@ -27,6 +27,8 @@ from .layers.gate import CANDIDATES, AutoNorm, check_tau, gumbel_softmax, sample
 from .paper import EPS_H, FREEZE_RULES, T_FREEZE_EPOCHS
 
 __all__ = [
+    "FREEZE_PREFIX",
+    "SAMPLE_PREFIX",
     "AutoNormS",
     "GateAverages",
     "GateTelemetry",
@@ -40,6 +42,11 @@ __all__ = [
     "sample_gumbel",
     "selector_parameters",
 ]
+
+#: The gate studies' arm names: freeze the gates at the end of epoch T (AutoNorm-S's
+#: freeze), or stop their learning there and keep sampling (chapter 12's ablation).
+FREEZE_PREFIX = "freeze_at_"
+SAMPLE_PREFIX = "sample_at_"
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:

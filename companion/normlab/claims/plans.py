@@ -104,7 +104,7 @@ _FC = {**FC_PRIMARY, "head": "same", "epochs": FC_EPOCHS[FC_PRIMARY["source"]]}
 
 
 def _gate_defaults() -> dict[str, Any]:
-    from ..experiments.gate_grids import DEFAULT_INIT, DEFAULT_READOUT
+    from ..models.blocks import DEFAULT_INIT, DEFAULT_READOUT
 
     return {"init": DEFAULT_INIT, "readout": DEFAULT_READOUT, "selector_lr": 1.0}
 

@@ -32,13 +32,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..models.blocks import DEFAULT_INIT, DEFAULT_READOUT
 from ..paper import TAU
 from .gate_runs import FREEZE_PREFIX, SAMPLE_PREFIX, train_gate
 from .grid import Grid
 from .registry import Experiment, register_experiment
-
-DEFAULT_INIT = "torch_default"  # the book's initialisation for small models (see above)
-DEFAULT_READOUT = "cls"  # the paper's ViT reads the class token
 
 
 def _setup(

@@ -45,7 +45,6 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-import pandas as pd
 import torch
 from torch import nn
 
@@ -53,7 +52,14 @@ from .. import data
 from .._runtime import seed_everything
 from ..callbacks import Callback, TrainState
 from ..data.sources import RESTYLED
-from ..gates import AutoNormS, GateTelemetry, autonorm_layers, selector_parameters
+from ..gates import (
+    FREEZE_PREFIX,
+    SAMPLE_PREFIX,
+    AutoNormS,
+    GateTelemetry,
+    autonorm_layers,
+    selector_parameters,
+)
 from ..layers._common import token_pool
 from ..models import ViTLite
 from ..models.vit import vit_config
@@ -63,8 +69,6 @@ from .part2 import adamw_recipe
 from .registry import RunContext
 from .runner import train_and_test
 
-FREEZE_PREFIX = "freeze_at_"
-SAMPLE_PREFIX = "sample_at_"  # stop learning at the end of epoch T, keep sampling
 # arm -> (normaliser, gate settings it overrides)
 ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "frozen_ln": ("frozen_ln", {}),
@@ -454,32 +458,3 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------- reading the runs
-
-
-def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run: its config and metrics, as :func:`normlab.experiments.load_results`
-    has them (with ``val_curve_mean``, ``decision_entropy``, ``gate_snr`` and ``final_entropy``)."""
-    return pd.DataFrame(
-        [{"run_id": r["run_id"], **r["config"], **r["metrics"]} for r in records]
-    )
-
-
-def gate_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run, epoch and gated layer: entropy, ``p_dyt``, ``p_ln``, ``grad_var``, ``snr``,
-    the layer's position (0 = first), and whether the gate was frozen by the end of that epoch."""
-    rows = []
-    for record in records:
-        config = record["config"]
-        freeze_at = arm_settings(config)["freeze_at"]
-        layers = list(dict.fromkeys(g["layer"] for g in record.get("gates", [])))
-        for gate in record.get("gates", []):
-            rows.append(
-                {
-                    "run_id": record["run_id"],
-                    **config,
-                    **gate,
-                    "position": layers.index(gate["layer"]),
-                    "frozen": bool(freeze_at) and gate["epoch"] >= freeze_at,
-                }
-            )
-    return pd.DataFrame(rows)

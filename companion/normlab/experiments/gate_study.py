@@ -2,13 +2,25 @@
 (chapter 12) and the runs behind chapter 10's gate-collapse widget.
 
 This module gathers the names the chapters use from :mod:`.gate_runs` (the arms and one
-run), :mod:`.gate_schedules` (AutoNorm-S composed from saved runs, paired tables) and
+run), :mod:`normlab.analysis.gates` (the runs' tables, AutoNorm-S composed from saved runs) and
 :mod:`.gate_grids` (the grids and their budgets); their figures are in
 :mod:`normlab.figures.gate_entropy` and :mod:`normlab.figures.gate_study`.
 """
 
 from __future__ import annotations
 
+from ..analysis.gates import (  # the runs' tables and AutoNorm-S composed, for the chapters
+    CONFIG_AXES,
+    arm_summary,
+    at_defaults,
+    at_lr_of,
+    chosen,
+    compose_schedule,
+    freeze_epochs,
+    gate_table,
+    run_table,
+    with_schedules,
+)
 from ..analysis.runs import at_chosen_lr, summarise
 from .gate_grids import (  # the grids, for the chapters
     AUTONORM_S_SWEEP,
@@ -34,23 +46,11 @@ from .gate_runs import (  # one run, for the chapters
     arm_settings,
     epochs_to_specialise,
     gate_callbacks,
-    gate_table,
     gate_vit,
     head_input_scale,
     restyle,
-    run_table,
     task_splits,
     train_gate,
-)
-from .gate_schedules import (  # AutoNorm-S composed, for the chapters
-    CONFIG_AXES,
-    arm_summary,
-    at_defaults,
-    at_lr_of,
-    chosen,
-    compose_schedule,
-    freeze_epochs,
-    with_schedules,
 )
 from .runner import load_records
 
@@ -85,7 +85,7 @@ __all__ = [
     "run_table",
     "task_splits",
     "train_gate",
-    # AutoNorm-S composed (gate_schedules)
+    # the runs' tables and AutoNorm-S composed (normlab.analysis.gates)
     "CONFIG_AXES",
     "arm_summary",
     "at_defaults",

@@ -14,35 +14,45 @@ experiment                   what it runs                                       
 Every run is ``part2.fit_autonorm`` (one backbone, one normaliser in
 every slot, AdamW with warm-up + cosine, gates recorded for AutoNorm); the learning rate is
 chosen per configuration on the validation split. The quick and cpu profiles train small
-backbones on the offline stand-ins (``pos_grammar``, ``sentiment_grammar``, ``diabetes``,
-``shapes_diverse`` and its corruptions): the paper's 12-layer models do not move off chance
-in a CPU budget. The standard and paper profiles run the paper's backbones on the real data.
+backbones on offline data (the label-noised ``pos_grammar`` and ``sentiment_grammar``,
+Friedman's generated regression, real MNIST's 5,000-digit sample and its corruptions): the
+paper's 12-layer models do not move off chance in a CPU budget. The standard and paper
+profiles run the paper's backbones on the real data.
 
-The analysis helpers (:func:`load_records`, :func:`at_chosen_lr`, :func:`gate_table`,
-:func:`corruption_table`, :func:`regression_references`; :func:`normlab.stats.paired_test`
-is re-exported) turn run records into the chapters' tables.
+The tables of their runs (:func:`~normlab.analysis.gates.gate_table`,
+:func:`~normlab.analysis.tasks.corruption_table`, ...) live in :mod:`normlab.analysis` and
+are re-exported here for the chapters.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
-from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from .. import data
+from ..analysis.gates import (  # re-exported: chapter 13's names
+    GATE_SUMMARY,
+    PROGRESS,
+    PROGRESS_METRICS,
+    gate_progress,
+    gate_summary,
+    gate_table,
+    progress_epoch,
+)
 from ..analysis.runs import at_chosen_lr
+from ..analysis.tasks import (  # re-exported: chapters 13-15's names
+    by_seed,
+    corruption_table,
+    regression_references,
+    tagging_baselines,
+    with_sources,
+)
 from ..corruption_suite import (
     accuracy_under_corruption,
     corruption_suite,
     mean_corruption_accuracy,
 )
+from ..models.blocks import DEFAULT_INIT
 from ..paper import EPS_H, TAU
 from ..stats import paired_test
-from .gate_grids import DEFAULT_INIT
 from .grid import Grid
 from .part2 import ALL, fit_autonorm, train_autonorm
 from .registry import Experiment, RunContext, register_experiment
@@ -242,66 +252,8 @@ def train_gates(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return record
 
 
-#: What :func:`gate_summary` reads off a gate table.
-GATE_SUMMARY: tuple[str, ...] = (
-    "entropy_mean",
-    "entropy_final",
-    "p_ln_final",
-    "depth_slope",
-)
-#: What :func:`gate_progress` reads at matched training progress.
-PROGRESS_METRICS: tuple[str, ...] = (
-    "progress_epoch",
-    "entropy_at_progress",
-    "p_ln_at_progress",
-)
 #: Every gate metric a learned-AutoNorm run of ``autonorm_gates`` records.
 GATE_METRICS: tuple[str, ...] = GATE_SUMMARY + PROGRESS_METRICS
-# Matched training progress (chapter 13, N10 and N11): a network has made "80 % of its
-# progress" at the first epoch whose validation accuracy is at least chance + 0.8 x (its
-# best validation accuracy - chance), chance being the validation split's majority share.
-# Comparing gates there, not at the same epoch, takes out how fast each task is learned.
-PROGRESS = 0.8
-
-
-def progress_epoch(
-    val_accuracy: Sequence[float], chance: float, fraction: float = PROGRESS
-) -> int:
-    """The first epoch (counted from 1) whose validation accuracy reaches
-    ``chance + fraction * (max(val_accuracy) - chance)`` (the best epoch, for a run that
-    never beat chance)."""
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
-    values = np.asarray(val_accuracy, dtype=float)
-    if values.size == 0:
-        raise ValueError("val_accuracy is empty: the run recorded no epochs")
-    best = values.max()
-    # a run that never beat chance has made no progress: its best epoch stands in
-    target = min(chance + fraction * (best - chance), best)
-    return int(np.flatnonzero(values >= target - 1e-12)[0]) + 1
-
-
-def gate_progress(
-    record: dict[str, Any], chance: float, fraction: float = PROGRESS
-) -> dict[str, float]:
-    """A learned-AutoNorm run's gates at matched progress: ``progress_epoch``
-    (:func:`progress_epoch` of its validation accuracy), and at that epoch the gate entropy
-    and the weight on LayerNorm, each the mean over the gated layers
-    (``entropy_at_progress``, ``p_ln_at_progress``)."""
-    metric = record.get("metric", "accuracy")
-    val = [h[f"val_{metric}"] for h in record["history"]]
-    epoch = progress_epoch(val, chance, fraction)
-    gates = gate_table([{"run_id": "run", **record}])
-    at = gates[gates["epoch"] == epoch]
-    if at.empty:
-        raise ValueError(f"the run recorded no gates at epoch {epoch}")
-    return {
-        "progress_epoch": float(epoch),
-        "entropy_at_progress": float(at["entropy"].mean()),
-        "p_ln_at_progress": float(at["p_ln"].mean()),
-    }
-
-
 # Learned AutoNorm, never frozen, on tagging, sentences and images with one budget and one
 # learning rate (the language runs' backbone size, epochs and batch size), so the gate
 # curves of the three tasks share their x axis; the image task is real MNIST (the 5,000-digit
@@ -530,240 +482,10 @@ AUTONORM_ROBUSTNESS = register_experiment(
 # ------------------------------------------------------------------ reading the runs
 
 
-def gate_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run, epoch and gated layer: ``p_dyt``, ``p_ln``, ``entropy`` and ``position``
-    (the layer's order in the network, 0 = first), with the run's config."""
-    rows = []
-    for record in records:
-        gates = record.get("gates") or []
-        layers = list(dict.fromkeys(g["layer"] for g in gates))
-        steps = {h["epoch"]: h["step"] for h in record.get("history", [])}
-        for gate in gates:
-            rows.append(
-                {
-                    "run_id": record["run_id"],
-                    **record["config"],
-                    **gate,
-                    "position": layers.index(gate["layer"]),
-                    "layers": len(layers),
-                    "step": steps.get(gate["epoch"], math.nan),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def corruption_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run and (corruption, severity), plus a ``severity`` 0 row for clean accuracy."""
-    rows = []
-    for record in records:
-        config = record["config"]
-        rows.append(
-            {
-                "run_id": record["run_id"],
-                **config,
-                "corruption": "clean",
-                "severity": 0,
-                "accuracy": record["clean_accuracy"],
-                "val_metric": record["metrics"]["val_metric"],
-            }
-        )
-        for row in record.get("corruption", []):
-            rows.append(
-                {
-                    "run_id": record["run_id"],
-                    **config,
-                    **row,
-                    "val_metric": record["metrics"]["val_metric"],
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def gate_summary(gates: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of a :func:`gate_table`: what chapter 13 asks of its gates.
-
-    - ``entropy_mean``: the gate entropy averaged over layers and over every epoch (the area
-      under the entropy curve per epoch: how long the gates stay undecided);
-    - ``entropy_final``, ``p_ln_final``: mean over layers at the last epoch;
-    - ``depth_slope``: least-squares slope of the last epoch's ``p_dyt`` against the layer's
-      relative depth (position / (layers - 1), 0 = first, 1 = last): positive when deeper
-      layers give DyT more weight.
-    """
-    rows = []
-    keys = [
-        c for c in ("data", "source", "normaliser", "lr", "seed") if c in gates.columns
-    ]
-    for run_id, part in gates.groupby("run_id", sort=True):
-        last = part[part["epoch"] == part["epoch"].max()]
-        depth = last["position"] / max(int(last["layers"].iloc[0]) - 1, 1)
-        slope = (
-            float(np.polyfit(depth, last["p_dyt"], 1)[0]) if len(last) > 1 else math.nan
-        )
-        rows.append(
-            {
-                "run_id": run_id,
-                **part.iloc[0][keys].to_dict(),
-                "entropy_mean": float(part.groupby("epoch")["entropy"].mean().mean()),
-                "entropy_final": float(last["entropy"].mean()),
-                "p_ln_final": float(last["p_ln"].mean()),
-                "depth_slope": slope,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def with_sources(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with each row's ``data`` replaced by its ``source`` where the grid chose
-    one (``mnist`` served by ``mnist_5k``, ``energy_efficiency`` by ``friedman``), so that a
-    table names the dataset that served the run ("real MNIST, 5,000 digits"), not the
-    task's default stand-in; the ``source`` column is dropped."""
-    if "source" not in frame or "data" not in frame:
-        return frame
-    chosen = frame["source"].where(frame["source"].map(lambda v: isinstance(v, str)))
-    return frame.assign(data=chosen.fillna(frame["data"])).drop(columns="source")
-
-
 # ------------------------------------------------------------------ statistics
-
-
-def by_seed(rows: pd.DataFrame, value: str) -> dict[int, float]:
-    """``{seed: value}`` of a table holding one row per seed."""
-    if rows["seed"].duplicated().any():
-        raise ValueError(
-            "rows hold more than one row per seed; filter to one configuration first"
-        )
-    return {int(s): float(v) for s, v in zip(rows["seed"], rows[value])}
 
 
 # ------------------------------------------------------------------ chapter 13's baselines
 
 
-def tagging_baselines(train: data.DataSplit, test: data.DataSplit) -> dict[str, float]:
-    """Token accuracy on ``test`` of two taggers that ignore context, fitted on ``train``.
-
-    ``majority_tag``: every token gets the most frequent tag. ``word_majority``: each word
-    gets its most frequent tag in ``train`` (unknown words the majority tag): what a tagger
-    reaches without looking at the neighbours.
-    """
-    from ..data.types import IGNORE_INDEX
-
-    if train.task != "tagging" or test.task != "tagging":
-        raise ValueError(
-            f"tagging_baselines needs tagging splits, got {train.task!r} and {test.task!r}"
-        )
-    words, tags = train.x.flatten(), train.y.flatten()
-    real = tags != IGNORE_INDEX
-    counts = np.zeros(
-        (int(max(train.x.max(), test.x.max())) + 1, train.num_classes), dtype=np.int64
-    )
-    np.add.at(counts, (words[real].numpy(), tags[real].numpy()), 1)
-    majority = int(counts.sum(0).argmax())
-    by_word = np.where(counts.sum(1) > 0, counts.argmax(1), majority)
-    test_words, test_tags = test.x.flatten().numpy(), test.y.flatten().numpy()
-    keep = test_tags != IGNORE_INDEX
-    return {
-        "majority_tag": float((test_tags[keep] == majority).mean()),
-        "word_majority": float((by_word[test_words[keep]] == test_tags[keep]).mean()),
-    }
-
-
 # ------------------------------------------------------------------ chapter 14's references
-
-
-_Arrays = dict[str, np.ndarray]
-
-
-def regression_references(
-    task: str,
-    profile: str | None = None,
-    *,
-    seeds: int = 5,
-    hidden: int = 64,
-    chosen: str | None = None,
-) -> pd.DataFrame:
-    """Test RMSE (original units) of simple models on the same splits as ``autonorm_tabular``
-    (``chosen``: the grid's ``source``, e.g. ``"friedman"``).
-
-    - ``mean``: predict the training mean (the floor any model must beat);
-    - ``linear``: ridge regression, its penalty chosen on the validation split from
-      ``10^-3 .. 10^3``;
-    - ``mlp``: scikit-learn's ``MLPRegressor`` with two hidden layers of ``hidden`` units,
-      L-BFGS for at most 500 iterations (``capped``: it stopped there), its L2 penalty
-      chosen on validation from 0.1 .. 100; one row per seed (the linear and mean models are
-      deterministic).
-    """
-    splits = data.for_profile(task, profile, chosen=chosen)
-    train = splits["train"]
-    if train.task != "regression":
-        raise ValueError(f"task={task!r} is not a regression task")
-    scale = float(train.meta.get("target_scale", 1.0))
-    xs = {k: s.x.numpy().astype(np.float64) for k, s in splits.items()}
-    ys = {
-        k: s.y.numpy().astype(np.float64).reshape(len(s), -1).squeeze(-1)
-        for k, s in splits.items()
-    }
-    mean = float(np.sqrt(np.mean((ys["test"] - ys["train"].mean()) ** 2)) * scale)
-    ridge = _best_on_val(_ridges(xs, ys), xs, ys, scale)
-    rows: list[dict[str, Any]] = [
-        {"model": "mean", "seed": 0, "rmse": mean},
-        {
-            "model": "linear",
-            "seed": 0,
-            "rmse": _rmse(ridge, xs, ys, "test", scale),
-            "alpha": ridge.alpha,
-        },
-    ]
-    for seed in range(seeds):
-        mlp = _best_on_val(_mlps(xs, ys, seed, hidden), xs, ys, scale)
-        rows.append(
-            {
-                "model": "mlp",
-                "seed": seed,
-                "rmse": _rmse(mlp, xs, ys, "test", scale),
-                "alpha": mlp.alpha,
-                "capped": mlp.n_iter_ >= mlp.max_iter,
-            }
-        )
-    table = pd.DataFrame(rows)
-    table["stand_in"] = bool(train.meta.get("stand_in", False))
-    table["data"] = train.name
-    return table
-
-
-def _rmse(model: Any, xs: _Arrays, ys: _Arrays, split: str, scale: float) -> float:
-    """``model``'s RMSE on ``split``, in the target's original units."""
-    return float(np.sqrt(np.mean((model.predict(xs[split]) - ys[split]) ** 2)) * scale)
-
-
-def _best_on_val(models: Iterable[Any], xs: _Arrays, ys: _Arrays, scale: float) -> Any:
-    """The fitted model with the lowest validation RMSE."""
-    return min(models, key=lambda m: _rmse(m, xs, ys, "val", scale))
-
-
-def _ridges(xs: _Arrays, ys: _Arrays) -> list[Any]:
-    """Ridge regressions with penalties ``10^-3 .. 10^3``, fitted on the training split."""
-    from sklearn.linear_model import Ridge
-
-    return [
-        Ridge(alpha=a).fit(xs["train"], ys["train"]) for a in 10.0 ** np.arange(-3, 4)
-    ]
-
-
-def _mlps(xs: _Arrays, ys: _Arrays, seed: int, hidden: int) -> list[Any]:
-    """Two-hidden-layer L-BFGS MLPs with L2 penalties 0.1 .. 100, fitted on training."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPRegressor
-
-    with warnings.catch_warnings():
-        # 500 iterations is the stated budget; reaching it is recorded in ``capped``
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return [
-            MLPRegressor(
-                hidden_layer_sizes=(hidden, hidden),
-                alpha=a,
-                solver="lbfgs",
-                max_iter=500,
-                random_state=seed,
-            ).fit(xs["train"], ys["train"])
-            for a in (0.1, 1.0, 10.0, 100.0)
-        ]

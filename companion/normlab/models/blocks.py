@@ -21,6 +21,8 @@ from .._checks import fraction, one_of, positive_ints, positive_number
 from ..normalisers import NormFactory
 
 __all__ = [
+    "DEFAULT_INIT",
+    "DEFAULT_READOUT",
     "Attention",
     "Block",
     "DropPath",
@@ -104,6 +106,10 @@ class LayerScale(nn.Module):
 # own fan-in default, uniform within 1/sqrt(fan_in)). Chapter 11 compares the two.
 INITS: tuple[str, ...] = ("trunc_normal_0.02", "torch_default")
 READOUTS: tuple[str, ...] = ("cls", "mean")
+#: The book's initialisation for small models, in every chapter and profile (chapter 11):
+#: PyTorch's fan-in default; ViT's truncated normal with std 0.02 was chosen for width 768.
+DEFAULT_INIT = "torch_default"
+DEFAULT_READOUT = "cls"  # the paper's ViT reads the class token
 
 
 def init_linear(layer: nn.Linear | nn.Conv2d, init: str) -> None:

@@ -1,0 +1,340 @@
+"""Tables of the gate studies' runs: gates per layer and epoch, AutoNorm-S composed.
+
+:func:`run_table` and :func:`gate_table` turn run records into one row per run, and per
+run, epoch and gated layer; :func:`gate_summary` reads what chapter 13 asks of a run's
+gates, :func:`gate_progress` its gates at matched training progress.
+
+On the CPU the training loop is deterministic, so an AutoNorm-S run is the ``autonorm``
+run up to its decision at T_freeze and the ``freeze_at_<T>`` run after it when the rule
+fires (:func:`compose_schedule`); any eps_H and either reading of the rule then cost no
+extra training. The other helpers read a :func:`run_table` at the learning rate chosen on
+validation data; two arms are compared with :func:`normlab.claims.tables.paired_table`
+(and AutoNorm-S swept over eps_H with :func:`normlab.claims.tables.sweep_table`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..gates import FREEZE_PREFIX, SAMPLE_PREFIX
+from ..models.blocks import DEFAULT_INIT, DEFAULT_READOUT
+from ..paper import EPS_H
+from .runs import at_chosen_lr, summarise
+
+__all__ = [
+    "CONFIG_AXES",
+    "GATE_SUMMARY",
+    "PROGRESS",
+    "PROGRESS_METRICS",
+    "arm_summary",
+    "at_defaults",
+    "at_lr_of",
+    "chosen",
+    "compose_schedule",
+    "freeze_epochs",
+    "gate_progress",
+    "gate_summary",
+    "gate_table",
+    "progress_epoch",
+    "run_table",
+    "with_schedules",
+]
+
+
+#: What :func:`gate_summary` reads off a gate table.
+GATE_SUMMARY: tuple[str, ...] = (
+    "entropy_mean",
+    "entropy_final",
+    "p_ln_final",
+    "depth_slope",
+)
+#: What :func:`gate_progress` reads at matched training progress.
+PROGRESS_METRICS: tuple[str, ...] = (
+    "progress_epoch",
+    "entropy_at_progress",
+    "p_ln_at_progress",
+)
+# Matched training progress (chapter 13, N10 and N11): a network has made "80 % of its
+# progress" at the first epoch whose validation accuracy is at least chance + 0.8 x (its
+# best validation accuracy - chance), chance being the validation split's majority share.
+# Comparing gates there, not at the same epoch, takes out how fast each task is learned.
+PROGRESS = 0.8
+
+
+def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: its config and metrics, as :func:`normlab.experiments.load_results`
+    has them (with the gate studies' ``val_curve_mean``, ``decision_entropy``, ``gate_snr``
+    and ``final_entropy``)."""
+    return pd.DataFrame(
+        [{"run_id": r["run_id"], **r["config"], **r["metrics"]} for r in records]
+    )
+
+
+def _freeze_epoch(config: dict[str, Any]) -> int:
+    """The epoch after which a run's gates were frozen (0: never): its ``freeze_at_<T>``
+    arm, or its config's ``freeze_at``."""
+    arm = str(config.get("arm") or "")
+    tail = arm[len(FREEZE_PREFIX) :]
+    return (
+        int(tail)
+        if arm.startswith(FREEZE_PREFIX) and tail.isdigit()
+        else int(config.get("freeze_at") or 0)
+    )
+
+
+def gate_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run, epoch and gated layer: ``p_dyt``, ``p_ln``, ``entropy`` (and
+    ``grad_var``, ``snr`` where recorded), with the run's config; ``position`` (the layer's
+    order in the network, 0 = first), ``layers`` (how many are gated), ``step`` (the
+    optimiser steps by the end of that epoch) and ``frozen`` (the gate was frozen by then)."""
+    rows = []
+    for record in records:
+        config = record["config"]
+        freeze_at = _freeze_epoch(config)
+        gates = record.get("gates") or []
+        layers = list(dict.fromkeys(g["layer"] for g in gates))
+        steps = {h["epoch"]: h["step"] for h in record.get("history", [])}
+        for gate in gates:
+            rows.append(
+                {
+                    "run_id": record["run_id"],
+                    **config,
+                    **gate,
+                    "position": layers.index(gate["layer"]),
+                    "layers": len(layers),
+                    "step": steps.get(gate["epoch"], math.nan),
+                    "frozen": bool(freeze_at) and gate["epoch"] >= freeze_at,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def gate_summary(gates: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of a :func:`gate_table`: what chapter 13 asks of its gates.
+
+    - ``entropy_mean``: the gate entropy averaged over layers and over every epoch (the area
+      under the entropy curve per epoch: how long the gates stay undecided);
+    - ``entropy_final``, ``p_ln_final``: mean over layers at the last epoch;
+    - ``depth_slope``: least-squares slope of the last epoch's ``p_dyt`` against the layer's
+      relative depth (position / (layers - 1), 0 = first, 1 = last): positive when deeper
+      layers give DyT more weight.
+    """
+    rows = []
+    keys = [
+        c for c in ("data", "source", "normaliser", "lr", "seed") if c in gates.columns
+    ]
+    for run_id, part in gates.groupby("run_id", sort=True):
+        last = part[part["epoch"] == part["epoch"].max()]
+        depth = last["position"] / max(int(last["layers"].iloc[0]) - 1, 1)
+        slope = (
+            float(np.polyfit(depth, last["p_dyt"], 1)[0]) if len(last) > 1 else math.nan
+        )
+        rows.append(
+            {
+                "run_id": run_id,
+                **part.iloc[0][keys].to_dict(),
+                "entropy_mean": float(part.groupby("epoch")["entropy"].mean().mean()),
+                "entropy_final": float(last["entropy"].mean()),
+                "p_ln_final": float(last["p_ln"].mean()),
+                "depth_slope": slope,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def progress_epoch(
+    val_accuracy: Sequence[float], chance: float, fraction: float = PROGRESS
+) -> int:
+    """The first epoch (counted from 1) whose validation accuracy reaches
+    ``chance + fraction * (max(val_accuracy) - chance)`` (the best epoch, for a run that
+    never beat chance)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
+    values = np.asarray(val_accuracy, dtype=float)
+    if values.size == 0:
+        raise ValueError("val_accuracy is empty: the run recorded no epochs")
+    best = values.max()
+    # a run that never beat chance has made no progress: its best epoch stands in
+    target = min(chance + fraction * (best - chance), best)
+    return int(np.flatnonzero(values >= target - 1e-12)[0]) + 1
+
+
+def gate_progress(
+    record: dict[str, Any], chance: float, fraction: float = PROGRESS
+) -> dict[str, float]:
+    """A learned-AutoNorm run's gates at matched progress: ``progress_epoch``
+    (:func:`progress_epoch` of its validation accuracy), and at that epoch the gate entropy
+    and the weight on LayerNorm, each the mean over the gated layers
+    (``entropy_at_progress``, ``p_ln_at_progress``)."""
+    metric = record.get("metric", "accuracy")
+    val = [h[f"val_{metric}"] for h in record["history"]]
+    epoch = progress_epoch(val, chance, fraction)
+    gates = gate_table([{"run_id": "run", **record}])
+    at = gates[gates["epoch"] == epoch]
+    if at.empty:
+        raise ValueError(f"the run recorded no gates at epoch {epoch}")
+    return {
+        "progress_epoch": float(epoch),
+        "entropy_at_progress": float(at["entropy"].mean()),
+        "p_ln_at_progress": float(at["p_ln"].mean()),
+    }
+
+
+# ------------------------------------------------------ AutoNorm-S composed from runs
+
+# What makes one configuration of a gate study besides its task (those a table has).
+CONFIG_AXES = ("init", "readout", "selector_lr", "tau")
+
+
+def _keys(runs: pd.DataFrame, *last: str) -> list[str]:
+    return [k for k in ("data", *CONFIG_AXES, *last) if k in runs]
+
+
+def at_defaults(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs at the book's default initialisation and readout and the selector at the
+    backbone's rate (:data:`normlab.models.blocks.DEFAULT_INIT`), where the table has those columns."""
+    keep = pd.Series(True, index=runs.index)
+    for column, value in (
+        ("init", DEFAULT_INIT),
+        ("readout", DEFAULT_READOUT),
+        ("selector_lr", 1.0),
+    ):
+        if column in runs:
+            keep &= runs[column] == value
+    return runs[keep]
+
+
+def compose_schedule(
+    runs: pd.DataFrame,
+    t_freeze: int,
+    eps_h: float,
+    rule: str = "high",
+    *,
+    keep_sampling: bool = False,
+) -> pd.DataFrame:
+    """The AutoNorm-S outcome of every (data, configuration, lr, seed), assembled from two
+    runs (module docstring); a configuration is the table's :data:`CONFIG_AXES`.
+
+    ``runs`` is a :func:`run_table` holding ``autonorm`` runs and ``freeze_at_<t_freeze>``
+    runs with otherwise equal settings. The rule is applied to the mean entropy over layers
+    that the freeze run's AutoNorm-S recorded at epoch ``t_freeze``: ``"high"`` (the paper)
+    freezes when it is >= ``eps_h``, ``"low"`` when it is < ``eps_h``. Returns the chosen
+    rows with ``fired`` (bool), ``decision_entropy``, and ``arm`` set to ``autonorm_s`` (rule
+    high) or ``autonorm_s_low``.
+
+    ``keep_sampling``: chapter 12's ablation, the same decision (taken on the freeze run's
+    entropy) but, where it fires, the ``sample_at_<t_freeze>`` run, whose gates stop
+    learning and keep sampling; ``arm`` then ends in ``_sample``.
+    """
+    if rule not in ("high", "low"):
+        raise ValueError(
+            f"rule={rule!r} is not a freezing rule; expected 'high' or 'low'"
+        )
+    if not 0.0 <= eps_h <= math.log(2):
+        raise ValueError(f"eps_h must lie in [0, ln 2], got {eps_h!r}")
+    keys = _keys(runs, "lr", "seed")
+    never = runs[runs["arm"] == "autonorm"].set_index(keys)
+    frozen = runs[runs["arm"] == f"{FREEZE_PREFIX}{t_freeze}"].set_index(keys)
+    if frozen.empty:
+        raise ValueError(
+            f"no {FREEZE_PREFIX}{t_freeze} runs to compose T_freeze={t_freeze} from"
+        )
+    missing = frozen.index.difference(never.index)
+    if len(missing):
+        raise ValueError(
+            f"{len(missing)} {FREEZE_PREFIX}{t_freeze} run(s) have no autonorm partner, e.g. {missing[0]}"
+        )
+    after = frozen
+    if keep_sampling:
+        after = runs[runs["arm"] == f"{SAMPLE_PREFIX}{t_freeze}"].set_index(keys)
+        missing = frozen.index.difference(after.index)
+        if len(missing):
+            raise ValueError(
+                f"{len(missing)} {FREEZE_PREFIX}{t_freeze} run(s) have no "
+                f"{SAMPLE_PREFIX}{t_freeze} partner, e.g. {missing[0]}"
+            )
+    rows = []
+    for key, freeze_row in frozen.iterrows():
+        entropy = freeze_row["decision_entropy"]
+        fired = entropy >= eps_h if rule == "high" else entropy < eps_h
+        chosen = (after.loc[key] if fired else never.loc[key]).copy()
+        chosen["fired"], chosen["decision_entropy"] = bool(fired), entropy
+        chosen["t_freeze"], chosen["eps_h"], chosen["rule"] = t_freeze, eps_h, rule
+        chosen["arm"] = ("autonorm_s" if rule == "high" else "autonorm_s_low") + (
+            "_sample" if keep_sampling else ""
+        )
+        rows.append(chosen.rename(None).to_frame().T.assign(**dict(zip(keys, key))))
+    return pd.concat(rows, ignore_index=True).infer_objects()
+
+
+def chosen(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every run at the learning rate chosen on validation data per task, configuration
+    (:data:`CONFIG_AXES`) and arm.
+
+    With ``at_edge`` (the choice is the grid's smallest or largest rate) and
+    ``candidates`` (how many rates were tried); a set with one rate per arm is returned
+    whole.
+    """
+    return at_chosen_lr(runs, _keys(runs, "arm"), higher_is_better=True)
+
+
+def at_lr_of(runs: pd.DataFrame, arm: str) -> pd.DataFrame:
+    """Every run at the learning rate chosen on validation data for ``arm``, per task: the
+    arms compared at one rate, as a mechanism (not a method) comparison needs."""
+    if arm not in set(runs["arm"]):
+        raise ValueError(
+            f"arm={arm!r} has no runs; expected one of {sorted(set(runs['arm']))}"
+        )
+    rates = chosen(runs[runs["arm"] == arm])[["data", "lr"]].drop_duplicates()
+    return runs.merge(rates, on=["data", "lr"])
+
+
+def arm_summary(runs: pd.DataFrame, value: str = "test_metric") -> pd.DataFrame:
+    """Mean, 95 % CI and n of ``value`` per task and arm, each arm at its learning rate chosen
+    on validation data (``lr``, ``at_edge``); ``fired``: the share of seeds where AutoNorm-S's
+    rule fired (composed arms only)."""
+    best = chosen(runs)
+    summary = summarise(best, ["data", "arm"], value)
+    rates = best.groupby(["data", "arm"], sort=False)[["lr", "at_edge"]].first()
+    summary = summary.merge(rates.reset_index(), on=["data", "arm"])
+    if "fired" in best:
+        fired = best.groupby(["data", "arm"], sort=False)["fired"].mean()
+        summary = summary.merge(fired.reset_index(), on=["data", "arm"], how="left")
+    return summary
+
+
+def freeze_epochs(arms: Iterable[str]) -> list[int]:
+    """The epochs T of the ``freeze_at_<T>`` arms, sorted."""
+    return sorted(
+        int(m.group(1))
+        for a in arms
+        if (m := re.fullmatch(rf"{FREEZE_PREFIX}(\d+)", a))
+    )
+
+
+def with_schedules(runs: pd.DataFrame, eps_h: float = EPS_H) -> pd.DataFrame:
+    """``runs`` with AutoNorm-S under both rules composed in at the set's first ``freeze_at_<T>``
+    (and, where the set has its ``sample_at_<T>`` runs, the paper's rule with a freeze that
+    keeps sampling, ``autonorm_s_sample``), the freeze and sample runs left out; unchanged
+    when the set has no freeze run."""
+    epochs = freeze_epochs(runs["arm"].unique())
+    if not epochs:
+        return runs
+    composed = [
+        compose_schedule(runs, epochs[0], eps_h, rule) for rule in ("high", "low")
+    ]
+    if f"{SAMPLE_PREFIX}{epochs[0]}" in set(runs["arm"]):
+        composed.append(
+            compose_schedule(runs, epochs[0], eps_h, "high", keep_sampling=True)
+        )
+    arms = pd.concat([runs, *composed], ignore_index=True)
+    return arms[
+        ~arms["arm"].str.startswith(FREEZE_PREFIX)
+        & ~arms["arm"].str.startswith(SAMPLE_PREFIX)
+    ]
