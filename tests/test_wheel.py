@@ -80,7 +80,9 @@ def test_the_wheel_ships_the_sets_and_the_same_verdicts(
     assert there["root"] == str(tmp_path / "home" / "normlab-results")
     here = sorted(f"{s.experiment}/{s.profile}" for s in results.saved_sets())
     # every set the checkout ships, among them every cpu set a claim reads
-    tested = {c.test.experiment for c in claims.CLAIMS.values() if c.kind == "empirical"}
+    tested = {
+        c.test.experiment for c in claims.CLAIMS.values() if c.kind == "empirical"
+    }
     read = {f"{n}/cpu" for n in tested if "cpu" in experiments.get(n).profiles}
     assert there["sets"] == here and read and read <= set(here)
     table = claims.scorecard()
