@@ -80,7 +80,7 @@ def corruption_suite(
     stand-in's clean test images; ``standard``/``paper`` read CIFAR-10-C (``task`` must be
     ``cifar10``). ``images`` keeps the first ``images`` test images of each condition (None:
     all). ``chosen`` names an offline dataset among the task's
-    :data:`normlab.data.sources.CHOICES` (``mnist_5k`` for ``mnist``) instead of its default
+    ``normlab.data.sources.CHOICES`` (``mnist_5k`` for ``mnist``) instead of its default
     stand-in. Stand-in suites are built once per process and cached; CIFAR-10-C conditions are
     read one at a time.
     """

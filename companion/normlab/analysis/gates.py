@@ -198,7 +198,7 @@ def _keys(runs: pd.DataFrame, *last: str) -> list[str]:
 
 def at_defaults(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs at the book's default initialisation and readout and the selector at the
-    backbone's rate (:data:`normlab.models.blocks.DEFAULT_INIT`), where the table has those columns."""
+    backbone's rate (``normlab.models.blocks.DEFAULT_INIT``), where the table has those columns."""
     keep = pd.Series(True, index=runs.index)
     for column, value in (
         ("init", DEFAULT_INIT),

@@ -130,7 +130,7 @@ def task_splits(
 ) -> dict[str, data.DataSplit]:
     """``train``/``val``/``test`` of a task of :data:`TASKS`: ``<name>_restyled`` is
     :func:`restyle` applied to every split of ``<name>``; ``source`` names one of the
-    task's offline :data:`normlab.data.sources.CHOICES` (``mnist_5k``: real MNIST)."""
+    task's offline ``normlab.data.sources.CHOICES`` (``mnist_5k``: real MNIST)."""
     if task.endswith(RESTYLED):
         return {
             name: restyle(split)
