@@ -595,7 +595,9 @@ def check_in_browser(
                 # Counted in the DOM: a page served from Chromium's memory cache loads the
                 # bundle without a request event, so the request count may be 0, never 2.
                 scripts = tab.evaluate(
-                    "(b) => [...document.scripts].filter(s => s.src.endsWith(b)).length",
+                    # an incremental build adds Sphinx's ?v=<checksum> to the src
+                    "(b) => [...document.scripts]"
+                    ".filter(s => s.src.split('?')[0].endsWith(b)).length",
                     BUNDLE,
                 )
                 if scripts != 1 or len(bundles) > 1:
