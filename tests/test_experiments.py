@@ -48,6 +48,32 @@ def test_grid_is_the_cross_product_with_seeds() -> None:
         Grid(axes={"seed": [1, 2]})
 
 
+def test_grid_gives_some_points_fewer_seeds() -> None:
+    # the cells a plan needs more seeds of (here lr 1.0) have them; the others keep fewer
+    grid = Grid(
+        axes={"normaliser": ["none", "affine_like"], "lr": [0.1, 1.0]},
+        seeds=4,
+        seeds_of=lambda c: 4 if c["lr"] == 1.0 else 2,
+    )
+    configs = grid.configs()
+    seeds = {(c["normaliser"], c["lr"]): set() for c in configs}
+    for c in configs:
+        seeds[c["normaliser"], c["lr"]].add(c["seed"])
+    assert seeds == {
+        ("none", 0.1): {0, 1},
+        ("affine_like", 0.1): {0, 1},
+        ("none", 1.0): {0, 1, 2, 3},
+        ("affine_like", 1.0): {0, 1, 2, 3},
+    }
+    assert grid.size() == len(configs) == 12
+    # an override caps every point's own count
+    assert grid.size(seeds=3) == 2 * 2 + 2 * 3 and grid.size(seeds=1) == 4
+    for bad in (0, 5, 2.0, True):
+        broken = dataclasses.replace(grid, seeds_of=lambda c, bad=bad: bad)
+        with pytest.raises(ValueError, match="seeds_of must give an int from 1 to"):
+            broken.configs()
+
+
 def test_run_ids_are_stable_hashes() -> None:
     config = {"lr": 0.1, "normaliser": "none", "seed": 0}
     assert run_id("exp", config) == run_id("exp", dict(reversed(list(config.items()))))

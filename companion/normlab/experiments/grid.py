@@ -62,13 +62,16 @@ class Grid:
     Every run's configuration holds the fixed settings, one value of each axis and a
     ``seed`` in ``range(seeds)``. ``where`` (optional) keeps only the points of the cross
     product for which it returns True, e.g. each optimiser's own learning rates, so a grid
-    need not be a full product.
+    need not be a full product. ``seeds_of`` (optional) gives a point fewer seeds than
+    ``seeds`` (from 1 to ``seeds``): the cells a claim's plan needs more seeds of can have
+    them without running every sensitivity as often.
     """
 
     axes: Mapping[str, Sequence[Any]]
     fixed: Mapping[str, Any] = field(default_factory=dict)
     seeds: int = 3
     where: Callable[[Mapping[str, Any]], bool] | None = None
+    seeds_of: Callable[[Mapping[str, Any]], int] | None = None
 
     def __post_init__(self) -> None:
         _check_seeds(self.seeds, self.seeds)
@@ -83,24 +86,40 @@ class Grid:
         if empty:
             raise ValueError(f"axes without values: {', '.join(empty)}")
 
+    def _seeds_at(self, point: Mapping[str, Any], most: int) -> int:
+        """The seeds of ``point``: ``most``, or fewer where :attr:`seeds_of` says so."""
+        if self.seeds_of is None:
+            return most
+        own = self.seeds_of(point)
+        if (
+            isinstance(own, bool)
+            or not isinstance(own, int)
+            or not 1 <= own <= self.seeds
+        ):
+            raise ValueError(
+                f"seeds_of must give an int from 1 to the grid's seeds ({self.seeds}), "
+                f"got {own!r} for {dict(point)}"
+            )
+        return min(own, most)
+
     def configs(self, seeds: int | None = None) -> list[dict[str, Any]]:
-        """Every configuration, seeds innermost; ``seeds`` overrides the grid's count."""
+        """Every configuration, seeds innermost; ``seeds`` overrides the grid's count (with
+        :attr:`seeds_of`, it caps each point's own count)."""
         n_seeds = self.seeds if seeds is None else seeds
         _check_seeds(n_seeds, seeds)
         names = list(self.axes)
         out = []
         for values in itertools.product(*(self.axes[n] for n in names)):
-            if self.where is not None and not self.where(
-                {**self.fixed, **dict(zip(names, values))}
-            ):
+            point = {**self.fixed, **dict(zip(names, values))}
+            if self.where is not None and not self.where(point):
                 continue
-            for seed in range(n_seeds):
-                out.append({**self.fixed, **dict(zip(names, values)), "seed": seed})
+            for seed in range(self._seeds_at(point, n_seeds)):
+                out.append({**point, "seed": seed})
         return out
 
     def size(self, seeds: int | None = None) -> int:
         """The number of runs."""
-        if self.where is not None:
+        if self.where is not None or self.seeds_of is not None:
             return len(self.configs(seeds))
         n = self.seeds if seeds is None else seeds
         _check_seeds(n, seeds)
