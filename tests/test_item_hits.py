@@ -132,3 +132,86 @@ def test_hits_of_different_test_sets_are_not_paired() -> None:
     frame = _table_with_hits(agree=0.95)
     frame.loc[0, "test_hits"] = encode_hits(np.ones(300, dtype=bool))
     assert paired_item_variance(claims.at_chosen_lr(frame), "a", "b") is None
+
+
+def _lead_table() -> pd.DataFrame:
+    """The four lead arms at two widths and tanh/leaky-ReLU, two rates, three seeds, 300
+    test items; every arm's hits are one shared pattern with a few items flipped."""
+    rng = np.random.default_rng(2)
+    base = rng.random(300) < 0.8
+    rows = []
+    for activation in ("tanh", "leaky_relu"):
+        for width in (16, 128):
+            for name in ("affine_like", "norm_like", "none", "batchnorm"):
+                for lr in (0.1, 1.0):
+                    for seed in range(3):
+                        hits = np.where(rng.random(300) < 0.05, ~base, base)
+                        rows.append(
+                            {
+                                "data": "mnist",
+                                "data_profile": "cpu",
+                                "activation": activation,
+                                "depth": 3,
+                                "width": width,
+                                "normaliser": name,
+                                "lr": lr,
+                                "seed": seed,
+                                "metric": "accuracy",
+                                "higher_is_better": True,
+                                "val_metric": float(rng.random()),
+                                "test_metric": float(hits.mean()),
+                                "test_hits": encode_hits(hits),
+                            }
+                        )
+    return pd.DataFrame(rows)
+
+
+def _lead_per_item(best: pd.DataFrame, **where: object) -> pd.DataFrame:
+    """Per (width, seed): the better correction's hits minus the stronger rival's, each
+    picked on validation as :func:`normlab.claims.pairing.difference` picks them."""
+    rows = best
+    for key, value in where.items():
+        rows = rows[rows[key] == value]
+    out = {}
+    for (width, seed), group in rows.groupby(["width", "seed"]):
+        val = rows[rows["width"] == width].groupby("normaliser")["val_metric"].mean()
+        hit = group.set_index("normaliser")["test_hits"]
+        pick = {
+            side: val[list(names)].idxmax()
+            for side, names in (
+                ("a", ("affine_like", "norm_like")),
+                ("b", ("none", "batchnorm")),
+            )
+        }
+        out[width, seed] = decode_hits(hit[pick["a"]]).astype(float) - decode_hits(
+            hit[pick["b"]]
+        )
+    return pd.DataFrame(out).T.rename_axis(["width", "seed"])
+
+
+def test_the_corrections_lead_carries_its_item_by_item_variance() -> None:
+    from normlab.claims import registry
+
+    results = _lead_table()
+    best = claims.at_chosen_lr(results)
+    # A9's width effect: the lead at width 128 minus at 16, per item, mean over seeds and
+    # over the two activations (its groups)
+    changes = []
+    for activation in ("tanh", "leaky_relu"):
+        lead = _lead_per_item(best, activation=activation)
+        changes.append(lead.xs(128, level="width") - lead.xs(16, level="width"))
+    per_item = np.mean([c.to_numpy() for c in changes], axis=(0, 1))
+    (width,) = [
+        e for e in registry.get("A9").test.quantity(results) if "width" in e.label
+    ]
+    assert width.item_var == pytest.approx(per_item.var(ddof=1) / per_item.size)
+    # far below the bound that assumes nothing about how the four arms' items agree
+    assert width.item_var < stats.accuracy_item_variance(width.items) / 4
+    # A10's contrast: the tanh lead minus the leaky-ReLU lead, per seed over the widths
+    tanh = _lead_per_item(best, activation="tanh").groupby(level="seed").mean()
+    leaky = _lead_per_item(best, activation="leaky_relu").groupby(level="seed").mean()
+    contrast = (tanh - leaky).to_numpy().mean(axis=0)
+    first, lead_tanh = registry.get("A10").test.quantity(results)
+    assert first.item_var == pytest.approx(contrast.var(ddof=1) / contrast.size)
+    alone = tanh.to_numpy().mean(axis=0)
+    assert lead_tanh.item_var == pytest.approx(alone.var(ddof=1) / alone.size)

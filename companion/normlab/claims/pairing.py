@@ -34,6 +34,7 @@ from .registry import Arm, Effect, Unmeasurable
 from .rules import Rule
 
 __all__ = [
+    "item_differences",
     "paired_item_variance",
     "CONFIG",
     "at_chosen_lr",
@@ -296,7 +297,7 @@ def difference(
     return diff, arms
 
 
-def paired_item_variance(
+def item_differences(
     best: pd.DataFrame,
     a: str | Sequence[str],
     b: str | Sequence[str],
@@ -304,15 +305,11 @@ def paired_item_variance(
     by: str = "normaliser",
     within: Mapping[str, Any] | None = None,
     config: Sequence[str] | None = None,
-) -> float | None:
-    """The test set's variance of the accuracy difference ``a - b``, from the runs' per-item
-    hits (the ``test_hits`` column): None where a run lacks them or the runs were scored on
-    test sets of different sizes.
-
-    Each test item's difference is averaged over the (configuration, seed) pairs that
-    :func:`difference` compares, and :func:`normlab.stats.paired_item_variance` turns the
-    items' spread into the variance of their mean.
-    """
+) -> pd.DataFrame | None:
+    """Per (configuration, seed), each test item's hit of ``a`` minus ``b`` (1, 0 or -1;
+    each side the arm :func:`difference` takes): one row per pair that both sides ran,
+    one column per test item, from the runs' ``test_hits`` column. None where a run lacks
+    its hits or the runs were scored on test sets of different sizes."""
     if "test_hits" not in best:
         return None
     rows, names, left, right = _sides(
@@ -326,11 +323,12 @@ def paired_item_variance(
     def at(key: Any, arm: str) -> Any:
         return hits.get((*key, arm) if isinstance(key, tuple) else (key, arm))
 
-    pairs = [
-        (at(key, l_arm), at(key, r_arm))
-        for key, l_arm, r_arm in zip(left.pick.index, left.pick, right.pick)
-    ]
-    pairs = [p for p in pairs if p[0] is not None and p[1] is not None]
+    keys, pairs = [], []
+    for key, l_arm, r_arm in zip(left.pick.index, left.pick, right.pick):
+        pair = at(key, l_arm), at(key, r_arm)
+        if pair[0] is not None and pair[1] is not None:
+            keys.append(key)
+            pairs.append(pair)
     if not pairs:
         return None
     try:
@@ -339,8 +337,35 @@ def paired_item_variance(
         return None
     if len({x.size for pair in decoded for x in pair}) != 1:
         return None
-    per_item = np.mean([x.astype(float) - y for x, y in decoded], axis=0)
-    return stats.paired_item_variance(per_item)
+    values = np.stack([x.astype(float) - y for x, y in decoded])
+    return pd.DataFrame(
+        values,
+        index=pd.MultiIndex.from_tuples(
+            [k if isinstance(k, tuple) else (k,) for k in keys], names=index
+        ),
+    )
+
+
+def paired_item_variance(
+    best: pd.DataFrame,
+    a: str | Sequence[str],
+    b: str | Sequence[str],
+    *,
+    by: str = "normaliser",
+    within: Mapping[str, Any] | None = None,
+    config: Sequence[str] | None = None,
+) -> float | None:
+    """The test set's variance of the accuracy difference ``a - b``, from the runs' per-item
+    hits (:func:`item_differences`): None where they are missing.
+
+    Each test item's difference is averaged over the (configuration, seed) pairs that
+    :func:`difference` compares, and :func:`normlab.stats.paired_item_variance` turns the
+    items' spread into the variance of their mean.
+    """
+    per_pair = item_differences(best, a, b, by=by, within=within, config=config)
+    if per_pair is None:
+        return None
+    return stats.paired_item_variance(per_pair.to_numpy().mean(axis=0))
 
 
 def paired(
