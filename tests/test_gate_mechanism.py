@@ -250,3 +250,61 @@ def test_at_chosen_rates_each_arm_takes_its_best_rate_on_validation() -> None:
         ).dropna()
         diff = per_seed["autonorm"] - per_seed["autonorm_random"]
         assert row.mean == pytest.approx(diff.mean()) and row.n == len(diff)
+
+
+def _cells(gaps: dict[tuple[int, str, float], float], early: dict) -> pd.DataFrame:
+    """A mechanism table: per (epochs, init, lr) a gap with half-width 0.02."""
+    return pd.DataFrame(
+        [
+            dict(
+                data="mnist",
+                epochs=e,
+                init=i,
+                lr=lr,
+                selector_lr=1.0,
+                a_mean=0.5 + g,
+                b_mean=0.5,
+                mean=g,
+                ci95=0.02,
+                low=g - 0.02,
+                high=g + 0.02,
+                n=3,
+                early=early.get((e, i, lr), 0.0),
+                **{"to_dyt pre-MLP": 0.5},
+                trained=True,
+            )
+            for (e, i, lr), g in gaps.items()
+        ]
+    )
+
+
+def test_the_mechanism_sentences_follow_the_data() -> None:
+    from normlab import facts
+
+    steps = {3: 279, 8: 744}
+    vit, torch_init = "trunc_normal_0.02", "torch_default"
+    gaps = {
+        (e, i, lr): 0.0
+        for e in (3, 8)
+        for i in (vit, torch_init)
+        for lr in (1e-3, 1e-2)
+    }
+    quiet = facts.mechanism(_cells(gaps, {}), steps, early=2, threshold=0.35)
+    assert quiet["below"] == 0
+    assert "does not appear" in str(quiet["issue_words"].data)
+    assert "no bottleneck" in str(quiet["commit_words"].data)
+    gaps[(3, vit, 1e-2)] = -0.2
+    early = {(3, vit, 1e-2): 1.0}
+    loud = facts.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
+    assert loud["below"] == 1 and loud["worst"] == pytest.approx(-0.2)
+    assert "appears here" in str(loud["issue_words"].data)
+    assert "short-budget effect" in str(loud["issue_words"].data)
+    assert "goes with the bottleneck" in str(loud["commit_words"].data)
+    late = facts.mechanism(_cells(gaps, {}), steps, early=2, threshold=0.35)
+    assert "about as common" in str(late["commit_words"].data)
+    others = {key: 1.0 for key in gaps if key != (3, vit, 1e-2)}
+    plateau = facts.mechanism(_cells(gaps, others), steps, early=2, threshold=0.35)
+    assert "*not* committed" in str(plateau["commit_words"].data)
+    gaps[(8, vit, 1e-2)] = -0.1  # the bottleneck stays at the full budget
+    kept = facts.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
+    assert "does not vanish" in str(kept["issue_words"].data)
