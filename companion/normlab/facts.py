@@ -318,6 +318,14 @@ def mechanism(
                 else ""
             )
         )
+        out["issue_verdict"] = _markdown(
+            "the short-budget bottleneck with the std-0.02 start appears, and "
+            + (
+                "vanishes at the full budget"
+                if len(gone) == len(hits)
+                else "at some rates persists at the full budget"
+            )
+        )
         out["issue_words"] = _markdown(
             f"The bottleneck the earlier runs reported appears here: with the std-0.02 "
             f"start and {steps[short]} steps, {where}; {later}."
@@ -328,6 +336,9 @@ def mechanism(
             )
         )
     else:
+        out["issue_verdict"] = _markdown(
+            "the short-budget bottleneck with the std-0.02 start does not appear"
+        )
         out["issue_words"] = _markdown(
             f"The bottleneck the earlier runs reported does not appear here: with the "
             f"std-0.02 start and {steps[short]} steps, the learned gate minus the random "
@@ -360,6 +371,7 @@ def mechanism(
             else "Early commitment is about as common where the learned gate trails as "
             "elsewhere, so it does not explain the bottleneck here."
         )
+    out["commit_verdict"] = _markdown(verdict)
     out["commit_words"] = _markdown(
         f"Where the learned gate trails ({len(inside)} cells), a share "
         f"{_share_words(out['early_below'])} of its seeds had specialised (mean gate "
