@@ -24,7 +24,9 @@ def _runs(rng: np.random.Generator) -> pd.DataFrame:
     for epochs in (3, 8):
         for lr in (1e-3, 1e-2):
             for seed in range(4):
-                for sel in (1.0, 0.1):
+                arms = [("autonorm", 1.0), ("autonorm", 0.1)]
+                arms += [("autonorm_random", 1.0)] if seed < 3 else []
+                for arm, sel in arms:
                     rows.append(
                         dict(
                             data="mnist",
@@ -32,20 +34,7 @@ def _runs(rng: np.random.Generator) -> pd.DataFrame:
                             init="x",
                             lr=lr,
                             selector_lr=sel,
-                            arm="autonorm",
-                            seed=seed,
-                            test_metric=float(rng.uniform(0.3, 0.9)),
-                        )
-                    )
-                if seed < 3:
-                    rows.append(
-                        dict(
-                            data="mnist",
-                            epochs=epochs,
-                            init="x",
-                            lr=lr,
-                            selector_lr=1.0,
-                            arm="autonorm_random",
+                            arm=arm,
                             seed=seed,
                             test_metric=float(rng.uniform(0.3, 0.9)),
                         )
