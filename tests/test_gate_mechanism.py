@@ -289,6 +289,9 @@ def test_the_mechanism_sentences_follow_the_data() -> None:
     assert "appears here" in str(loud["issue_words"].data)
     assert "short-budget effect" in str(loud["issue_words"].data)
     assert "goes with the bottleneck" in str(loud["commit_words"].data)
+    moved = str(loud["rate_words"].data)
+    assert "the gap falls from +0.000 at rate 0.001 to -0.200" in moved
+    assert "specialised early rises from 0.00 to 1.00" in moved
     late = facts.mechanism(_cells(gaps, {}), steps, early=2, threshold=0.35)
     assert "about as common" in str(late["commit_words"].data)
     others = {key: 1.0 for key in gaps if key != (3, vit, 1e-2)}

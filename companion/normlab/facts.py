@@ -303,6 +303,28 @@ def mechanism(
         f"The learned gate trails the random one (the whole 95 % interval below zero) in "
         f"{' and '.join(per_budget)}" + (f": {listed}." if listed else ".")
     )
+    # how the gap and early commitment move with the backbone's rate, per budget and init
+    moves = []
+    for (e, init), at in part.groupby(["epochs", "init"], sort=True):
+        at = at.sort_values("lr")
+        if len(at) < 2:
+            continue
+        low, high = at.iloc[0], at.iloc[-1]
+
+        def way(a: float, b: float) -> str:
+            return "rises" if b > a else "falls" if b < a else "stays"
+
+        moves.append(
+            f"at {steps[int(e)]} steps from {display_name(init, 'init')}, the gap "
+            f"{way(low['mean'], high['mean'])} from {low['mean']:+.3f} at rate "
+            f"{low['lr']:g} to {high['mean']:+.3f} ± {high['ci95']:.3f} at {high['lr']:g}"
+            f" while the share of seeds specialised early "
+            f"{way(low['early'], high['early'])} from {low['early']:.2f} to "
+            f"{high['early']:.2f}"
+        )
+    out["rate_words"] = _markdown(
+        "With the backbone's rate: " + "; ".join(moves) + "." if moves else ""
+    )
     # the setting: the short budget with ViT's std-0.02 start
     vit = part[(part["init"] == "trunc_normal_0.02")]
     first = vit[vit["epochs"] == short].set_index("lr")
