@@ -227,9 +227,9 @@ def plainly(n1: pd.DataFrame, profile: str) -> Any:
     return _markdown("\n".join(lines))
 
 
-#: The bottleneck the independent runs of issue 36 reported on real MNIST at about 285
-#: steps with the std-0.02 start: the learned gate's 0.286 against the random one's 0.535.
-EARLIER_GAP = 0.286 - 0.535
+# The bottleneck the independent runs of issue 36 reported on real MNIST at about 285
+# steps with the std-0.02 start: the learned gate's 0.286 against the random one's 0.535.
+_EARLIER_GAP = 0.286 - 0.535
 
 
 def _cell_words(row: Any, steps: Mapping[int, int]) -> str:
@@ -453,10 +453,10 @@ def mechanism(
         f"The learned gate's mean lies below the random one's in {out['negative']} of "
         f"{len(part)} cells; the intervals' median half-width is {half:.3f}, so "
         + (
-            f"a gap as large as the earlier runs' ({EARLIER_GAP:+.3f}) would show, "
+            f"a gap as large as the earlier runs' ({_EARLIER_GAP:+.3f}) would show, "
             "one of a few points would not."
-            if half < abs(EARLIER_GAP) / 2
-            else f"even a gap as large as the earlier runs' ({EARLIER_GAP:+.3f}) "
+            if half < abs(_EARLIER_GAP) / 2
+            else f"even a gap as large as the earlier runs' ({_EARLIER_GAP:+.3f}) "
             "could hide within them."
         )
     )
