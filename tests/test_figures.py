@@ -202,6 +202,27 @@ def test_the_corrections_lead_is_over_the_rival_chosen_on_val() -> None:
     assert (leads["n"] == 3).all()
 
 
+def _mechanism() -> pd.DataFrame:
+    """A mechanism table (normlab.analysis.mechanism) of two budgets, inits and rates."""
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        [
+            {
+                "epochs": e,
+                "init": i,
+                "lr": lr,
+                "selector_lr": 1.0,
+                "mean": rng.normal(0, 0.05),
+                "ci95": 0.02,
+                "early": rng.uniform(),
+            }
+            for e in (3, 8)
+            for i in ("trunc_normal_0.02", "torch_default")
+            for lr in (1e-3, 3e-3, 1e-2)
+        ]
+    )
+
+
 FIGURES = {
     "lead_figure": lambda: figures.lead_figure(_fc_runs()),
     "training_curves": lambda: figures.training_curves(
@@ -270,6 +291,9 @@ FIGURES = {
     "freeze_figure": lambda: figures.freeze_figure(_study_gates(), 2),
     "sweep_figure": lambda: figures.sweep_figure(_sweep()),
     "tau_figure": lambda: figures.tau_figure(*_tau_inputs()),
+    "mechanism_figure": lambda: figures.mechanism_figure(
+        _mechanism(), budgets={3: "279 steps", 8: "744 steps"}
+    ),
     "draw_arms, beside": lambda: (
         figures.beside(
             "gate_bottleneck",

@@ -88,7 +88,13 @@ def test_arms_resolve_to_settings() -> None:
 
 
 def test_every_gate_study_declares_all_profiles() -> None:
-    for name in ("gate_bottleneck", "gate_tau", "autonorm_s_sweep", "gate_widget"):
+    for name in (
+        "gate_bottleneck",
+        "gate_tau",
+        "autonorm_s_sweep",
+        "gate_widget",
+        "gate_mechanism",
+    ):
         experiment = experiments.get(name)
         assert {"quick", "cpu", "standard", "paper"} <= set(experiment.profiles)
         assert experiment.grid("cpu").seeds >= (3 if name != "gate_widget" else 1)
@@ -534,3 +540,25 @@ def test_entropy_explorer_redraws_the_live_figure() -> None:
     assert live.result._suptitle.get_text() == "synthetic: tau 0.5, seed 1"
     bundle = explorer._repr_mimebundle_()
     assert bundle["text/html"] == explorer.twin.html()
+
+
+def test_mechanism_sweep_crosses_budget_init_and_rate_on_real_mnist() -> None:
+    """Chapter 11's mechanism sweep: the learned and the random gate at every budget
+    (one near 285 steps, one the gate sets' full one), both inits and three backbone
+    rates, paired (same cells, same seeds), on real MNIST."""
+    grid = experiments.get("gate_mechanism").grid("cpu")
+    configs = grid.configs()
+    assert grid.seeds >= 3
+    assert {c["source"] for c in configs} == {"mnist_5k"}
+    steps_per_epoch = 3000 // configs[0]["batch_size"]
+    budgets = sorted({c["epochs"] * steps_per_epoch for c in configs})
+    assert len(budgets) == 2 and abs(budgets[0] - 285) < 30
+    assert budgets[1] == gs.SETUP["cpu"]["epochs"] * steps_per_epoch
+    assert {c["init"] for c in configs} == {"trunc_normal_0.02", gs.DEFAULT_INIT}
+    assert len({c["lr"] for c in configs}) >= 3
+    cells: dict[str, set] = {}
+    for c in configs:
+        key = (c["epochs"], c["init"], c["lr"], c["selector_lr"], c["seed"])
+        cells.setdefault(c["arm"], set()).add(key)
+    assert cells["autonorm_random"] <= cells["autonorm"]
+    assert {k for k in cells["autonorm"] if k[3] == 1.0} == cells["autonorm_random"]

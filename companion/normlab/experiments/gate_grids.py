@@ -1,6 +1,6 @@
-"""The gate studies' grids: the bottleneck and what it hinges on (chapter 11), AutoNorm-S
-at work (chapter 12), the temperature sweep (chapter 11) and the runs behind chapter 10's
-widget.
+"""The gate studies' grids: the bottleneck and what it hinges on (chapter 11), its
+mechanism swept over budget, initialisation and rates (chapter 11), AutoNorm-S at work
+(chapter 12), the temperature sweep (chapter 11) and the runs behind chapter 10's widget.
 
 Tasks. On the CPU (the ``cpu`` profile, the saved sets) the gate studies run two tasks,
 one per regime, each a declared stand-in (:data:`normlab.data.sources.STAND_INS`): the
@@ -347,5 +347,79 @@ GATE_WIDGET = register_experiment(
         seconds_per_run=SECONDS,
         select=None,
         notes="The widget looks runs up and applies the freezing rule itself.",
+    )
+)
+
+# Chapter 11's mechanism sweep: where a bottleneck (learned gate below the random one)
+# appears, and whether the learned gates committed early there. On one cheap task (real
+# MNIST, 5,000 digits, on the CPU), the learned gate and the Random Selector at every
+# budget (a short schedule and the full one), initialisation (ViT's std 0.02 and torch's
+# default) and backbone rate, compared at that shared rate. cpu: 3 epochs (279 steps of
+# 32 images, the short budget of the earlier runs, about 285 steps) and 8 (744, the gate
+# sets' budget), three seeds: 72 runs, about 27 minutes on one thread (a learned run 16 s
+# short and about 39 s full, a random one 11 s and 26 s), so the selector's own rate is
+# swept on the GPU grids only: there the learned gate also runs with its selector at a
+# tenth of the backbone's rate, at the highest backbone rate (where early commitment is
+# expected; the Random Selector has no selector to slow).
+MECHANISM_BUDGETS: dict[str, list[int]] = {
+    "quick": [1, 2],
+    "cpu": [3, SETUP["cpu"]["epochs"]],
+    "standard": [2, SETUP["standard"]["epochs"]],
+    "paper": [10, SETUP["paper"]["epochs"]],
+}
+MECHANISM_INITS = ["trunc_normal_0.02", DEFAULT_INIT]
+# the selector's rate as a multiple of the backbone's: the default, and a slow selector
+MECHANISM_SELECTOR_LRS = [1.0, 0.1]
+MECHANISM_ARMS = ["autonorm", "autonorm_random"]
+
+
+def _mechanism_point(lrs: list[float]) -> Any:
+    """The sweep's points: every arm at the default selector rate; the slow selector
+    for the learned gate at the highest backbone rate of ``lrs`` only."""
+
+    def keep(config: Mapping[str, Any]) -> bool:
+        return config["selector_lr"] == 1.0 or (
+            config["arm"] == "autonorm" and config["lr"] == max(lrs)
+        )
+
+    return keep
+
+
+def _mechanism_grid(profile: str) -> Grid:
+    lrs = [1e-2] if profile == "quick" else LRS[profile]
+    task = (
+        {"data": ["mnist"], **{k: [v] for k, v in CPU_TASKS["mnist"].items()}}
+        if profile == "cpu"
+        else {"data": ["mnist" if profile == "quick" else "cifar10"]}
+    )
+    return _grid(
+        profile=profile,
+        axes={
+            **task,
+            "epochs": MECHANISM_BUDGETS[profile],
+            "init": MECHANISM_INITS,
+            "lr": lrs,
+            "arm": MECHANISM_ARMS,
+            "selector_lr": (
+                [1.0] if profile in ("quick", "cpu") else MECHANISM_SELECTOR_LRS
+            ),
+        },
+        seeds=1 if profile == "quick" else None,
+        where=_mechanism_point(lrs),
+    )
+
+
+GATE_MECHANISM = register_experiment(
+    Experiment(
+        name="gate_mechanism",
+        title="The bottleneck's mechanism: budget, initialisation, the backbone's and the "
+        "selector's rate",
+        chapter="11",
+        profiles={p: _mechanism_grid(p) for p in SETUP},
+        run_one=train_gate,
+        seconds_per_run={**SECONDS, "cpu": 23.0},
+        notes="The learned gate against the Random Selector at a shared rate, per budget, "
+        "init and rate; the gates recorded per epoch give the time to specialise. cpu: "
+        "real MNIST (5,000 digits).",
     )
 )

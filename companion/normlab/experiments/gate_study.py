@@ -27,6 +27,7 @@ from .gate_grids import (  # the grids, for the chapters
     CPU_TASKS,
     DEFAULT_INIT,
     GATE_BOTTLENECK,
+    GATE_MECHANISM,
     GATE_TAU,
     GATE_WIDGET,
     LRS,
@@ -58,6 +59,7 @@ __all__ = [
     # the grids (gate_grids)
     "AUTONORM_S_SWEEP",
     "GATE_BOTTLENECK",
+    "GATE_MECHANISM",
     "GATE_TAU",
     "GATE_WIDGET",
     "CPU_TASKS",

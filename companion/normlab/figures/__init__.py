@@ -11,7 +11,7 @@
 - :mod:`~normlab.figures.gumbel`: chapter 10's Gumbel-Softmax samples, gradient and one
   run's gate entropy;
 - :mod:`~normlab.figures.gate_study`: the gate studies' example images, arms, AutoNorm-S's
-  rule sweep and the gradient against tau;
+  rule sweep, the bottleneck's mechanism sweep and the gradient against tau;
 - :mod:`~normlab.figures.part1`: Part I's results against a swept variable, on an axis;
 - :mod:`~normlab.figures.batch`: chapter 7's steps to a target against the batch size;
 - :mod:`~normlab.figures.reports`: the figures ``python -m normlab report`` writes;
@@ -49,7 +49,13 @@ from .gate_entropy import (
     freeze_figure,
     task_title,
 )
-from .gate_study import draw_arms, example_images, sweep_figure, tau_figure
+from .gate_study import (
+    draw_arms,
+    example_images,
+    mechanism_figure,
+    sweep_figure,
+    tau_figure,
+)
 from .gates import entropy_curves, gate_heatmaps
 from .gumbel import gradient_against_tau, relaxed_histograms, telemetry_entropy
 from .heatmaps import heatmap, normaliser_heatmap
@@ -102,6 +108,7 @@ __all__ = [
     "entropy_figure",
     "entropy_twin",
     "example_images",
+    "mechanism_figure",
     "finish",
     "fixed_epochs_figure",
     "forest",

@@ -4,6 +4,8 @@ swept over its thresholds, and the Gumbel-Softmax gradient against tau.
 - :func:`example_images`: a few images of each task, a row per task;
 - :func:`draw_arms`: test accuracy per task and arm on one axis;
 - :func:`sweep_figure`: heat maps of :func:`~normlab.claims.tables.sweep_table`;
+- :func:`mechanism_figure`: chapter 11's mechanism sweep, learned minus random and how
+  soon the gates specialise, against the backbone's rate;
 - :func:`tau_figure`: the estimator's variance and SNR, and test accuracy, against tau.
 """
 
@@ -20,7 +22,14 @@ from ..experiments.gate_study import arm_summary, at_defaults, with_schedules
 from .column import COLUMN_INCHES, MIN_FONT_PT, colours, label, new_figure, style
 from .gate_entropy import task_title
 
-__all__ = ["ARM_ORDER", "draw_arms", "example_images", "sweep_figure", "tau_figure"]
+__all__ = [
+    "ARM_ORDER",
+    "draw_arms",
+    "example_images",
+    "mechanism_figure",
+    "sweep_figure",
+    "tau_figure",
+]
 
 #: The arms in the order the figures show them.
 ARM_ORDER = [
@@ -180,4 +189,62 @@ def tau_figure(
             ylabel="test accuracy",
             title="learned gate, lr chosen on val per tau",
         )
+    return figure
+
+
+def mechanism_figure(
+    table: pd.DataFrame,
+    *,
+    budgets: Mapping[int, str] | None = None,
+    lower: str = "early",
+    lower_label: str = "share of seeds specialised early",
+    title: str | None = None,
+) -> Figure:
+    """Chapter 11's mechanism sweep from a :func:`normlab.analysis.mechanism.mechanism_table`:
+    a column per initialisation; on top the learned gate minus the random one (mean and
+    95 % interval over seeds, a dashed line at zero), below the learned gate's ``lower``
+    column (by default the share of seeds whose gates specialised early), each against the
+    backbone's rate, a line per budget (``budgets``: epochs -> its legend text). Rows of
+    ``table`` at a selector rate other than 1 are left out."""
+    part = table[table["selector_lr"] == 1.0] if "selector_lr" in table else table
+    inits = list(dict.fromkeys(part["init"]))
+    epochs = sorted(part["epochs"].unique())
+    palette = colours([f"budget {e}" for e in epochs])
+    with style():
+        figure, axes = new_figure(
+            ncols=len(inits),
+            nrows=2,
+            size=(COLUMN_INCHES / len(inits), 2.4),
+            sharex=True,
+            sharey="row",
+        )
+        for j, init in enumerate(inits):
+            top, bottom = axes[0, j], axes[1, j]
+            for k, e in enumerate(epochs):
+                rows = part[(part["init"] == init) & (part["epochs"] == e)]
+                rows = rows.sort_values("lr")
+                # the budgets side by side around each rate, so their bars do not overlap
+                shift = 1.0 + 0.06 * (k - (len(epochs) - 1) / 2)
+                name = (budgets or {}).get(int(e), f"{e} epochs")
+                colour = palette[f"budget {e}"]
+                top.errorbar(
+                    rows["lr"] * shift,
+                    rows["mean"],
+                    yerr=np.nan_to_num(rows["ci95"].to_numpy(dtype=float)),
+                    fmt="o-",
+                    capsize=3,
+                    color=colour,
+                    label=name,
+                )
+                bottom.plot(rows["lr"] * shift, rows[lower], "o-", color=colour)
+            top.axhline(0.0, color="grey", ls="--", lw=1)
+            top.set_title(label(init, "init"), fontsize=MIN_FONT_PT + 1)
+            bottom.set_xscale("log")
+            bottom.set_xlabel("backbone learning rate")
+            bottom.set_ylim(-0.05, 1.05)
+        axes[0, 0].set_ylabel("learned − random\n(test accuracy)")
+        axes[1, 0].set_ylabel(lower_label)
+        axes[0, 0].legend(fontsize=MIN_FONT_PT)
+        if title:
+            figure.suptitle(title, fontsize=MIN_FONT_PT + 2)
     return figure
