@@ -267,7 +267,9 @@ def _outputs_and_grads(fn: Callable, x: Tensor, weight: Tensor, bias: Tensor | N
 
 
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("case", ["affine_like", "norm_like", "affine_like_3d", "patch_affine", "patch_norm"])
+@pytest.mark.parametrize(
+    "case", ["affine_like", "norm_like", "affine_like_3d", "patch_affine", "patch_norm"]
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 def test_the_one_node_layers_have_autograds_gradients_bit_for_bit(
     dtype: torch.dtype, case: str, bias: bool, monkeypatch: pytest.MonkeyPatch
@@ -279,7 +281,11 @@ def test_the_one_node_layers_have_autograds_gradients_bit_for_bit(
     fn, x, (w_shape, b_shape) = _one_node_cases(dtype)[case]
     g = torch.Generator().manual_seed(5)
     weight = torch.randn(w_shape, generator=g, dtype=torch.float64).to(dtype)
-    b = torch.randn(b_shape, generator=g, dtype=torch.float64).to(dtype) if bias else None
+    b = (
+        torch.randn(b_shape, generator=g, dtype=torch.float64).to(dtype)
+        if bias
+        else None
+    )
     out, fast = _outputs_and_grads(fn, x, weight, b)
     assert _one_node(out)  # the hand-written backward is the one tested
     monkeypatch.setattr(NF, "_composite", lambda x: True)

@@ -357,14 +357,18 @@ class _PatchNormConv2d(torch.autograd.Function):
         geometry = (stride, padding, dilation)
         terms = _patch_terms(x, weight, bias, geometry, mode, eps)
         scale, scaled, sumsq, ones, sq_norm, lowest, z, factor, out = terms
-        ctx.save_for_backward(weight, scale, scaled, sumsq, ones, sq_norm, lowest, z, factor)
+        ctx.save_for_backward(
+            weight, scale, scaled, sumsq, ones, sq_norm, lowest, z, factor
+        )
         ctx.geometry = [_pair(stride), _pair(padding), _pair(dilation)]
         ctx.mode, ctx.has_bias = mode, bias is not None
         return out
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[override]
-        weight, scale, scaled, sumsq, ones, sq_norm, lowest, z, factor = ctx.saved_tensors
+        weight, scale, scaled, sumsq, ones, sq_norm, lowest, z, factor = (
+            ctx.saved_tensors
+        )
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         conv_backward = torch.ops.aten.convolution_backward
         gz = g * factor
@@ -383,12 +387,26 @@ class _PatchNormConv2d(torch.autograd.Function):
             if ctx.mode != "affine_like":
                 g_sq = _clamp_min_backward(g_sq, sq_norm, lowest)
         gx, gw, _ = conv_backward(
-            gz, scaled, weight, None, *ctx.geometry, False, [0, 0], 1,
+            gz,
+            scaled,
+            weight,
+            None,
+            *ctx.geometry,
+            False,
+            [0, 0],
+            1,
             [need_x, need_w, False],
         )
         if need_x:
             g_sumsq = conv_backward(
-                g_sq, sumsq, ones, None, *ctx.geometry, False, [0, 0], 1,
+                g_sq,
+                sumsq,
+                ones,
+                None,
+                *ctx.geometry,
+                False,
+                [0, 0],
+                1,
                 [True, False, False],
             )[0]
             gx = gx.add_(_twice_times(scaled, g_sumsq)).div_(scale)
