@@ -306,3 +306,57 @@ def test_the_scale_is_the_largest_magnitudes_power_of_two() -> None:
     assert torch.equal(torch.frexp(scale)[0], torch.full_like(scale, 0.5))
     assert (scale > largest).all() and (scale <= 2 * largest).all()
     assert scale[0].item() == 8192.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize(
+    "selector, hard, shape, masked",
+    [
+        ("learned", False, (6, 16), False),
+        ("learned", False, (6, 5, 16), True),
+        ("learned", True, (3, 4, 5, 16), False),
+        ("random", False, (6, 5, 16), False),
+    ],
+)
+def test_autonorm_has_autograds_gradients_bit_for_bit(
+    dtype: torch.dtype,
+    selector: str,
+    hard: bool,
+    shape: tuple[int, ...],
+    masked: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AutoNorm's one-node mix (:func:`normlab.functional.autonorm_mix`) gives the output
+    and every gradient (input, alpha, both candidates' affines, the selector's weights)
+    that autograd gives for the plain expression, with the selector's own path to the
+    input added in the same order."""
+    from normlab.layers import AutoNorm
+
+    torch.manual_seed(1)
+    layer = AutoNorm(16, selector=selector, hard=hard, dtype=dtype).train()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(torch.randn(p.shape, dtype=torch.float64) * 0.5)
+    x = (torch.randn(shape, dtype=torch.float64) * 2).to(dtype)
+    mask = torch.rand(shape[:-1]) > 0.3 if masked else None
+    if mask is not None:
+        mask[:, 0] = True
+
+    def run() -> list[Tensor]:
+        torch.manual_seed(7)  # the same Gumbel noise or random weights
+        layer.zero_grad(set_to_none=True)
+        inp = x.clone().requires_grad_()
+        out = layer(inp, mask)
+        out.backward(
+            torch.linspace(-2.0, 3.0, out.numel(), dtype=dtype).view(out.shape)
+        )
+        return [out.detach(), inp.grad, *(p.grad for p in layer.parameters())]
+
+    fast = run()
+    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    plain = run()
+    bits = {torch.float32: torch.int32, torch.float64: torch.int64}
+    bits[torch.bfloat16] = torch.int16
+    for got, want in zip(fast, plain, strict=True):
+        assert got is not None and want is not None
+        assert torch.equal(got.view(bits[dtype]), want.view(bits[dtype]))

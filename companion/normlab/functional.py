@@ -28,6 +28,7 @@ __all__ = [
     "patch_norm_conv2d",
     "patch_sq_norm",
     "dyt",
+    "autonorm_mix",
     "power_of_two_scale",
 ]
 
@@ -445,6 +446,78 @@ def patch_norm_conv2d(
     if _composite(x) or isinstance(padding, str):
         return _patch_terms(x, weight, bias, (stride, padding, dilation), mode, eps)[-1]
     return _PatchNormConv2d.apply(x, weight, bias, stride, padding, dilation, mode, eps)
+
+
+class _AutoNormMix(torch.autograd.Function):
+    """:func:`autonorm_mix` with one backward node whose gradients are autograd's for the
+    plain expression, operation for operation (so bit for bit), without the copies
+    ``addcmul``'s backward makes (``tanh(alpha x) * 1``, ``LN(x) * 1``) and with the
+    products of the input's gradient taken in place."""
+
+    @staticmethod
+    def forward(ctx, x, alpha, scale_dyt, scale_ln, shift, normalized_shape, eps):  # type: ignore[override]
+        y, mean, rstd = torch.native_layer_norm(x, normalized_shape, None, None, eps)
+        t = torch.tanh(alpha * x)
+        out = torch.addcmul(shift, scale_ln, y).addcmul_(scale_dyt, t)
+        ctx.save_for_backward(x, alpha, scale_dyt, scale_ln, y, mean, rstd, t)
+        ctx.normalized_shape = normalized_shape
+        ctx.shapes = (shift.shape,)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[override]
+        x, alpha, scale_dyt, scale_ln, y, mean, rstd, t = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        (shift_shape,) = ctx.shapes
+        gx = g_alpha = g_dyt = g_ln = g_shift = None
+        if need[2]:
+            g_dyt = _sum_to(g * t, scale_dyt.shape)
+        if need[3]:
+            g_ln = _sum_to(g * y, scale_ln.shape)
+        if need[4]:
+            g_shift = _sum_to(g, shift_shape)
+        if need[0] or need[1]:
+            # DyT's branch: addcmul's, tanh's and the product alpha * x's backward passes
+            g_ax = torch.ops.aten.tanh_backward(g * scale_dyt, t)
+            if need[1]:
+                g_alpha = (g_ax * x).sum()
+            if need[0]:
+                ln = torch.ops.aten.native_layer_norm_backward(
+                    g * scale_ln,
+                    x,
+                    ctx.normalized_shape,
+                    mean,
+                    rstd,
+                    None,
+                    None,
+                    [True, False, False],
+                )[0]
+                gx = ln.add_(g_ax.mul_(alpha))
+        return gx, g_alpha, g_dyt, g_ln, g_shift, None, None
+
+
+def autonorm_mix(
+    x: Tensor,
+    alpha: Tensor,
+    scale_dyt: Tensor,
+    scale_ln: Tensor,
+    shift: Tensor,
+    normalized_shape: tuple[int, ...],
+    eps: float = 1e-5,
+) -> Tensor:
+    r""":math:`s_{\mathrm{DyT}} \odot \tanh(\alpha x) + s_{\mathrm{LN}} \odot
+    \mathrm{LN}(x) + \beta`, LN without affine over ``normalized_shape``: AutoNorm's output
+    once the gate weights and both candidates' affines are folded into per-sample
+    coefficients ``scale_dyt``, ``scale_ln`` and ``shift`` (each broadcast against ``x``).
+    See :class:`~normlab.layers.AutoNorm`."""
+    if _composite(x):
+        y = F.layer_norm(x, normalized_shape, eps=eps)
+        return torch.addcmul(
+            torch.addcmul(shift, scale_ln, y), scale_dyt, torch.tanh(alpha * x)
+        )
+    return _AutoNormMix.apply(
+        x, alpha, scale_dyt, scale_ln, shift, tuple(normalized_shape), eps
+    )
 
 
 def dyt(
