@@ -328,8 +328,8 @@ def test_autonorm_has_autograds_gradients_bit_for_bit(
 ) -> None:
     """AutoNorm's one-node mix (:func:`normlab.functional.autonorm_mix`) gives the output
     and every gradient (input, alpha, both candidates' affines, the selector's weights)
-    that autograd gives for the plain expression, with the selector's own path to the
-    input added in the same order."""
+    that autograd gives for the plain expression, the input's gradient summed in the same
+    order (a residual branch's, DyT's, LayerNorm's, then the selector's)."""
     from normlab.layers import AutoNorm
 
     torch.manual_seed(1)
@@ -346,7 +346,7 @@ def test_autonorm_has_autograds_gradients_bit_for_bit(
         torch.manual_seed(7)  # the same Gumbel noise or random weights
         layer.zero_grad(set_to_none=True)
         inp = x.clone().requires_grad_()
-        out = layer(inp, mask)
+        out = layer(inp, mask) + inp  # a residual branch: three terms in the gradient
         out.backward(
             torch.linspace(-2.0, 3.0, out.numel(), dtype=dtype).view(out.shape)
         )

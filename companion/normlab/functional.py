@@ -455,7 +455,7 @@ class _AutoNormMix(torch.autograd.Function):
     products of the input's gradient taken in place."""
 
     @staticmethod
-    def forward(ctx, x, alpha, scale_dyt, scale_ln, shift, normalized_shape, eps):  # type: ignore[override]
+    def forward(ctx, x, x_ln, alpha, scale_dyt, scale_ln, shift, normalized_shape, eps):  # type: ignore[override]
         y, mean, rstd = torch.native_layer_norm(x, normalized_shape, None, None, eps)
         t = torch.tanh(alpha * x)
         out = torch.addcmul(shift, scale_ln, y).addcmul_(scale_dyt, t)
@@ -469,31 +469,32 @@ class _AutoNormMix(torch.autograd.Function):
         x, alpha, scale_dyt, scale_ln, y, mean, rstd, t = ctx.saved_tensors
         need = ctx.needs_input_grad
         (shift_shape,) = ctx.shapes
-        gx = g_alpha = g_dyt = g_ln = g_shift = None
-        if need[2]:
-            g_dyt = _sum_to(g * t, scale_dyt.shape)
+        gx_dyt = gx_ln = g_alpha = g_dyt = g_ln = g_shift = None
         if need[3]:
-            g_ln = _sum_to(g * y, scale_ln.shape)
+            g_dyt = _sum_to(g * t, scale_dyt.shape)
         if need[4]:
+            g_ln = _sum_to(g * y, scale_ln.shape)
+        if need[5]:
             g_shift = _sum_to(g, shift_shape)
-        if need[0] or need[1]:
+        if need[0] or need[2]:
             # DyT's branch: addcmul's, tanh's and the product alpha * x's backward passes
             g_ax = torch.ops.aten.tanh_backward(g * scale_dyt, t)
-            if need[1]:
+            if need[2]:
                 g_alpha = (g_ax * x).sum()
             if need[0]:
-                ln = torch.ops.aten.native_layer_norm_backward(
-                    g * scale_ln,
-                    x,
-                    ctx.normalized_shape,
-                    mean,
-                    rstd,
-                    None,
-                    None,
-                    [True, False, False],
-                )[0]
-                gx = ln.add_(g_ax.mul_(alpha))
-        return gx, g_alpha, g_dyt, g_ln, g_shift, None, None
+                gx_dyt = g_ax.mul_(alpha)
+        if need[1]:
+            gx_ln = torch.ops.aten.native_layer_norm_backward(
+                g * scale_ln,
+                x,
+                ctx.normalized_shape,
+                mean,
+                rstd,
+                None,
+                None,
+                [True, False, False],
+            )[0]
+        return gx_dyt, gx_ln, g_alpha, g_dyt, g_ln, g_shift, None, None
 
 
 def autonorm_mix(
@@ -515,8 +516,11 @@ def autonorm_mix(
         return torch.addcmul(
             torch.addcmul(shift, scale_ln, y), scale_dyt, torch.tanh(alpha * x)
         )
+    # x twice: its two gradients reach autograd's sum for x one after the other, DyT's
+    # first, as the plain expression's two nodes send them (floating-point addition is
+    # not associative, and x's gradient may already hold, say, a residual branch's)
     return _AutoNormMix.apply(
-        x, alpha, scale_dyt, scale_ln, shift, tuple(normalized_shape), eps
+        x, x, alpha, scale_dyt, scale_ln, shift, tuple(normalized_shape), eps
     )
 
 
