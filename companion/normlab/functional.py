@@ -7,6 +7,11 @@ so a layer and its function are one implementation: ``AffineLikeLinear(...)(x)``
 
 The norms are taken at a power-of-two scale (:func:`power_of_two_scale`), so that they stay
 finite for any finite input, float16 at 60000 and float32 near its largest value included.
+
+The corrections and AutoNorm's mix have hand-written backward passes (one autograd node
+each) that give autograd's gradients of the plain expressions bit for bit in fewer passes;
+they are once differentiable (a second derivative raises). Under a ``torch.func`` transform
+or autocast the plain expressions run instead.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ._checks import one_of, positive_number
 
@@ -176,6 +182,7 @@ class _AffineLikeLinear(torch.autograd.Function):
         return z * factor
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g):  # type: ignore[override]
         weight, scaled, norm, scale, z, factor = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
@@ -246,6 +253,7 @@ class _NormLikeLinear(torch.autograd.Function):
         return _with_bias(z, factor, bias)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g):  # type: ignore[override]
         weight, scaled, sq_norm, lowest, scale, z, factor = ctx.saved_tensors
         need_x, need_w, need_b, _ = ctx.needs_input_grad
@@ -366,6 +374,7 @@ class _PatchNormConv2d(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g):  # type: ignore[override]
         weight, scale, scaled, sumsq, ones, sq_norm, lowest, z, factor = (
             ctx.saved_tensors
@@ -465,6 +474,7 @@ class _AutoNormMix(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g):  # type: ignore[override]
         x, alpha, scale_dyt, scale_ln, y, mean, rstd, t = ctx.saved_tensors
         need = ctx.needs_input_grad
