@@ -360,3 +360,15 @@ def test_autonorm_has_autograds_gradients_bit_for_bit(
     for got, want in zip(fast, plain, strict=True):
         assert got is not None and want is not None
         assert torch.equal(got.view(bits[dtype]), want.view(bits[dtype]))
+
+
+def test_the_hand_written_backward_passes_are_once_differentiable() -> None:
+    """A second derivative through a hand-written backward raises instead of returning
+    one that misses the terms the saved intermediates would have carried."""
+    x = torch.randn(4, 6, requires_grad=True)
+    weight, bias = torch.randn(3, 6), torch.randn(3)
+    (grad,) = torch.autograd.grad(
+        NF.affine_like_linear(x, weight, bias).square().sum(), x, create_graph=True
+    )
+    with pytest.raises(RuntimeError, match="once_differentiable|differentiable"):
+        grad.sum().backward()
