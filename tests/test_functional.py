@@ -181,17 +181,13 @@ def _value_and_grad(fn: Callable[[Tensor], Tensor], x: Tensor) -> tuple[Tensor, 
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
-def test_the_squared_norms_have_autograds_gradients_bit_for_bit(
+def test_the_sum_of_squares_has_autograds_gradients_bit_for_bit(
     dtype: torch.dtype,
 ) -> None:
-    """The custom backward passes (fewer passes over the input) return exactly what autograd
-    returns for the plain expressions, zero-norm rows included."""
+    """The custom backward pass (no copy of ``x ** 1``) returns exactly what autograd returns
+    for the plain expression, zero rows included."""
     x = _rows(dtype)
     pairs = [
-        (
-            lambda v: NF._SquaredNorm.apply(v)[0],
-            lambda v: torch.linalg.vector_norm(v, dim=-1, keepdim=True).square(),
-        ),
         (
             lambda v: NF._SumOfSquares.apply(v, -1),
             lambda v: v.square().sum(-1, keepdim=True),
@@ -204,8 +200,100 @@ def test_the_squared_norms_have_autograds_gradients_bit_for_bit(
     for fast, plain in pairs:
         for got, want in zip(_value_and_grad(fast, x), _value_and_grad(plain, x)):
             assert _same_bits(got, want)
-    if dtype != torch.float16:  # the norm-0 row passes back zeros
-        assert (_value_and_grad(pairs[0][0], x)[1][5] == 0).all()
+
+
+def _images(dtype: torch.dtype) -> Tensor:
+    """Images at many scales, a blank one, and one whose only pixel is 1, so that its
+    patches' norms sit exactly at PatchNorm's floor of 1 (clamp_min's tie)."""
+    torch.manual_seed(4)
+    x = torch.randn(6, 3, 6, 6, dtype=torch.float64)
+    x = x * torch.logspace(-2, 2, 6, dtype=torch.float64)[:, None, None, None]
+    x[1] = 0.0
+    x[4] = 0.0
+    x[4, 1, 2, 3] = 1.0
+    return x.to(dtype)
+
+
+def _one_node_cases(dtype: torch.dtype) -> dict[str, tuple[Callable, Tensor, tuple]]:
+    """(function of (x, weight, bias), input, (weight shape, bias shape)) per fast path."""
+    rows = _rows(dtype)
+    rows[6] = 0.0
+    rows[6, 4] = 1e-3  # a norm exactly at the floor eps = 1e-3 (clamp_min's tie)
+    conv = dict(stride=2, padding=1)
+    return {
+        "affine_like": (NF.affine_like_linear, rows, ((5, 37), (5,))),
+        "norm_like": (
+            lambda x, w, b: NF.norm_like_linear(x, w, b, eps=1e-3),
+            rows,
+            ((5, 37), (5,)),
+        ),
+        "affine_like_3d": (
+            NF.affine_like_linear,
+            rows.view(2, 4, 37),
+            ((5, 37), (5,)),
+        ),
+        "patch_affine": (
+            lambda x, w, b: NF.patch_norm_conv2d(x, w, b, **conv),
+            _images(dtype),
+            ((4, 3, 3, 3), (4,)),
+        ),
+        "patch_norm": (
+            lambda x, w, b: NF.patch_norm_conv2d(x, w, b, **conv, mode="norm_like"),
+            _images(dtype),
+            ((4, 3, 3, 3), (4,)),
+        ),
+    }
+
+
+def _one_node(out: Tensor) -> bool:
+    """Whether ``out``'s graph holds one of the layers' own backward nodes."""
+    seen, stack = set(), [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__.startswith(("_AffineLike", "_NormLike", "_PatchNorm")):
+            return True
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return False
+
+
+def _outputs_and_grads(fn: Callable, x: Tensor, weight: Tensor, bias: Tensor | None):
+    inputs = [t.clone().requires_grad_() for t in (x, weight, bias) if t is not None]
+    out = fn(*inputs) if bias is not None else fn(*inputs, None)
+    upstream = torch.linspace(-2.0, 3.0, out.numel(), dtype=out.dtype).view(out.shape)
+    return out, [out.detach(), *torch.autograd.grad(out, inputs, upstream)]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(
+    "case", ["affine_like", "norm_like", "affine_like_3d", "patch_affine", "patch_norm"]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_the_one_node_layers_have_autograds_gradients_bit_for_bit(
+    dtype: torch.dtype, case: str, bias: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hand-written backward passes return exactly what autograd returns for the plain
+    expressions (the path taken under ``torch.func`` transforms and autocast), for the
+    input, the weight and the bias: blank samples, underflowing norms and norms exactly at
+    the floor (where clamp_min's gradient is split) included."""
+    fn, x, (w_shape, b_shape) = _one_node_cases(dtype)[case]
+    g = torch.Generator().manual_seed(5)
+    weight = torch.randn(w_shape, generator=g, dtype=torch.float64).to(dtype)
+    b = (
+        torch.randn(b_shape, generator=g, dtype=torch.float64).to(dtype)
+        if bias
+        else None
+    )
+    out, fast = _outputs_and_grads(fn, x, weight, b)
+    assert _one_node(out)  # the hand-written backward is the one tested
+    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    plain_out, plain = _outputs_and_grads(fn, x, weight, b)
+    assert not _one_node(plain_out)
+    assert len(fast) == len(plain)
+    for got, want in zip(fast, plain):
+        assert _same_bits(got, want)
 
 
 def test_the_scale_is_the_largest_magnitudes_power_of_two() -> None:
@@ -218,3 +306,69 @@ def test_the_scale_is_the_largest_magnitudes_power_of_two() -> None:
     assert torch.equal(torch.frexp(scale)[0], torch.full_like(scale, 0.5))
     assert (scale > largest).all() and (scale <= 2 * largest).all()
     assert scale[0].item() == 8192.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize(
+    "selector, hard, shape, masked",
+    [
+        ("learned", False, (6, 16), False),
+        ("learned", False, (6, 5, 16), True),
+        ("learned", True, (3, 4, 5, 16), False),
+        ("random", False, (6, 5, 16), False),
+    ],
+)
+def test_autonorm_has_autograds_gradients_bit_for_bit(
+    dtype: torch.dtype,
+    selector: str,
+    hard: bool,
+    shape: tuple[int, ...],
+    masked: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AutoNorm's one-node mix (:func:`normlab.functional.autonorm_mix`) gives the output
+    and every gradient (input, alpha, both candidates' affines, the selector's weights)
+    that autograd gives for the plain expression, the input's gradient summed in the same
+    order (a residual branch's, DyT's, LayerNorm's, then the selector's)."""
+    from normlab.layers import AutoNorm
+
+    torch.manual_seed(1)
+    layer = AutoNorm(16, selector=selector, hard=hard, dtype=dtype).train()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(torch.randn(p.shape, dtype=torch.float64) * 0.5)
+    x = (torch.randn(shape, dtype=torch.float64) * 2).to(dtype)
+    mask = torch.rand(shape[:-1]) > 0.3 if masked else None
+    if mask is not None:
+        mask[:, 0] = True
+
+    def run() -> list[Tensor]:
+        torch.manual_seed(7)  # the same Gumbel noise or random weights
+        layer.zero_grad(set_to_none=True)
+        inp = x.clone().requires_grad_()
+        out = layer(inp, mask) + inp  # a residual branch: three terms in the gradient
+        out.backward(
+            torch.linspace(-2.0, 3.0, out.numel(), dtype=dtype).view(out.shape)
+        )
+        return [out.detach(), inp.grad, *(p.grad for p in layer.parameters())]
+
+    fast = run()
+    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    plain = run()
+    bits = {torch.float32: torch.int32, torch.float64: torch.int64}
+    bits[torch.bfloat16] = torch.int16
+    for got, want in zip(fast, plain, strict=True):
+        assert got is not None and want is not None
+        assert torch.equal(got.view(bits[dtype]), want.view(bits[dtype]))
+
+
+def test_the_hand_written_backward_passes_are_once_differentiable() -> None:
+    """A second derivative through a hand-written backward raises instead of returning
+    one that misses the terms the saved intermediates would have carried."""
+    x = torch.randn(4, 6, requires_grad=True)
+    weight, bias = torch.randn(3, 6), torch.randn(3)
+    (grad,) = torch.autograd.grad(
+        NF.affine_like_linear(x, weight, bias).square().sum(), x, create_graph=True
+    )
+    with pytest.raises(RuntimeError, match="once_differentiable|differentiable"):
+        grad.sum().backward()

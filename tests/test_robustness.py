@@ -12,8 +12,8 @@ from normlab.robustness import (
     corruption_ranking,
     matched_rates,
     paired_rows,
+    robustness_run_table,
     robustness_summary,
-    run_table,
 )
 from scipy import stats
 
@@ -56,11 +56,11 @@ def records() -> list[dict]:
 
 
 def chosen() -> pd.DataFrame:
-    return at_chosen_lr(run_table(records()))
+    return at_chosen_lr(robustness_run_table(records()))
 
 
-def test_run_table_has_one_row_per_record() -> None:
-    table = run_table(records())
+def test_robustness_run_table_has_one_row_per_record() -> None:
+    table = robustness_run_table(records())
     assert len(table) == len(BEST) * len(RATES) * len(SEEDS)
     assert {"run_id", "normaliser", "lr", "seed", "clean", "mCA", "val_metric"} <= set(
         table.columns
@@ -132,16 +132,18 @@ def test_paired_rows_take_a_reference_a_subset_and_a_confidence() -> None:
 def test_bad_inputs_name_the_argument() -> None:
     runs = chosen()
     with pytest.raises(ValueError, match="records is empty"):
-        run_table([])
+        robustness_run_table([])
     with pytest.raises(ValueError, match="lacks"):
-        run_table([{"run_id": "r", "config": {}}])
+        robustness_run_table([{"run_id": "r", "config": {}}])
     with pytest.raises(ValueError, match="chosen must be a non-empty table"):
         robustness_summary(pd.DataFrame())
     with pytest.raises(ValueError, match=r"chosen lacks the columns \['mCA'\]"):
         robustness_summary(runs.drop(columns="mCA"))
     with pytest.raises(ValueError, match=r"chosen lacks the columns \['at_edge'\]"):
-        robustness_summary(run_table(records()))  # every rate: the choice is not made
-    every_rate = run_table(records()).assign(at_edge=False)
+        robustness_summary(
+            robustness_run_table(records())
+        )  # every rate: the choice is not made
+    every_rate = robustness_run_table(records()).assign(at_edge=False)
     with pytest.raises(ValueError, match="one learning rate per normaliser"):
         paired_rows(every_rate)
     with pytest.raises(ValueError, match="one run per seed"):
@@ -159,7 +161,7 @@ def test_bad_inputs_name_the_argument() -> None:
 
 
 def test_matched_rates_pairs_the_drops_at_each_shared_rate() -> None:
-    table = run_table(records())
+    table = robustness_run_table(records())
     matched = matched_rates(table)
     assert list(matched["lr"]) == sorted(RATES)
     at = matched.set_index("lr").loc[3e-3]  # both arms' chosen rate: the known numbers

@@ -7,6 +7,11 @@ so a layer and its function are one implementation: ``AffineLikeLinear(...)(x)``
 
 The norms are taken at a power-of-two scale (:func:`power_of_two_scale`), so that they stay
 finite for any finite input, float16 at 60000 and float32 near its largest value included.
+
+The corrections and AutoNorm's mix have hand-written backward passes (one autograd node
+each) that give autograd's gradients of the plain expressions bit for bit in fewer passes;
+they are once differentiable (a second derivative raises). Under a ``torch.func`` transform
+or autocast the plain expressions run instead.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ._checks import one_of, positive_number
 
@@ -28,6 +34,7 @@ __all__ = [
     "patch_norm_conv2d",
     "patch_sq_norm",
     "dyt",
+    "autonorm_mix",
     "power_of_two_scale",
 ]
 
@@ -66,34 +73,6 @@ def power_of_two_scale(x: Tensor, dim: Dims, floor: float) -> Tensor:
     mantissa, _ = torch.frexp(largest)
     half = largest / (2 * mantissa)
     return torch.where(half <= torch.finfo(x.dtype).max / 2, half * 2, half)
-
-
-class _SquaredNorm(torch.autograd.Function):
-    """``vector_norm(x, dim=-1, keepdim=True).square()`` with the gradient autograd gives it
-    (``pow``'s backward, then ``linalg_vector_norm``'s, operation for operation, so bit for
-    bit for every finite ``x``) in fewer passes: the zero-norm rows cleared by
-    ``nan_to_num_`` instead of a broadcast ``masked_fill_`` (five times slower on the CPU),
-    the last product in place. For finite ``x`` the two agree: ``x / norm`` is finite where
-    the norm is not zero and never finite where it is (``x / 0`` is infinite or NaN)."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-        return norm.square(), norm
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:  # type: ignore[override]
-        ctx.save_for_backward(inputs[0], output[1])
-        ctx.mark_non_differentiable(output[1])
-
-    @staticmethod
-    def backward(ctx, grad: Tensor, _: Tensor) -> Tensor:  # type: ignore[override]
-        x, norm = ctx.saved_tensors
-        grad_norm = grad * (2.0 * norm)  # pow's backward: grad * (2 * norm ** 1)
-        # linalg_vector_norm's: grad * (x / norm).masked_fill_(norm == 0, 0)
-        return (x / norm).nan_to_num_(0.0, 0.0, 0.0).mul_(grad_norm)
 
 
 class _SumOfSquares(torch.autograd.Function):
@@ -140,18 +119,87 @@ def _inverse_homogeneous(sq_norm: Tensor, scale: Tensor) -> Tensor:
     return torch.rsqrt(sq_norm + scale.reciprocal().square())
 
 
-def _scaled_linear(
-    scaled: Tensor, weight: Tensor, bias: Tensor | None, scale: Tensor
-) -> Tensor:
-    """``F.linear(x, weight, bias) / scale`` from ``scaled = x / scale`` (``scale`` per sample,
-    ``(*, 1)``), finite wherever the result is. The bias is divided per sample and added in
-    one ``addmm``, the call ``F.linear`` makes, so the rounding is that of ``F.linear(x, ...)``
-    (a separate addition would round once more)."""
+def _sum_to(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``t`` summed down to ``shape`` as autograd sums a broadcast operand's gradient
+    (``at::sum_to``: the leading dimensions and those of size 1 in ``shape``, kept, then
+    viewed), so that the sum is the same reduction, bit for bit."""
+    lead = t.dim() - len(shape)
+    dims = list(range(lead)) + [
+        i for i in range(lead, t.dim()) if shape[i - lead] == 1 and t.shape[i] != 1
+    ]
+    if dims:
+        t = t.sum(dims, keepdim=True)
+    return t.view(shape) if lead > 0 else t
+
+
+def _composite(x: Tensor) -> bool:
+    """Whether to run the plain expressions under autograd rather than the hand-written
+    backward passes below: under a ``torch.func`` transform (``jacrev``, ``vmap``), whose
+    rules autograd's formulas have, and under autocast, which casts each operation of the
+    plain expressions (its backward passes included) as its own lists say."""
+    return torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(
+        x.device.type
+    )
+
+
+def _flat(x: Tensor) -> Tensor:
+    """``x`` as a contiguous ``(samples, features)`` matrix."""
+    return x.reshape(-1, x.shape[-1]).contiguous()
+
+
+def _affine_like_terms(
+    x: Tensor, weight: Tensor, bias: Tensor | None, inplace: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``(scale, x / scale, |x / scale|, z, factor)`` of :func:`affine_like_linear` for a
+    matrix ``x``, its output ``z * factor``. ``z`` is ``(W x + b) / scale``: the bias divided
+    per sample and added in the one ``addmm`` that ``F.linear`` makes (a separate addition
+    would round once more), in place of the divided bias when ``inplace``."""
+    # everything at a power-of-two scale: W x overflows float16 at |x| ~ 1e4, and
+    # 1 / sqrt(|x|^2 + 1) is subnormal for float32 near its largest value
+    scale = power_of_two_scale(x, -1, 1.0)
+    scaled = x / scale
+    norm = torch.linalg.vector_norm(scaled, dim=-1, keepdim=True)
     if bias is None:
-        return F.linear(scaled, weight)
-    flat = scaled.reshape(-1, scaled.shape[-1])
-    out = torch.addmm((bias / scale).reshape(-1, bias.shape[0]), flat, weight.T)
-    return out.reshape(*scaled.shape[:-1], weight.shape[0])
+        z = scaled.mm(weight.t())
+    elif inplace:
+        z = torch.div(bias, scale).addmm_(scaled, weight.t())
+    else:
+        z = torch.addmm(torch.div(bias, scale), scaled, weight.t())
+    return scale, scaled, norm, z, _inverse_homogeneous(norm.square(), scale)
+
+
+class _AffineLikeLinear(torch.autograd.Function):
+    """:func:`affine_like_linear` of a matrix with one backward node whose gradients are
+    autograd's for the plain expressions, operation for operation (so bit for bit), in fewer
+    passes and allocations: no copies for ``x ** 1`` or a broadcast ``masked_fill_``, the
+    input's two gradient terms summed and divided by the scale in place."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):  # type: ignore[override]
+        scale, scaled, norm, z, factor = _affine_like_terms(x, weight, bias, True)
+        ctx.save_for_backward(weight, scaled, norm, scale, z, factor)
+        ctx.has_bias = bias is not None
+        return z * factor
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        weight, scaled, norm, scale, z, factor = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        gz = g * factor
+        gx = gw = gb = None
+        if need_w:
+            gw = gz.t().mm(scaled)
+        if need_b and ctx.has_bias:
+            gb = _sum_to(gz / scale, (weight.shape[0],))
+        if need_x:
+            # rsqrt's backward, then vector_norm(.).square()'s: x / norm, read as 0 where
+            # the norm is 0 (a blank sample, or one whose squares underflow)
+            g_sq = -0.5 * _sum_to(g * z, factor.shape) * factor.pow(3)
+            safe = norm.masked_fill(norm == 0, float("inf"))
+            g_norm = torch.div(scaled, safe).mul_(g_sq * (2.0 * norm))
+            gx = gz.mm(weight).add_(g_norm).div_(scale)
+        return gx, gw, gb
 
 
 def affine_like_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -160,13 +208,67 @@ def affine_like_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) ->
     See :class:`~normlab.layers.AffineLikeLinear`; ``weight`` is ``(out, in)``, ``bias``
     ``(out,)`` or None.
     """
-    # everything at a power-of-two scale: W x overflows float16 at |x| ~ 1e4, and
-    # 1 / sqrt(|x|^2 + 1) is subnormal for float32 near its largest value
-    scale = power_of_two_scale(x, -1, 1.0)
+    flat = _flat(x)
+    if _composite(x):
+        _, _, _, z, factor = _affine_like_terms(flat, weight, bias, False)
+        out = z * factor
+    else:
+        out = _AffineLikeLinear.apply(flat, weight, bias)
+    return out.view(*x.shape[:-1], weight.shape[0])
+
+
+def _norm_like_terms(
+    x: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``(scale, x / scale, |x / scale|^2, its floor, W x / scale, factor)`` of
+    :func:`norm_like_linear` for a matrix ``x``: the output is ``(W x / scale) * factor``
+    plus the bias."""
+    floor = _norm_floor(eps, x.dtype)
+    scale = power_of_two_scale(x, -1, floor)
     scaled = x / scale
-    sq_norm, _ = _SquaredNorm.apply(scaled)
-    z = _scaled_linear(scaled, weight, bias, scale)
-    return z * _inverse_homogeneous(sq_norm, scale)
+    sq_norm = scaled.square().sum(-1, keepdim=True)
+    lowest = (floor / scale).square()
+    z = scaled.mm(weight.t())
+    return scale, scaled, sq_norm, lowest, z, torch.rsqrt(sq_norm.clamp_min(lowest))
+
+
+def _with_bias(z: Tensor, factor: Tensor, bias: Tensor | None) -> Tensor:
+    return z * factor if bias is None else torch.addcmul(bias, z, factor)
+
+
+def _clamp_min_backward(grad: Tensor, value: Tensor, lowest: Tensor) -> Tensor:
+    """The gradient ``value.clamp_min(lowest)`` passes to ``value``, as autograd gives it:
+    none below the floor, half of it at the floor (ties split)."""
+    return torch.where(value == lowest, grad / 2, grad).masked_fill_(value < lowest, 0)
+
+
+class _NormLikeLinear(torch.autograd.Function):
+    """:func:`norm_like_linear` of a matrix with one backward node, autograd's gradients
+    operation for operation (as :class:`_AffineLikeLinear`)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):  # type: ignore[override]
+        scale, scaled, sq_norm, lowest, z, factor = _norm_like_terms(x, weight, eps)
+        ctx.save_for_backward(weight, scaled, sq_norm, lowest, scale, z, factor)
+        return _with_bias(z, factor, bias)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        weight, scaled, sq_norm, lowest, scale, z, factor = ctx.saved_tensors
+        need_x, need_w, need_b, _ = ctx.needs_input_grad
+        gz = g * factor
+        gx = gw = gb = None
+        if need_w:
+            gw = gz.t().mm(scaled)
+        if need_b:
+            gb = _sum_to(g, (weight.shape[0],))
+        if need_x:
+            # rsqrt's backward, clamp_min's, then the sum of squares' (2 x g)
+            g_sq = -0.5 * _sum_to(g * z, factor.shape) * factor.pow(3)
+            g_sq = _clamp_min_backward(g_sq, sq_norm, lowest)
+            gx = gz.mm(weight).add_((2.0 * scaled).mul_(g_sq)).div_(scale)
+        return gx, gw, gb, None
 
 
 def norm_like_linear(
@@ -176,11 +278,13 @@ def norm_like_linear(
 
     See :class:`~normlab.layers.NormLikeLinear`.
     """
-    scaled, inv_norm = _scaled_inverse_norm(x, -1, eps)
-    z = F.linear(scaled, weight)
-    if bias is None:
-        return z * inv_norm
-    return torch.addcmul(bias, z, inv_norm)
+    flat = _flat(x)
+    if _composite(x):
+        _, _, _, _, z, factor = _norm_like_terms(flat, weight, eps)
+        out = _with_bias(z, factor, bias)
+    else:
+        out = _NormLikeLinear.apply(flat, weight, bias, eps)
+    return out.view(*x.shape[:-1], weight.shape[0])
 
 
 def l2_normalize(x: Tensor, dim: Dims = -1, eps: float = 1e-12) -> Tensor:
@@ -210,6 +314,123 @@ def patch_sq_norm(
     return F.conv2d(_SumOfSquares.apply(x, 1), ones, None, stride, padding, dilation)
 
 
+def _pair(value: Pair) -> list[int]:
+    return [value, value] if isinstance(value, int) else list(value)
+
+
+def _patch_terms(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    geometry: tuple[Pair, Pair | str, Pair],
+    mode: str,
+    eps: float,
+) -> tuple[Tensor, ...]:
+    """``(scale, x / scale, sumsq, ones, sq_norm, lowest, z, factor, out)`` of
+    :func:`patch_norm_conv2d`: ``sumsq`` the channel sum of squares of ``x / scale``, ``ones``
+    the kernel it is convolved with into the patches' squared norms ``sq_norm``, ``lowest``
+    their floor (norm mode), ``z`` the product ``factor`` multiplies (``(W x + b) / scale``,
+    or ``W x / scale`` in norm mode) and ``out`` the result."""
+    # each image at a power-of-two scale: its convolution and its patch norms stay finite
+    floor = 1.0 if mode == "affine_like" else _norm_floor(eps, x.dtype)
+    scale = power_of_two_scale(x, (1, 2, 3), floor)
+    scaled = x / scale
+    sumsq = _SumOfSquares.apply(scaled, 1)
+    kh, kw = weight.shape[-2:]
+    ones = torch.ones(1, 1, kh, kw, device=x.device, dtype=x.dtype)
+    sq_norm = F.conv2d(sumsq, ones, None, *geometry)
+    z = F.conv2d(scaled, weight, None, *geometry)
+    if mode == "affine_like":
+        lowest = sq_norm  # unused: no floor
+        if bias is not None:  # (W x + b) / scale, as the bias is added after the sum
+            # in place: the convolution's backward does not read its output
+            z = z.add_(bias.view(1, -1, 1, 1) / scale)
+        factor = _inverse_homogeneous(sq_norm, scale)
+        return scale, scaled, sumsq, ones, sq_norm, lowest, z, factor, z * factor
+    lowest = (floor / scale).square()
+    factor = torch.rsqrt(sq_norm.clamp_min(lowest))
+    out = z * factor
+    # in place: the product's backward reads its factors, not the product
+    out = out if bias is None else out.add_(bias.view(1, -1, 1, 1))
+    return scale, scaled, sumsq, ones, sq_norm, lowest, z, factor, out
+
+
+class _PatchNormConv2d(torch.autograd.Function):
+    """:func:`patch_norm_conv2d` (numeric padding) with one backward node, autograd's
+    gradients operation for operation (as :class:`_AffineLikeLinear`): no copy for
+    ``x ** 1``, ``2 x g`` taken as ``x (2 g)`` (the doubling is exact) on the small factor,
+    the input's two gradient terms summed and divided by the scale in place."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding, dilation, mode, eps):  # type: ignore[override]
+        geometry = (stride, padding, dilation)
+        terms = _patch_terms(x, weight, bias, geometry, mode, eps)
+        scale, scaled, sumsq, ones, sq_norm, lowest, z, factor, out = terms
+        ctx.save_for_backward(
+            weight, scale, scaled, sumsq, ones, sq_norm, lowest, z, factor
+        )
+        ctx.geometry = [_pair(stride), _pair(padding), _pair(dilation)]
+        ctx.mode, ctx.has_bias = mode, bias is not None
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        weight, scale, scaled, sumsq, ones, sq_norm, lowest, z, factor = (
+            ctx.saved_tensors
+        )
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        conv_backward = torch.ops.aten.convolution_backward
+        gz = g * factor
+        gb = None
+        if need_b and ctx.has_bias:
+            shape = (1, weight.shape[0], 1, 1)
+            if ctx.mode == "affine_like":  # through (b / scale) added to z
+                per_image = _sum_to(gz, (g.shape[0], *shape[1:])) / scale
+                gb = _sum_to(per_image, shape).reshape(-1)
+            else:
+                gb = _sum_to(g, shape).reshape(-1)
+        g_sq = None
+        if need_x:
+            # rsqrt's backward (and clamp_min's in norm mode), then the patch sums'
+            g_sq = -0.5 * _sum_to(g * z, factor.shape) * factor.pow(3)
+            if ctx.mode != "affine_like":
+                g_sq = _clamp_min_backward(g_sq, sq_norm, lowest)
+        gx, gw, _ = conv_backward(
+            gz,
+            scaled,
+            weight,
+            None,
+            *ctx.geometry,
+            False,
+            [0, 0],
+            1,
+            [need_x, need_w, False],
+        )
+        if need_x:
+            g_sumsq = conv_backward(
+                g_sq,
+                sumsq,
+                ones,
+                None,
+                *ctx.geometry,
+                False,
+                [0, 0],
+                1,
+                [True, False, False],
+            )[0]
+            gx = gx.add_(_twice_times(scaled, g_sumsq)).div_(scale)
+        return gx, gw, gb, None, None, None, None, None
+
+
+def _twice_times(x: Tensor, g: Tensor) -> Tensor:
+    """``(2 x) g``, the sum of squares' backward, as ``x (2 g)`` where the doubling of the
+    smaller ``g`` cannot overflow (not float16): the same number, one pass fewer."""
+    if x.dtype == torch.float16:
+        return (2.0 * x).mul_(g)
+    return torch.mul(x, 2.0 * g)
+
+
 def patch_norm_conv2d(
     x: Tensor,
     weight: Tensor,
@@ -231,21 +452,86 @@ def patch_norm_conv2d(
     """
     one_of("mode", mode, PATCHNORM_MODES)
     positive_number("eps", eps)
-    geometry = (stride, padding, dilation)
-    # each image at a power-of-two scale: its convolution and its patch norms stay finite
-    floor = 1.0 if mode == "affine_like" else _norm_floor(eps, x.dtype)
-    scale = power_of_two_scale(x, (1, 2, 3), floor)
-    scaled = x / scale
-    sq_norm = patch_sq_norm(scaled, weight.shape[-2:], *geometry)
-    out = F.conv2d(scaled, weight, None, *geometry)
-    if mode == "affine_like":
-        if bias is not None:  # (W x + b) / scale, as the bias is added after the sum
-            # in place: the convolution's backward does not read its output
-            out = out.add_(bias.view(1, -1, 1, 1) / scale)
-        return out * _inverse_homogeneous(sq_norm, scale)
-    out = out * torch.rsqrt(sq_norm.clamp_min((floor / scale).square()))
-    # in place: the product's backward reads its factors, not the product
-    return out if bias is None else out.add_(bias.view(1, -1, 1, 1))
+    if _composite(x) or isinstance(padding, str):
+        return _patch_terms(x, weight, bias, (stride, padding, dilation), mode, eps)[-1]
+    return _PatchNormConv2d.apply(x, weight, bias, stride, padding, dilation, mode, eps)
+
+
+class _AutoNormMix(torch.autograd.Function):
+    """:func:`autonorm_mix` with one backward node whose gradients are autograd's for the
+    plain expression, operation for operation (so bit for bit), without the copies
+    ``addcmul``'s backward makes (``tanh(alpha x) * 1``, ``LN(x) * 1``) and with the
+    products of the input's gradient taken in place."""
+
+    @staticmethod
+    def forward(ctx, x, x_ln, alpha, scale_dyt, scale_ln, shift, normalized_shape, eps):  # type: ignore[override]
+        y, mean, rstd = torch.native_layer_norm(x, normalized_shape, None, None, eps)
+        t = torch.tanh(alpha * x)
+        out = torch.addcmul(shift, scale_ln, y).addcmul_(scale_dyt, t)
+        ctx.save_for_backward(x, alpha, scale_dyt, scale_ln, y, mean, rstd, t)
+        ctx.normalized_shape = normalized_shape
+        ctx.shapes = (shift.shape,)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        x, alpha, scale_dyt, scale_ln, y, mean, rstd, t = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        (shift_shape,) = ctx.shapes
+        gx_dyt = gx_ln = g_alpha = g_dyt = g_ln = g_shift = None
+        if need[3]:
+            g_dyt = _sum_to(g * t, scale_dyt.shape)
+        if need[4]:
+            g_ln = _sum_to(g * y, scale_ln.shape)
+        if need[5]:
+            g_shift = _sum_to(g, shift_shape)
+        if need[0] or need[2]:
+            # DyT's branch: addcmul's, tanh's and the product alpha * x's backward passes
+            g_ax = torch.ops.aten.tanh_backward(g * scale_dyt, t)
+            if need[2]:
+                g_alpha = (g_ax * x).sum()
+            if need[0]:
+                gx_dyt = g_ax.mul_(alpha)
+        if need[1]:
+            gx_ln = torch.ops.aten.native_layer_norm_backward(
+                g * scale_ln,
+                x,
+                ctx.normalized_shape,
+                mean,
+                rstd,
+                None,
+                None,
+                [True, False, False],
+            )[0]
+        return gx_dyt, gx_ln, g_alpha, g_dyt, g_ln, g_shift, None, None
+
+
+def autonorm_mix(
+    x: Tensor,
+    alpha: Tensor,
+    scale_dyt: Tensor,
+    scale_ln: Tensor,
+    shift: Tensor,
+    normalized_shape: tuple[int, ...],
+    eps: float = 1e-5,
+) -> Tensor:
+    r""":math:`s_{\mathrm{DyT}} \odot \tanh(\alpha x) + s_{\mathrm{LN}} \odot
+    \mathrm{LN}(x) + \beta`, LN without affine over ``normalized_shape``: AutoNorm's output
+    once the gate weights and both candidates' affines are folded into per-sample
+    coefficients ``scale_dyt``, ``scale_ln`` and ``shift`` (each broadcast against ``x``).
+    See :class:`~normlab.layers.AutoNorm`."""
+    if _composite(x):
+        y = F.layer_norm(x, normalized_shape, eps=eps)
+        return torch.addcmul(
+            torch.addcmul(shift, scale_ln, y), scale_dyt, torch.tanh(alpha * x)
+        )
+    # x twice: its two gradients reach autograd's sum for x one after the other, DyT's
+    # first, as the plain expression's two nodes send them (floating-point addition is
+    # not associative, and x's gradient may already hold, say, a residual branch's)
+    return _AutoNormMix.apply(
+        x, x, alpha, scale_dyt, scale_ln, shift, tuple(normalized_shape), eps
+    )
 
 
 def dyt(

@@ -1,9 +1,9 @@
 """Chapter 15's tables of the robustness runs (accuracy under corruption, measured by
 :mod:`normlab.corruption_suite`).
 
-:func:`run_table` turns run records into one row per run; once each normaliser is taken at
-its learning rate chosen on clean validation accuracy (``part2_tasks.at_chosen_lr``),
-:func:`robustness_summary` gives its accuracies and :func:`paired_rows` the paired tests
+:func:`robustness_run_table` turns run records into one row per run; once each normaliser
+is taken at its learning rate chosen on clean validation accuracy
+(``part2_tasks.at_chosen_lr``), :func:`robustness_summary` gives its accuracies and :func:`paired_rows` the paired tests
 across seeds between one normaliser and the others. :func:`matched_rates` compares the
 normalisers at each learning rate that they share, and :func:`corruption_ranking` orders
 the corruptions by how much accuracy they cost.
@@ -24,8 +24,8 @@ __all__ = [
     "corruption_ranking",
     "matched_rates",
     "paired_rows",
+    "robustness_run_table",
     "robustness_summary",
-    "run_table",
 ]
 
 # ------------------------------------------------------------------ chapter 15's tables
@@ -40,7 +40,7 @@ _RECORD_KEYS = (
 _CHOSEN_COLUMNS = ("data", "normaliser", "lr", "at_edge", "seed")
 
 
-def run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def robustness_run_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per robustness run record (``part2_tasks.load_records``): its config, ``clean``
     (clean test accuracy, also as ``test_metric``), ``mCA``
     (:func:`normlab.corruption_suite.mean_corruption_accuracy`), ``val_metric`` (clean
@@ -80,7 +80,7 @@ def _check_chosen(chosen: Any, values: Sequence[str] = ("clean", "mCA")) -> None
     if missing:
         raise ValueError(
             f"chosen lacks the columns {missing}; make it with "
-            "part2_tasks.at_chosen_lr(run_table(records))"
+            "part2_tasks.at_chosen_lr(robustness_run_table(records))"
         )
     if chosen["data"].nunique() != 1:
         raise ValueError(
@@ -135,7 +135,8 @@ def matched_rates(
     confidence: float = 0.95,
 ) -> pd.DataFrame:
     r"""``reference`` against ``other`` at every learning rate both were run at (the rate
-    held equal rather than chosen per arm), from a :func:`run_table` of one data set.
+    held equal rather than chosen per arm), from a :func:`robustness_run_table` of one
+    data set.
 
     One row per rate: each arm's mean clean accuracy, mean corruption accuracy, drop
     (clean - mCA) and retention (mCA / clean, per seed, then averaged), in columns named
@@ -146,7 +147,9 @@ def matched_rates(
     """
     missing = {"normaliser", "lr", "seed", "clean", "mCA"} - set(runs.columns)
     if missing:
-        raise ValueError(f"runs lacks the columns {sorted(missing)}; use run_table")
+        raise ValueError(
+            f"runs lacks the columns {sorted(missing)}; use robustness_run_table"
+        )
     if runs["data"].nunique() != 1:
         raise ValueError("runs must hold one data set; filter it first")
     table = runs.assign(

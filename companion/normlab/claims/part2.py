@@ -4,7 +4,7 @@ The gate studies of chapters 11 and 12 compare arms (the ``arm`` axis of
 :mod:`normlab.experiments.gate_study`, AutoNorm-S composed from the ``autonorm`` and
 ``freeze_at_<T>`` runs of the same set); the task studies of chapters 13-15 compare
 normalisers. Every comparison of two arms goes through
-:func:`normlab.claims.pairing.paired`. On the CPU, every dataset is a stand-in, so such a
+:func:`normlab.claims.paired`. On the CPU, every dataset is a stand-in, so such a
 verdict tests the mechanism only.
 """
 
@@ -31,6 +31,14 @@ from .pairing import (
 )
 from .registry import Arm, Effect, Test, Unmeasurable, declare
 from .rules import AtLeast, Directional, Equivalent
+
+__all__ = [
+    "VISION",
+    "GATE_VISION",
+    "LANGUAGE",
+    "MIN_GATE_DEPTH",
+    "CIFAR10",
+]
 
 # The task studies: the ``data`` axis names the dataset; the models are the named normalisers.
 VISION = ("mnist", "fashion_mnist", "svhn", "cifar10", "cifar100", "cifar10_c")

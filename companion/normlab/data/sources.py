@@ -18,6 +18,22 @@ from .._runtime import PROFILES, check_profile
 from .registry import REAL, load
 from .types import DataSplit
 
+__all__ = [
+    "OFFLINE_PROFILES",
+    "Source",
+    "CHOICES",
+    "SOURCES",
+    "TITLES",
+    "RESTYLED",
+    "StandIn",
+    "STAND_INS",
+    "title",
+    "served_by",
+    "source",
+    "for_profile",
+    "data_label",
+]
+
 # Profiles that run on a CPU without a network, on the offline stand-ins.
 OFFLINE_PROFILES: tuple[str, ...] = ("quick", "cpu")
 

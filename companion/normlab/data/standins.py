@@ -41,6 +41,32 @@ from ._common import (
 from .corruptions import CORRUPTIONS, corrupt
 from .types import DataSplit
 
+__all__ = [
+    "IMAGE_SIZE",
+    "SHAPE_COUNTS",
+    "SENTENCE_COUNTS",
+    "SPLIT_NUMBER",
+    "SHAPES",
+    "digits",
+    "MNIST_5K_SHA256",
+    "MNIST_5K_FRACTIONS",
+    "mnist_5k",
+    "shapes_stationary",
+    "shapes_diverse",
+    "shapes_diverse_c",
+    "POS_TAGS",
+    "TAG_NOISE",
+    "LABEL_NOISE",
+    "noise_ceiling",
+    "pos_grammar",
+    "sentiment_grammar",
+    "diabetes",
+    "FRIEDMAN_ROWS",
+    "FRIEDMAN_NOISE",
+    "friedman",
+    "LOADERS",
+]
+
 IMAGE_SIZE = 16
 SHAPE_COUNTS = {"train": 2000, "val": 500, "test": 1000}
 SENTENCE_COUNTS = {"train": 2000, "val": 500, "test": 500}

@@ -18,6 +18,18 @@ from ._common import check_split, regression_split
 from ._download import Resource, cache_root, check_reachable, ensure_file
 from .types import DataSplit
 
+__all__ = [
+    "ENERGY_FEATURES",
+    "ENERGY_TARGETS",
+    "ENERGY",
+    "ENERGY_CSV",
+    "ENERGY_ROWS",
+    "read_energy",
+    "energy_efficiency",
+    "california_housing",
+    "LOADERS",
+]
+
 ENERGY_FEATURES = [
     "relative_compactness",
     "surface_area",

@@ -22,6 +22,19 @@ from ._common import build_vocab, carve_val, check_split, encode, encode_tags
 from ._download import Resource, cache_root, check_reachable, ensure_extracted, extract
 from .types import DataSplit
 
+__all__ = [
+    "MIN_FREQ",
+    "WSJ_ENV",
+    "TREEBANK_URL",
+    "SST2",
+    "SST2_VAL_SIZE",
+    "read_treebank",
+    "ptb_pos",
+    "read_glue_tsv",
+    "sst2",
+    "LOADERS",
+]
+
 MIN_FREQ = 2
 WSJ_ENV = "NORMLAB_PTB_WSJ"
 TREEBANK_URL = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/treebank.zip"

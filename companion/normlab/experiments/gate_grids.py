@@ -38,6 +38,24 @@ from .gate_runs import FREEZE_PREFIX, SAMPLE_PREFIX, train_gate
 from .grid import Grid
 from .registry import Experiment, register_experiment
 
+__all__ = [
+    "SETUP",
+    "REAL_TASKS",
+    "CIFAR10_STANDIN",
+    "TASKS_BY_PROFILE",
+    "LRS",
+    "SEEDS",
+    "T_FREEZE",
+    "SECONDS",
+    "CPU_TASKS",
+    "CPU_ARMS",
+    "GATE_BOTTLENECK",
+    "GATE_TAU",
+    "AUTONORM_S_SWEEP",
+    "WIDGET_AXES",
+    "GATE_WIDGET",
+]
+
 
 def _setup(
     *,

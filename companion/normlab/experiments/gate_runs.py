@@ -69,6 +69,23 @@ from .part2 import adamw_recipe
 from .registry import RunContext
 from .runner import train_and_test
 
+__all__ = [
+    "ARMS",
+    "TASKS",
+    "restyle",
+    "task_splits",
+    "SelectorLR",
+    "SelectorSnapshots",
+    "StopSelector",
+    "ExactGateGrad",
+    "arm_settings",
+    "gate_vit",
+    "gate_callbacks",
+    "head_input_scale",
+    "epochs_to_specialise",
+    "train_gate",
+]
+
 # arm -> (normaliser, gate settings it overrides)
 ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "frozen_ln": ("frozen_ln", {}),

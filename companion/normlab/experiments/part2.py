@@ -41,6 +41,18 @@ from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
 from .runner import train_and_test
 
+__all__ = [
+    "NORMALISERS",
+    "FLIPPABLE",
+    "PATCH_GRID",
+    "ALL",
+    "AUTONORM_VISION",
+    "build_model",
+    "adamw_recipe",
+    "fit_autonorm",
+    "train_autonorm",
+]
+
 NORMALISERS: tuple[str, ...] = (
     PART2  # the names the grids sweep, from normlab.normalisers
 )

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import functional as NF
 from .._checks import one_of, positive_number
 from ..paper import TAU
 from ._common import (
@@ -367,9 +368,14 @@ class AutoNorm(nn.Module):
         # into per-sample coefficients: two full-size products instead of four.
         scale_dyt, scale_ln = w_dyt * self.dyt.weight, w_ln * self.ln.weight
         shift = torch.addcmul(w_ln * self.ln.bias, w_dyt, self.dyt.bias)
-        y = F.layer_norm(x, self.normalized_shape, eps=self.ln.eps)
-        return torch.addcmul(
-            torch.addcmul(shift, scale_ln, y), scale_dyt, torch.tanh(self.dyt.alpha * x)
+        return NF.autonorm_mix(
+            x,
+            self.dyt.alpha,
+            scale_dyt,
+            scale_ln,
+            shift,
+            self.normalized_shape,
+            self.ln.eps,
         )
 
     def extra_repr(self) -> str:
