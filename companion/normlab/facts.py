@@ -244,24 +244,12 @@ def _share_words(value: float) -> str:
     return "none" if pd.isna(value) else f"{value:.2f}"
 
 
-def mechanism(
-    table: pd.DataFrame,
-    steps: Mapping[int, int],
-    *,
-    early: int,
-    threshold: float,
-    chosen: pd.DataFrame | None = None,
-) -> dict[str, Any]:
-    """Chapter 11's mechanism sweep in numbers and sentences, from a
-    :func:`normlab.analysis.mechanism.mechanism_table` (the rows at the selector's default
-    rate) and ``steps`` (epochs -> optimiser steps): how many cells show the learned gate
-    below the random one (the whole interval below zero) per budget, the largest gap and
-    where, whether the short-budget bottleneck with ViT's std-0.02 start appears and
-    vanishes at the full budget, and whether early commitment (specialised by the end of
-    epoch ``early``, mean entropy below ``threshold``) goes with it. ``chosen``: the
-    :func:`~normlab.analysis.mechanism.chosen_gap_table` of the same runs."""
-    part = table[table["selector_lr"] == 1.0] if "selector_lr" in table else table
-    part = part[part["n"] >= 2]
+def _way(a: float, b: float) -> str:
+    return "rises" if b > a else "falls" if b < a else "stays"
+
+
+def _mechanism_cells(part: pd.DataFrame, steps: Mapping[int, int]) -> dict[str, Any]:
+    """The sweep's counts, its largest gap and the cells whose interval lies below zero."""
     budgets = sorted(part["epochs"].unique())
     short, full = int(budgets[0]), int(budgets[-1])
     below = part["high"] < 0
@@ -303,29 +291,39 @@ def mechanism(
         f"The learned gate trails the random one (the whole 95 % interval below zero) in "
         f"{' and '.join(per_budget)}" + (f": {listed}." if listed else ".")
     )
-    # how the gap and early commitment move with the backbone's rate, per budget and init
+    return out
+
+
+def _mechanism_rates(part: pd.DataFrame, steps: Mapping[int, int]) -> dict[str, Any]:
+    """How the gap and early commitment move with the backbone's rate, per budget and
+    init."""
     moves = []
     for (e, init), at in part.groupby(["epochs", "init"], sort=True):
         at = at.sort_values("lr")
         if len(at) < 2:
             continue
         low, high = at.iloc[0], at.iloc[-1]
-
-        def way(a: float, b: float) -> str:
-            return "rises" if b > a else "falls" if b < a else "stays"
-
         moves.append(
             f"at {steps[int(e)]} steps from {display_name(init, 'init')}, the gap "
-            f"{way(low['mean'], high['mean'])} from {low['mean']:+.3f} at rate "
+            f"{_way(low['mean'], high['mean'])} from {low['mean']:+.3f} at rate "
             f"{low['lr']:g} to {high['mean']:+.3f} ± {high['ci95']:.3f} at {high['lr']:g}"
             f" while the share of seeds specialised early "
-            f"{way(low['early'], high['early'])} from {low['early']:.2f} to "
+            f"{_way(low['early'], high['early'])} from {low['early']:.2f} to "
             f"{high['early']:.2f}"
         )
-    out["rate_words"] = _markdown(
-        "With the backbone's rate: " + "; ".join(moves) + "." if moves else ""
-    )
-    # the issue's setting: the short budget with ViT's std-0.02 start
+    return {
+        "rate_words": _markdown(
+            "With the backbone's rate: " + "; ".join(moves) + "." if moves else ""
+        )
+    }
+
+
+def _mechanism_issue(part: pd.DataFrame, steps: Mapping[int, int]) -> dict[str, Any]:
+    """The issue's setting: the short budget with ViT's std-0.02 start, and whether its
+    bottleneck vanishes at the full budget."""
+    budgets = sorted(part["epochs"].unique())
+    short, full = int(budgets[0]), int(budgets[-1])
+    out: dict[str, Any] = {}
     vit = part[(part["init"] == "trunc_normal_0.02")]
     first = vit[vit["epochs"] == short].set_index("lr")
     last = vit[vit["epochs"] == full].set_index("lr")
@@ -385,7 +383,15 @@ def mechanism(
             f"std-0.02 start and {steps[short]} steps, the learned gate minus the random "
             f"one is {span} across the rates, no interval wholly below zero."
         )
-    # early commitment where the learned gate trails, against the other cells
+    return out
+
+
+def _mechanism_commitment(
+    part: pd.DataFrame, *, early: int, threshold: float
+) -> dict[str, Any]:
+    """Whether early commitment goes with the cells where the learned gate trails."""
+    below = part["high"] < 0
+    out: dict[str, Any] = {}
     mlp = "to_dyt pre-MLP" if "to_dyt pre-MLP" in part else None
     inside, outside = part[below], part[~below]
     out["early_below"] = float(inside["early"].mean()) if len(inside) else float("nan")
@@ -448,9 +454,16 @@ def mechanism(
         else ""
     )
     out["commit_words"] = _markdown(f"{compared} {verdict}{trend}")
-    half = out["median_half"]
+    return out
+
+
+def _mechanism_checks(part: pd.DataFrame, steps: Mapping[int, int]) -> dict[str, Any]:
+    """What the intervals can resolve, and whether every arm trained."""
+    out: dict[str, Any] = {}
+    half = float(part["ci95"].median())
+    negative = int((part["mean"] < 0).sum())
     out["resolution_words"] = _markdown(
-        f"The learned gate's mean lies below the random one's in {out['negative']} of "
+        f"The learned gate's mean lies below the random one's in {negative} of "
         f"{len(part)} cells; the intervals' median half-width is {half:.3f}, so "
         + (
             f"a gap as large as the earlier runs' ({_EARLIER_GAP:+.3f}) would show, "
@@ -472,6 +485,32 @@ def mechanism(
             + "): there the gap measures whether an arm left its plateau at all, not "
             "how well it trained."
         )
+    return out
+
+
+def mechanism(
+    table: pd.DataFrame,
+    steps: Mapping[int, int],
+    *,
+    early: int,
+    threshold: float,
+    chosen: pd.DataFrame | None = None,
+) -> dict[str, Any]:
+    """Chapter 11's mechanism sweep in numbers and sentences, from a
+    :func:`normlab.analysis.mechanism.mechanism_table` (the rows at the selector's default
+    rate) and ``steps`` (epochs -> optimiser steps): how many cells show the learned gate
+    below the random one (the whole interval below zero) per budget, the largest gap and
+    where, whether the short-budget bottleneck with ViT's std-0.02 start appears and
+    vanishes at the full budget, and whether early commitment (specialised by the end of
+    epoch ``early``, mean entropy below ``threshold``) goes with it. ``chosen``: the
+    :func:`~normlab.analysis.mechanism.chosen_gap_table` of the same runs."""
+    part = table[table["selector_lr"] == 1.0] if "selector_lr" in table else table
+    part = part[part["n"] >= 2]
+    out = _mechanism_cells(part, steps)
+    out.update(_mechanism_rates(part, steps))
+    out.update(_mechanism_issue(part, steps))
+    out.update(_mechanism_commitment(part, early=early, threshold=threshold))
+    out.update(_mechanism_checks(part, steps))
     if chosen is not None and len(chosen):
         rows = chosen[chosen["n"] >= 2]
         out["chosen_below"] = int((rows["high"] < 0).sum())
