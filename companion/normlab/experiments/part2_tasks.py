@@ -295,8 +295,8 @@ AUTONORM_GATES = register_experiment(
         # standard/paper: about 3 s per epoch of the 12-layer model on one GPU.
         seconds_per_run={"quick": 3.0, "cpu": 50.0, "standard": 18.0, "paper": 120.0},
         notes="SequenceTransformer and ViT-Lite of the language runs' size; quick/cpu images: real MNIST, the 5,000-digit "
-        "sample (mnist_5k), not a stand-in for CIFAR-10 (shapes_diverse, the package's CIFAR-10 stand-in, is not learned "
-        "by a small ViT in a CPU budget).",
+        "sample (mnist_5k), not a stand-in for CIFAR-10 (no offline dataset stands in for CIFAR-10 at CPU scale: "
+        "data.sources.STAND_INS).",
     )
 )
 
@@ -488,8 +488,8 @@ AUTONORM_ROBUSTNESS = register_experiment(
         run_one=train_robust,
         # standard: about 2 s per epoch and 10 s for 95,000 corrupted test images on one GPU.
         seconds_per_run={"quick": 5.0, "cpu": 36.0, "standard": 30.0, "paper": 700.0},
-        notes="ViT-Lite trained on clean images; quick/cpu: real MNIST, the 5,000-digit sample (mnist_5k; the package's "
-        "CIFAR-10 stand-in shapes_diverse is not learned by a small ViT in a CPU budget) under normlab.data.corrupt "
+        notes="ViT-Lite trained on clean images; quick/cpu: real MNIST, the 5,000-digit sample (mnist_5k; no offline dataset "
+        "stands in for CIFAR-10 at CPU scale: data.sources.STAND_INS) under normlab.data.corrupt "
         "(10 corruptions x 5 severities, a stand-in for CIFAR-10-C); standard/paper: CIFAR-10, then every CIFAR-10-C file.",
     )
 )
