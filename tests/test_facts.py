@@ -204,3 +204,32 @@ def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
             in text
         )
     assert "has a verdict" in getattr(facts.resolve_plainly(cost.iloc[:0]), "data", "")
+
+
+def test_plateau_reads_the_chosen_runs_validation_curves() -> None:
+    """Two arms, two rates, two seeds: the rate with the better final validation accuracy
+    is each arm's choice, and only its curves enter the early rise and the late change."""
+
+    def record(name: str, lr: float, seed: int, curve: list[float]) -> dict:
+        return {
+            "run_id": f"{name}-{lr}-{seed}",
+            "config": {"data": "mnist", "normaliser": name, "lr": lr, "seed": seed},
+            "metric": "accuracy",
+            "higher_is_better": True,
+            "metrics": {"val_metric": curve[-1]},
+            "history": [{"val_accuracy": v} for v in curve],
+        }
+
+    records = [
+        record("frozen_ln", 0.1, 0, [0.1, 0.5, 0.7, 0.8, 0.8, 0.81]),
+        record("frozen_ln", 0.1, 1, [0.2, 0.5, 0.7, 0.8, 0.8, 0.79]),
+        record("frozen_ln", 0.01, 0, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
+        record("frozen_ln", 0.01, 1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
+        record("autonorm_s", 0.1, 0, [0.1, 0.2, 0.3, 0.4, 0.5, 0.7]),
+        record("autonorm_s", 0.1, 1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.7]),
+    ]
+    found = facts.plateau(records)
+    assert found["late_epochs"] == 2  # a third of six epochs
+    assert found["early_frozen_ln"] == pytest.approx((0.7 + 0.6) / 2)  # to epoch 4
+    assert found["late_frozen_ln"] == pytest.approx((0.01 - 0.01) / 2)
+    assert found["late_autonorm_s"] == pytest.approx(0.3)  # still rising
