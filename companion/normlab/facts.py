@@ -522,11 +522,17 @@ def resolve_plainly(cost: pd.DataFrame) -> Any:
     sentences = []
     for values in cost.to_dict("records"):
         seeds, held = values["seeds needed"], values["seeds"]
-        needs = (
-            f"about {int(seeds):,} seeds (the set has {held})"
-            if pd.notna(seeds)
-            else f"more seeds than the plan can count (the set has {held})"
-        )
+        if pd.isna(seeds):
+            needs = f"more seeds than the plan can count (the set has {held})"
+        elif seeds <= held:
+            needs = (
+                f"about {int(seeds):,} seeds, which the set has ({held}): at this spread "
+                "they resolve an effect of the margin's size with 80 % power, and this "
+                "estimate fell where neither side is excluded, so a fresh set of as many "
+                "seeds, or a few more, would settle it"
+            )
+        else:
+            needs = f"about {int(seeds):,} seeds (the set has {held})"
         items, tested = values["test items needed"], values["test items"]
         if pd.notna(items):
             needs += (
