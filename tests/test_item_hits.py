@@ -271,3 +271,17 @@ def test_the_drop_under_corruption_has_its_image_by_image_variance() -> None:
     # without the corrupted images' hits there is no measured variance
     frame = pd.DataFrame(rows).drop(columns="corruption_hits")
     assert _drop_item_variance(frame, "mnist") is None
+
+
+@pytest.mark.parametrize("key", ["test_hits", "test_hit_starts", "corruption_hits"])
+def test_an_exact_rerun_must_get_the_same_items_right(key: str) -> None:
+    from normlab.verification import _compare
+
+    old = {"diverged": False, "test_metric": 0.5, key: encode_hits(np.ones(8, bool))}
+    same = _compare(
+        dict(old), old, True, "run", bands={}, mixed=False, metric="accuracy"
+    )
+    assert same == []
+    other = {**old, key: encode_hits(np.zeros(8, bool))}
+    found = _compare(other, old, True, "run", bands={}, mixed=False, metric="accuracy")
+    assert [m.problem for m in found] == [f"{key} differ from the saved record's"]
