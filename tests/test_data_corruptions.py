@@ -12,7 +12,13 @@ from normlab.data.corruptions import SEVERITY_TABLE
 
 @pytest.fixture(scope="module")
 def colour() -> torch.Tensor:
-    return data.load("shapes_diverse", "test").x[:120]
+    """The grey shapes, each in its own foreground and background colour, on a textured
+    background (fine detail, which pixelation removes more of at each severity)."""
+    shapes = data.load("shapes_stationary", "test").x[:120]
+    generator = torch.Generator().manual_seed(0)
+    ink, paper = torch.rand(2, 120, 3, 1, 1, generator=generator)
+    texture = 0.25 * (torch.rand(120, 1, 16, 16, generator=generator) - 0.5)
+    return (shapes * ink + (1 - shapes) * (paper + texture)).clamp(0, 1)
 
 
 @pytest.fixture(scope="module")

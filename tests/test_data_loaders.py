@@ -217,7 +217,7 @@ def test_cifar_batch_failing_torchvisions_md5_is_reported(
     cifar_fixture(tmp_path, "cifar10", monkeypatch)
     batch = tmp_path / tvd.CIFAR10.base_folder / "data_batch_3"
     batch.write_bytes(batch.read_bytes()[:-1] + b"\0")
-    with pytest.raises(data.ChecksumError, match="CIFAR10.*shapes_diverse"):
+    with pytest.raises(data.ChecksumError, match="CIFAR10.*no offline stand-in"):
         data.load("cifar10", "train", root=tmp_path, download=False)
 
 
@@ -543,7 +543,7 @@ def test_california_reads_sklearn_cache(tmp_path: Path) -> None:
 
 
 def test_missing_files_without_download_name_the_stand_in(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="shapes_diverse"):
+    with pytest.raises(FileNotFoundError, match="no offline stand-in.*STAND_INS"):
         data.load("cifar10", "train", root=tmp_path, download=False)
     with pytest.raises(FileNotFoundError, match="diabetes"):
         data.load("california_housing", "train", root=tmp_path, download=False)

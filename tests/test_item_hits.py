@@ -215,3 +215,156 @@ def test_the_corrections_lead_carries_its_item_by_item_variance() -> None:
     assert first.item_var == pytest.approx(contrast.var(ddof=1) / contrast.size)
     alone = tanh.to_numpy().mean(axis=0)
     assert lead_tanh.item_var == pytest.approx(alone.var(ddof=1) / alone.size)
+
+
+def _tagging_split() -> DataSplit:
+    """Twelve toy sentences of 2-6 tokens, padded to 6 with IGNORE_INDEX."""
+    from normlab.data.types import IGNORE_INDEX
+
+    gen = torch.Generator().manual_seed(3)
+    lengths = torch.randint(2, 7, (12,), generator=gen)
+    x = torch.randint(1, 10, (12, 6), generator=gen)
+    y = torch.randint(0, 3, (12, 6), generator=gen)
+    pad = torch.arange(6)[None, :] >= lengths[:, None]
+    x[pad] = 0  # PAD_ID
+    y[pad] = IGNORE_INDEX
+    return DataSplit(
+        x=x,
+        y=y,
+        task="tagging",
+        name="toy",
+        split="test",
+        meta={"tags": ["a", "b", "c"]},
+    )
+
+
+def test_tagging_hits_are_the_scored_tokens_sentence_by_sentence() -> None:
+    from normlab.training import evaluate, item_starts
+
+    split = _tagging_split()
+    torch.manual_seed(0)
+    model = torch.nn.Embedding(10, 3)  # a token's tag scores
+    hits = item_hits(model, split, batch_size=5)
+    scored = split.y != -100
+    assert hits.size == int(scored.sum())  # padding excluded
+    expected = (model(split.x).argmax(-1) == split.y)[scored].numpy()
+    np.testing.assert_array_equal(hits, expected)
+    assert hits.mean() == pytest.approx(evaluate(model, split)["token_accuracy"])
+    starts = item_starts(split)
+    assert starts.size == hits.size and starts.sum() == len(split)
+    # each sentence's tokens run from its start to the next
+    bounds = np.flatnonzero(starts)
+    np.testing.assert_array_equal(
+        np.diff(np.append(bounds, starts.size)), scored.sum(1).numpy()
+    )
+
+
+def test_sentence_grouped_variance_matches_resampling_sentences() -> None:
+    """Tokens of one sentence share their fate (the arms disagree on whole sentences): the
+    grouped variance follows draws of sentences, the token-level one understates it."""
+    rng = np.random.default_rng(4)
+    population = 50_000
+    sizes = rng.integers(3, 15, population)
+    # per sentence: the difference of the two arms' hits, the same on every token
+    sentence_d = rng.choice([-1.0, 0.0, 1.0], population, p=[0.04, 0.9, 0.06])
+    n = 400
+
+    def draw(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        d = np.repeat(sentence_d[idx], sizes[idx])
+        starts = np.zeros(d.size, dtype=bool)
+        starts[np.cumsum(sizes[idx]) - sizes[idx]] = True
+        return d, starts
+
+    means = [draw(rng.integers(0, population, n))[0].mean() for _ in range(3000)]
+    d, starts = draw(rng.integers(0, population, n))
+    grouped = stats.paired_item_variance(d, starts)
+    assert grouped == pytest.approx(np.var(means), rel=0.2)
+    assert stats.paired_item_variance(d) < grouped / 3
+    # groups of one item: the independent items' variance
+    assert stats.paired_item_variance(d, np.ones(d.size, bool)) == pytest.approx(
+        stats.paired_item_variance(d)
+    )
+
+
+def test_malformed_starts_are_refused() -> None:
+    with pytest.raises(ValueError, match="True at the first"):
+        stats.paired_item_variance(np.zeros(4), np.array([False, True, False, True]))
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        stats.paired_item_variance(np.zeros(4), np.array([True, False, False, False]))
+
+
+def test_a_paired_tagging_effect_groups_its_tokens_by_sentence() -> None:
+    frame = _table_with_hits(agree=0.95)
+    starts = np.zeros(400, dtype=bool)
+    starts[::8] = True  # 50 sentences of 8 tokens
+    frame["test_hit_starts"] = encode_hits(starts)
+    best = claims.at_chosen_lr(frame)
+    rows = best.set_index(["seed", "normaliser"])["test_hits"]
+    per_item = np.mean(
+        [
+            decode_hits(rows[(s, "a")]).astype(float) - decode_hits(rows[(s, "b")])
+            for s in range(3)
+        ],
+        axis=0,
+    )
+    assert paired_item_variance(best, "a", "b") == pytest.approx(
+        stats.paired_item_variance(per_item, starts)
+    )
+    # runs that disagree on the sentences give no paired variance
+    frame.loc[0, "test_hit_starts"] = encode_hits(np.ones(400, dtype=bool))
+    assert paired_item_variance(claims.at_chosen_lr(frame), "a", "b") is None
+
+
+def test_the_drop_under_corruption_has_its_image_by_image_variance() -> None:
+    """N7's drop, clean minus mean corruption accuracy, FrozenLN's minus AutoNorm-S's: its
+    test-set variance from the runs' clean and corrupted hits matches drawing test sets
+    (the first m of n clean images also corrupted under C conditions)."""
+    from normlab.claims.part2 import _drop_item_variance
+
+    rng = np.random.default_rng(5)
+    population, n, m, conditions = 100_000, 600, 200, 5
+    base = rng.random(population)  # an image's easiness, shared by both arms
+    clean = {arm: rng.random(population) < 0.6 + 0.35 * base for arm in "fa"}
+    corrupt = {
+        arm: rng.random((conditions, population)) < 0.3 + 0.5 * base for arm in "fa"
+    }
+
+    def effect(idx: np.ndarray) -> float:
+        drop = {
+            arm: clean[arm][idx].mean() - corrupt[arm][:, idx[:m]].mean()
+            for arm in "fa"
+        }
+        return drop["f"] - drop["a"]
+
+    draws = [effect(rng.integers(0, population, n)) for _ in range(3000)]
+    one = rng.integers(0, population, n)
+    rows = [
+        {
+            "data": "mnist",
+            "normaliser": name,
+            "seed": 0,
+            "eval_images": m,
+            "test_hits": encode_hits(clean[arm][one]),
+            "corruption_hits": encode_hits(corrupt[arm][:, one[:m]]),
+        }
+        for arm, name in (("f", "frozen_ln"), ("a", "autonorm_s"))
+    ]
+    estimate = _drop_item_variance(pd.DataFrame(rows), "mnist")
+    assert estimate == pytest.approx(np.var(draws), rel=0.2)
+    # without the corrupted images' hits there is no measured variance
+    frame = pd.DataFrame(rows).drop(columns="corruption_hits")
+    assert _drop_item_variance(frame, "mnist") is None
+
+
+@pytest.mark.parametrize("key", ["test_hits", "test_hit_starts", "corruption_hits"])
+def test_an_exact_rerun_must_get_the_same_items_right(key: str) -> None:
+    from normlab.verification import _compare
+
+    old = {"diverged": False, "test_metric": 0.5, key: encode_hits(np.ones(8, bool))}
+    same = _compare(
+        dict(old), old, True, "run", bands={}, mixed=False, metric="accuracy"
+    )
+    assert same == []
+    other = {**old, key: encode_hits(np.zeros(8, bool))}
+    found = _compare(other, old, True, "run", bands={}, mixed=False, metric="accuracy")
+    assert [m.problem for m in found] == [f"{key} differ from the saved record's"]

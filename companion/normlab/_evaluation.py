@@ -258,8 +258,12 @@ def evaluate(
 def item_hits(
     model: nn.Module, split: DataSplit, *, batch_size: int = 1024
 ) -> np.ndarray:
-    """Which items of a classification ``split`` ``model`` gets right: a bool array of
-    ``len(split)``, in eval mode on the model's device (its mode is restored).
+    """Which items of a classification or tagging ``split`` ``model`` gets right, a bool
+    array, in eval mode on the model's device (its mode is restored): one per example of a
+    classification split, one per scored token of a tagging split (padding, the
+    ``IGNORE_INDEX`` labels, excluded; sentence by sentence, in order), so that the hits'
+    mean is the split's ``accuracy`` or ``token_accuracy``. :func:`item_starts` marks where
+    each sentence's tokens begin.
 
     Two models scored on the same items can then be compared item by item: the test set's
     noise of their accuracy difference is the variance of the per-item differences, far
@@ -267,9 +271,9 @@ def item_hits(
     (:func:`normlab.stats.paired_item_variance`).
     """
     _check_split(split, "split")
-    if split.task != "classification":
+    if split.task not in ("classification", "tagging"):
         raise ValueError(
-            f"item_hits needs a classification split, got task={split.task!r}"
+            f"item_hits needs a classification or tagging split, got task={split.task!r}"
         )
     positive_int("batch_size", batch_size)
     first = next(iter(model.parameters()), None)
@@ -277,13 +281,26 @@ def item_hits(
     was_training = model.training
     model.eval()
     try:
-        hits = [
-            (
-                model(split.x[i : i + batch_size]).argmax(-1)
-                == split.y[i : i + batch_size]
-            )
-            for i in range(0, len(split), batch_size)
-        ]
+        hits = []
+        for i in range(0, len(split), batch_size):
+            y = split.y[i : i + batch_size]
+            right = model(split.x[i : i + batch_size]).argmax(-1) == y
+            hits.append(right[y != IGNORE_INDEX] if split.task == "tagging" else right)
     finally:
         model.train(was_training)
     return torch.cat(hits).cpu().numpy()
+
+
+def item_starts(split: DataSplit) -> np.ndarray | None:
+    """For a tagging ``split``, a bool per scored token (the items of :func:`item_hits`),
+    True at the first scored token of each sentence: the sentences that the paired variance
+    treats as its independent units (:func:`normlab.stats.paired_item_variance`). None for
+    any other task, whose items are independent examples."""
+    _check_split(split, "split")
+    if split.task != "tagging":
+        return None
+    scored = split.y.cpu() != IGNORE_INDEX
+    first = torch.zeros_like(scored)
+    first[:, 1:] = scored[:, 1:] & ~scored.cumsum(1).bool()[:, :-1]
+    first[:, 0] = scored[:, 0]
+    return first[scored].numpy()

@@ -12,7 +12,8 @@ shows the one the numbers come from.
 - chapter 11: :func:`plainly`, :func:`mechanism` (the mechanism sweep);
 - chapter 12: :func:`freeze_decisions`, :func:`freeze_effect`, :func:`freeze_plainly`,
   :func:`lead_over_frozen_ln`;
-- chapters 13-15: :func:`schedule`, :func:`verdict`, :func:`means`;
+- chapters 13-15: :func:`schedule`, :func:`verdict`, :func:`means`,
+  :func:`resolve_cost`, :func:`resolve_plainly`, :func:`plateau`;
 - chapter 13: :func:`freezing_on_off`; chapter 15: :func:`rate_sensitivity`.
 """
 
@@ -43,8 +44,11 @@ __all__ = [
     "means",
     "mechanism",
     "plainly",
+    "plateau",
     "power_table",
     "rate_sensitivity",
+    "resolve_cost",
+    "resolve_plainly",
     "schedule",
     "temperature",
     "verdict",
@@ -633,6 +637,45 @@ def verdict(claim_id: str, no_note: str = "") -> dict[str, Any]:
     return found
 
 
+def plateau(records: Iterable[Mapping[str, Any]], share: float = 1 / 3) -> dict:
+    """Whether a saved set's runs had levelled off: per normaliser at its rate chosen on
+    validation, the mean over seeds of the validation metric's change over the last
+    ``share`` of the epochs (``late_<normaliser>``) and over the rest (``early_<...>``),
+    and ``late_epochs``, the epochs that the last share spans."""
+    records = list(records)
+    table = pd.DataFrame(
+        [
+            {
+                "run_id": r["run_id"],
+                "data": r["config"]["data"],
+                "normaliser": r["config"]["normaliser"],
+                "lr": r["config"]["lr"],
+                "seed": r["config"]["seed"],
+                "val_metric": r["metrics"]["val_metric"],
+                "higher_is_better": r["higher_is_better"],
+            }
+            for r in records
+        ]
+    )
+    chosen = set(tasks.at_chosen_lr(table)["run_id"])
+    epochs = len(records[0]["history"])
+    late = max(1, round(epochs * share))
+    found: dict[str, float] = {"late_epochs": late}
+    changes: dict[str, list[tuple[float, float]]] = {}
+    for r in records:
+        if r["run_id"] not in chosen:
+            continue
+        curve = [row[f"val_{r['metric']}"] for row in r["history"]]
+        split = curve[-late - 1]
+        changes.setdefault(r["config"]["normaliser"], []).append(
+            (split - curve[0], curve[-1] - split)
+        )
+    for name, pairs in changes.items():
+        found[f"early_{name}"] = float(sum(p[0] for p in pairs) / len(pairs))
+        found[f"late_{name}"] = float(sum(p[1] for p in pairs) / len(pairs))
+    return found
+
+
 def means(table: pd.DataFrame, keys: Iterable[str], value: str = "mean") -> dict:
     """``value`` per row of a summary ``table``, keyed by its ``keys`` columns joined with
     ``_`` (``ptb_pos_frozen_ln``)."""
@@ -713,3 +756,93 @@ def rate_sensitivity(results: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, flo
         "drop_spread": float((drop.max(axis=1) - drop.min(axis=1)).max()),
         "second_val": float(second.min()),
     }
+
+
+def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
+    """What would resolve each inconclusive claim of ``claim_ids`` on its saved cpu set,
+    and what that would cost on the CPU: one row per inconclusive claim, with ``id``,
+    ``seeds`` (held), ``seeds needed`` and ``test items`` / ``test items needed`` (the
+    scorecard's, from the observed spread and the test set's measured noise), ``runs
+    needed`` (the seeds needed times the set's runs per seed on the tasks the claim
+    reads), ``CPU-hours`` (at the set's
+    own measured seconds per run, from its manifest; the larger test set's evaluation not
+    counted) and ``budgets``: that time over a chapter's CPU budget
+    (:data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty when none is inconclusive."""
+    from . import results as saved_results
+    from .claims.registry import get
+    from .claims.report import INCONCLUSIVE, evaluate
+    from .experiments.costs import CPU_BUDGET_MIN
+
+    rows = []
+    for claim_id in claim_ids:
+        outcome = evaluate(claim_id)
+        if outcome.verdict != INCONCLUSIVE:
+            continue
+        saved = saved_results.largest(get(claim_id).test.experiment)
+        held = int(saved.results["seed"].nunique())
+        per_run = float(saved.manifest["wall_seconds"]) / saved.runs
+        # the runs a seed adds to the tasks the claim reads (all the set's, if unnamed)
+        read = saved.results
+        if outcome.data and "data" in read and set(outcome.data) & set(read["data"]):
+            read = read[read["data"].isin(outcome.data)]
+        seeds = outcome.n_needed
+        runs = None if seeds is None else seeds * len(read) // held
+        hours = None if runs is None else runs * per_run / 3600
+        tested = [j.n_test for j in outcome.judged if j.n_test]
+        rows.append(
+            {
+                "id": claim_id,
+                "seeds": held,
+                "seeds needed": seeds,
+                "test items": max(tested) if tested else None,
+                "test items needed": outcome.n_test_needed,
+                "runs needed": runs,
+                "CPU-hours": hours,
+                "budgets": None if hours is None else hours * 60 / CPU_BUDGET_MIN,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def resolve_plainly(cost: pd.DataFrame) -> Any:
+    """:func:`resolve_cost`'s table in sentences (Markdown for ``{glue:md}``): per
+    inconclusive claim, the seeds and test items that would resolve it and the CPU time
+    the seeds would take against a chapter's CPU budget."""
+    from .experiments.costs import CPU_BUDGET_MIN
+
+    if cost.empty:
+        return _markdown("Every claim of this chapter has a verdict on its saved set.")
+    sentences = []
+    for values in cost.to_dict("records"):
+        seeds, held = values["seeds needed"], values["seeds"]
+        if pd.isna(seeds):
+            needs = f"more seeds than the plan can count (the set has {held})"
+        elif seeds <= held:
+            needs = (
+                f"about {int(seeds):,} seeds, which the set has ({held}): at this spread "
+                "they resolve an effect of the margin's size with 80 % power, and this "
+                "estimate fell where neither side is excluded, so a fresh set of as many "
+                "seeds, or a few more, would settle it"
+            )
+        else:
+            needs = f"about {int(seeds):,} seeds (the set has {held})"
+        items, tested = values["test items needed"], values["test items"]
+        if pd.notna(items):
+            needs += (
+                f" and a test set of about {int(items):,} items (it has {int(tested):,}): "
+                "its test split is too small for any number of seeds"
+            )
+        if pd.notna(values["CPU-hours"]):
+            share = values["budgets"]
+            fits = (
+                "within a chapter's CPU budget"
+                if share <= 1
+                else f"{share:.1f} times a chapter's CPU budget of "
+                f"{CPU_BUDGET_MIN:.0f} minutes"
+            )
+            needs += (
+                f"; the seeds alone are {int(values['runs needed']):,} runs, about "
+                f"{values['CPU-hours']:.1f} CPU-hours at the saved set's pace, {fits}"
+            )
+        sentences.append(f"**{values['id']}** would need {needs}.")
+    return _markdown(" ".join(sentences))

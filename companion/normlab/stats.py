@@ -358,16 +358,41 @@ def accuracy_item_variance(terms: Iterable[tuple[float, float, int]]) -> float:
     return above**2 + below**2
 
 
-def paired_item_variance(per_item: np.ndarray) -> float:
+def paired_item_variance(
+    per_item: np.ndarray, starts: np.ndarray | None = None
+) -> float:
     """The test set's sampling variance of a paired accuracy difference, from its per-item
     differences ``per_item`` (each item's hit of one arm minus the other's, averaged over
     seeds and configurations): :math:`\\operatorname{var}(d_i) / n` over the ``n`` items,
     the variance of their mean over draws of the test items. Far below
-    :func:`accuracy_item_variance`'s bound when the two arms get mostly the same items right."""
+    :func:`accuracy_item_variance`'s bound when the two arms get mostly the same items right.
+
+    ``starts`` (bools, one per item, True where a group begins: the first scored token of
+    each tagged sentence) groups items that are drawn together, as the tokens of one
+    sentence are: the variance is then over draws of the groups, the ratio estimator's
+    :math:`\\frac{S}{S-1}\\sum_s (D_s - \\bar d\\, m_s)^2 / N^2` for ``S`` groups of
+    ``m_s`` items with summed differences ``D_s`` (``N`` items, mean difference
+    :math:`\\bar d`), which is ``var(d_i) / n`` when every group holds one item.
+    """
     d = np.asarray(per_item, dtype=float).ravel()
     if d.size < 2 or not np.all(np.isfinite(d)):
         raise ValueError(f"per_item needs at least 2 finite values, got {d.size}")
-    return float(d.var(ddof=1) / d.size)
+    if starts is None:
+        return float(d.var(ddof=1) / d.size)
+    first = np.asarray(starts, dtype=bool).ravel()
+    if first.size != d.size or not first[0]:
+        raise ValueError(
+            f"starts needs one bool per item ({d.size}) and True at the first, got "
+            f"{first.size} starting with {bool(first[0]) if first.size else None}"
+        )
+    group = np.cumsum(first) - 1
+    count = int(group[-1]) + 1
+    if count < 2:
+        raise ValueError("starts must mark at least 2 groups")
+    sums = np.bincount(group, weights=d, minlength=count)
+    sizes = np.bincount(group, minlength=count)
+    mean = d.mean()
+    return float(count / (count - 1) * np.sum((sums - mean * sizes) ** 2) / d.size**2)
 
 
 def items_needed(

@@ -76,6 +76,7 @@ from ._evaluation import (
     encode_hits,
     evaluate,
     item_hits,
+    item_starts,
 )
 from ._fit_config import (
     DIVERGENCE_ACTIONS,
@@ -110,6 +111,7 @@ __all__ = [
     "fit",
     "is_diverged",
     "item_hits",
+    "item_starts",
     "model_signature",
     "progress_default",
 ]

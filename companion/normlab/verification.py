@@ -210,6 +210,10 @@ def _bands(saved: SavedSet, record: dict[str, Any]) -> tuple[dict[str, _Band], b
     return bands, len(diverged) > 1
 
 
+#: The per-item hits a record may keep (text, not numbers), compared exactly on a re-run.
+HITS = ("test_hits", "test_hit_starts", "corruption_hits")
+
+
 def _compare(
     new: dict[str, Any],
     old: dict[str, Any],
@@ -230,9 +234,10 @@ def _compare(
             ]
         return []  # some seeds of this configuration diverge and some do not
     problems = []
-    if exact and "test_hits" in old and new.get("test_hits") != old["test_hits"]:
-        # the same numerics must get the same test items right, not only as many
-        problems.append(Mismatch(where, "test_hits differ from the saved record's"))
+    for key in HITS:
+        if exact and key in old and new.get(key) != old[key]:
+            # the same numerics must get the same test items right, not only as many
+            problems.append(Mismatch(where, f"{key} differ from the saved record's"))
     saved_values = _numeric(old)
     for name, value in _numeric(new).items():
         if name not in saved_values:

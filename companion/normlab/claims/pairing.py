@@ -356,7 +356,9 @@ def paired_item_variance(
     config: Sequence[str] | None = None,
 ) -> float | None:
     """The test set's variance of the accuracy difference ``a - b``, from the runs' per-item
-    hits (:func:`item_differences`): None where they are missing.
+    hits (:func:`item_differences`): None where they are missing. Tagging runs' hits are
+    per scored token; their ``test_hit_starts`` group the tokens by sentence, the
+    independent unit.
 
     Each test item's difference is averaged over the (configuration, seed) pairs that
     :func:`difference` compares, and :func:`normlab.stats.paired_item_variance` turns the
@@ -365,7 +367,29 @@ def paired_item_variance(
     per_pair = item_differences(best, a, b, by=by, within=within, config=config)
     if per_pair is None:
         return None
-    return stats.paired_item_variance(per_pair.to_numpy().mean(axis=0))
+    per_item = per_pair.to_numpy().mean(axis=0)
+    starts = _starts(only(best, **dict(within or {})), per_item.size)
+    if starts is False:
+        return None
+    return stats.paired_item_variance(per_item, starts)
+
+
+def _starts(rows: pd.DataFrame, size: int) -> np.ndarray | None | bool:
+    """The sentences' starts of tagging runs' hits (the ``test_hit_starts`` column): None
+    where the items are independent (no such column, or none filled), False where the runs
+    disagree on them or they do not fit ``size`` items (then no paired variance)."""
+    if "test_hit_starts" not in rows:
+        return None
+    texts = set(rows["test_hit_starts"].dropna())
+    if not texts:
+        return None
+    if len(texts) != 1 or rows["test_hit_starts"].isna().any():
+        return False
+    try:
+        starts = decode_hits(texts.pop())
+    except ValueError:
+        return False
+    return starts if starts.size == size and starts[:1].all() else False
 
 
 def paired(

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from .._hits import decode_hits
 from ..normalisers import PART2
 from ..paper import EPS_H
-from ..stats import paired_differences
+from ..stats import paired_differences, paired_item_variance
 from .pairing import (
     at_chosen_lr,
     chance_level,
@@ -189,7 +190,66 @@ def _n7(results: pd.DataFrame) -> list[Effect]:
         f"less), on {_named(results, task)} "
         f"(clean accuracy {a.score:.3f} vs {b.score:.3f})"
     )
-    return [dataclasses.replace(effect, label=label, items=_drop_items(best, task))]
+    return [
+        dataclasses.replace(
+            effect,
+            label=label,
+            items=_drop_items(best, task),
+            item_var=_drop_item_variance(best, task),
+        )
+    ]
+
+
+def _drop_item_variance(best: pd.DataFrame, task: str) -> float | None:
+    """The test set's variance of frozen_ln's drop minus autonorm_s's, measured image by
+    image from the runs' ``test_hits`` (clean) and ``corruption_hits`` (every condition's
+    first ``eval_images`` test images, condition by condition); None where a run lacks them.
+
+    Per image, the two arms' clean hits differ by ``e`` and their shares of the conditions
+    right by ``k`` (each averaged over the seeds); the effect is ``mean(e) - mean(k)``, a
+    sum over images of ``e/n - k/m`` (the ``m`` corrupted images, the first of the clean
+    ones) and ``e/n`` (the rest), whose variance over draws of the images is each stratum's
+    size times the variance of its terms.
+    """
+    rows = only(best, data=task)
+    if not {"test_hits", "corruption_hits"} <= set(rows) or rows[
+        ["test_hits", "corruption_hits"]
+    ].isna().any(axis=None):
+        return None
+    arm = {
+        name: rows[rows["normaliser"] == name].set_index("seed")
+        for name in ("frozen_ln", "autonorm_s")
+    }
+    seeds = sorted(set(arm["frozen_ln"].index) & set(arm["autonorm_s"].index))
+    images = rows["eval_images"].iloc[0] if "eval_images" in rows else None
+    e, k = [], []
+    try:
+        for seed in seeds:
+            clean = [decode_hits(arm[n].at[seed, "test_hits"]) for n in arm]
+            m = (
+                int(images)
+                if images is not None and pd.notna(images)
+                else clean[0].size
+            )
+            shares = [
+                decode_hits(arm[n].at[seed, "corruption_hits"]).reshape(-1, m).mean(0)
+                for n in arm
+            ]
+            e.append(clean[0].astype(float) - clean[1])
+            k.append(shares[0] - shares[1])
+    except (ValueError, KeyError):
+        return None
+    if not seeds or len({x.size for x in e}) != 1 or len({x.size for x in k}) != 1:
+        return None
+    e_mean, k_mean = np.mean(e, axis=0), np.mean(k, axis=0)
+    n, m = e_mean.size, k_mean.size
+    if m > n:
+        return None
+    both = e_mean[:m] / n - k_mean / m
+    total = m**2 * paired_item_variance(both) if m >= 2 else 0.0
+    if n - m >= 2:
+        total += (n - m) ** 2 * paired_item_variance(e_mean[m:] / n)
+    return float(total)
 
 
 def _drop_items(best: pd.DataFrame, task: str) -> tuple[tuple[float, float, int], ...]:

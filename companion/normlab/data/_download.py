@@ -106,14 +106,31 @@ def _mismatch(path: Path, resource: Resource) -> tuple[str, str, str] | None:
     return None if actual == pin[1] else (*pin, actual)
 
 
+#: The ``standin`` of a real dataset that no offline dataset stands in for at CPU scale.
+NO_STAND_IN = ""
+
+
+def _instead(standin: str) -> str:
+    """What to use instead of a real dataset that cannot be read: its offline stand-in, or,
+    where it has none (:data:`NO_STAND_IN`), a GPU profile."""
+    if standin == NO_STAND_IN:
+        return (
+            "it has no offline stand-in (none trains like it at CPU scale: "
+            "normlab.data.sources.STAND_INS), so its runs need the standard or paper profile"
+        )
+    return (
+        f"or use the quick profile, whose offline stand-in for this dataset is {standin!r} "
+        f"(normlab.data.for_profile(task, 'quick'))"
+    )
+
+
 def offline_message(
     resource: Resource, folder: Path, standin: str, reason: object
 ) -> str:
     return (
         f"This machine is offline (or {resource.url} is unreachable: {reason}). "
         f"Place the file {resource.filename!r} by hand in {folder} (download it from {resource.url} "
-        f"on a machine with a network) and call load again, or use the quick profile, whose "
-        f"offline stand-in for this dataset is {standin!r} (normlab.data.for_profile(task, 'quick'))."
+        f"on a machine with a network) and call load again; {_instead(standin)}."
     )
 
 
@@ -320,7 +337,7 @@ def ensure_file(
     if not download_ok:
         raise FileNotFoundError(
             f"{target} is missing and download=False. Place {resource.filename!r} from {resource.url} "
-            f"in {folder}, call load with download=True, or use the quick-profile stand-in {standin!r}."
+            f"in {folder} or call load with download=True; {_instead(standin)}."
         )
     return download(resource, folder, standin=standin)
 

@@ -68,8 +68,8 @@ def load(
     standardised with train statistics. Vocabularies and statistics come from train only.
 
     Stand-ins (offline, for the quick profile; see :mod:`normlab.data.standins`):
-    ``digits``, ``shapes_stationary``, ``shapes_diverse``, ``shapes_diverse_c``,
-    ``pos_grammar``, ``sentiment_grammar``, ``diabetes``, ``friedman``.
+    ``digits``, ``mnist_5k``, ``shapes_stationary``, ``pos_grammar``,
+    ``sentiment_grammar``, ``diabetes``, ``friedman``.
     """
     one_of("name", name, names())
     check_split(split)

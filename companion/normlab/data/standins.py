@@ -1,8 +1,8 @@
 """Offline stand-ins for the quick profile: data that ship with a dependency or are generated.
 
 They are stand-ins: small, fast, with the *structure* of the real set they replace (tensor
-shapes, task type, metadata keys) and a property the chapters need (stationary vs diverse
-images, tags that need context, labels that need word order). Results on them say nothing
+shapes, task type, metadata keys) and a property the chapters need (stationary images, tags
+that need context, labels that need word order). Results on them say nothing
 about the papers' numbers. Every generated set is deterministic: split ``s`` of a set is
 drawn from ``numpy.random.default_rng((seed, s))`` with a fixed seed per set.
 
@@ -12,13 +12,15 @@ name               stands in for            size (train / val / test), shape
 digits             MNIST (the small toy)    1,257 / 179 / 361, (N, 1, 8, 8)
 mnist_5k           MNIST (real, a sample)   3,000 / 500 / 1,500, (N, 1, 28, 28)
 shapes_stationary  Fashion-MNIST            2,000 / 500 / 1,000, (N, 1, 16, 16)
-shapes_diverse     CIFAR-10/100, SVHN       2,000 / 500 / 1,000, (N, 3, 16, 16)
-shapes_diverse_c   CIFAR-10-C               test only: 1,000, (N, 3, 16, 16)
 pos_grammar        Penn Treebank POS        2,000 / 500 / 500 sentences, (N, L)
 sentiment_grammar  SST-2                    2,000 / 500 / 500 sentences, (N, L)
 diabetes           Energy, California       309 / 44 / 89, (N, 10)
 friedman           Energy, California       3,500 / 500 / 1,000, (N, 10)
 ================== ======================== =========================================
+
+CIFAR-10, CIFAR-100, SVHN and CIFAR-10-C have none here: the generated colour shapes that
+stood in for them stayed near chance at CPU scale and were removed
+(:data:`normlab.data.sources.STAND_INS` says what serves each on the CPU, if anything).
 """
 
 from __future__ import annotations
@@ -34,11 +36,9 @@ from ._common import (
     check_split,
     encode,
     encode_tags,
-    mixed_conditions,
     regression_split,
     split_indices,
 )
-from .corruptions import CORRUPTIONS, corrupt
 from .types import DataSplit
 
 __all__ = [
@@ -52,8 +52,6 @@ __all__ = [
     "MNIST_5K_FRACTIONS",
     "mnist_5k",
     "shapes_stationary",
-    "shapes_diverse",
-    "shapes_diverse_c",
     "POS_TAGS",
     "TAG_NOISE",
     "LABEL_NOISE",
@@ -238,43 +236,20 @@ def _shape_masks(
     return masks[labels, np.arange(len(labels))]
 
 
-@lru_cache(maxsize=6)
+@lru_cache(maxsize=3)
 def _shapes(kind: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+    if kind != "stationary":
+        raise ValueError(f"kind={kind!r}: only 'stationary' shapes are generated")
     n, s = SHAPE_COUNTS[split], IMAGE_SIZE
-    rng = _rng(1 if kind == "stationary" else 2, split)
+    rng = _rng(1, split)
     labels = _balanced_labels(n, len(SHAPES), rng)
-    if kind == "stationary":
-        # One fixed style: white shape on black, centred (jitter +-1 px), fixed size, faint noise.
-        cx, cy = s / 2 + rng.integers(-1, 2, n), s / 2 + rng.integers(-1, 2, n)
-        masks = _shape_masks(labels, cx, cy, np.full(n, 0.36 * s), s)
-        images = masks[:, None].astype(np.float32) + rng.normal(
-            0, 0.05, (n, 1, s, s)
-        ).astype(np.float32)
-        return np.clip(images, 0, 1), labels
-    # Diverse: random position and size, random foreground and background colours far apart,
-    # a random background texture (flat, stripes, checks, noise) and pixel noise.
-    scale = rng.uniform(0.2, 0.42, n) * s
-    cx, cy = rng.uniform(scale, s - scale), rng.uniform(scale, s - scale)
-    masks = _shape_masks(labels, cx, cy, scale, s)[:, None]
-    background = rng.uniform(0, 1, (n, 3, 1, 1))
-    foreground = rng.uniform(0, 1, (n, 3, 1, 1))
-    too_close = np.abs(foreground - background).sum(axis=1, keepdims=True) < 0.9
-    foreground = np.where(too_close, 1.0 - background, foreground)
-    yy, xx = np.mgrid[0:s, 0:s]
-    period = rng.integers(2, 5, n)[:, None, None]
-    textures = np.stack(
-        [
-            np.zeros((n, s, s)),
-            ((xx[None] // period) % 2).astype(float),
-            (((xx[None] // period) + (yy[None] // period)) % 2).astype(float),
-            rng.uniform(0, 1, (n, s, s)),
-        ]
-    )[rng.integers(0, 4, n), np.arange(n)]
-    texture = 0.25 * (textures - 0.5)[:, None]
-    images = np.where(masks, foreground, background + texture) + rng.normal(
-        0, 0.04, (n, 3, s, s)
-    )
-    return np.clip(images, 0, 1).astype(np.float32), labels
+    # One fixed style: white shape on black, centred (jitter +-1 px), fixed size, faint noise.
+    cx, cy = s / 2 + rng.integers(-1, 2, n), s / 2 + rng.integers(-1, 2, n)
+    masks = _shape_masks(labels, cx, cy, np.full(n, 0.36 * s), s)
+    images = masks[:, None].astype(np.float32) + rng.normal(
+        0, 0.05, (n, 1, s, s)
+    ).astype(np.float32)
+    return np.clip(images, 0, 1), labels
 
 
 def _shapes_split(kind: str, split: str) -> DataSplit:
@@ -301,56 +276,6 @@ def shapes_stationary(
     (+-1 px), one size, faint noise. ``(N, 1, 16, 16)`` in [0, 1]; 2,000 / 500 / 1,000
     images, classes balanced (200 / 50 / 100 each). Stands in for Fashion-MNIST."""
     return _shapes_split("stationary", split)
-
-
-def shapes_diverse(
-    split: str, *, root: str | Path | None = None, download: bool = True
-) -> DataSplit:
-    """Generated colour shapes in diverse styles: 10 shape classes at random positions and
-    sizes, random foreground/background colours, background textures and noise.
-    ``(N, 3, 16, 16)`` in [0, 1]; 2,000 / 500 / 1,000 images, classes balanced.
-    Stands in for CIFAR-10, CIFAR-100 (10 classes, not 100) and SVHN."""
-    return _shapes_split("diverse", split)
-
-
-def shapes_diverse_c(
-    split: str, *, root: str | Path | None = None, download: bool = True
-) -> DataSplit:
-    """``shapes_diverse`` test images under the corruptions of :func:`normlab.data.corrupt`,
-    stand-in for CIFAR-10-C: test only (train/val raise; train on ``shapes_diverse``).
-    Image ``i`` gets the condition of :func:`normlab.data._common.mixed_conditions` over the
-    implemented corruptions (every corruption and severity equally often), with
-    ``meta["corruption_index"]``, ``meta["severity"]`` and ``meta["corruptions"]`` as for
-    ``cifar10_c``. Deterministic (generator seeded 0)."""
-    check_split(split)
-    if split != "test":
-        raise ValueError(
-            f"split={split!r}: shapes_diverse_c has only a test split; train on 'shapes_diverse'"
-        )
-    clean = _shapes_split("diverse", "test")
-    corruption_index, severity = mixed_conditions(len(clean), CORRUPTIONS)
-    x = torch.empty_like(clean.x)
-    generator = torch.Generator().manual_seed(0)
-    for c, name in enumerate(CORRUPTIONS):
-        for s in range(1, 6):
-            rows = torch.from_numpy(
-                np.flatnonzero((corruption_index == c) & (severity == s))
-            )
-            x[rows] = corrupt(clean.x[rows], name, s, generator=generator)
-    return DataSplit(
-        x=x,
-        y=clean.y,
-        task="classification",
-        name="shapes_diverse_c",
-        split="test",
-        meta={
-            **clean.meta,
-            "corruptions": list(CORRUPTIONS),
-            "row_keys": ("corruption_index", "severity"),
-            "corruption_index": torch.from_numpy(corruption_index),
-            "severity": torch.from_numpy(severity),
-        },
-    )
 
 
 # ---------------------------------------------------------------- tagging grammar
@@ -642,8 +567,6 @@ LOADERS = {
     "digits": digits,
     "mnist_5k": mnist_5k,
     "shapes_stationary": shapes_stationary,
-    "shapes_diverse": shapes_diverse,
-    "shapes_diverse_c": shapes_diverse_c,
     "pos_grammar": pos_grammar,
     "sentiment_grammar": sentiment_grammar,
     "diabetes": diabetes,

@@ -28,8 +28,10 @@ import torch
 from .._checks import one_of
 from ._common import SEVERITIES, carve_val, channel_stats, check_split, mixed_conditions
 from ._download import (
+    NO_STAND_IN,
     ChecksumError,
     Resource,
+    _instead,
     cache_root,
     ensure_extracted,
     ensure_file,
@@ -138,7 +140,7 @@ def _parsed(cls: type, root: str | Path, standin: str, **kwargs: Any) -> Any:
     except RuntimeError as error:
         raise ChecksumError(
             f"torchvision's {cls.__name__} could not read the files in {root} ({error}). Delete them and call "
-            f"load again with download=True, or use the quick-profile stand-in {standin!r}."
+            f"load again with download=True; {_instead(standin)}."
         ) from error
 
 
@@ -235,11 +237,9 @@ def _cifar_arrays(
         root,
         cls.base_folder,
         download_ok=download,
-        standin="shapes_diverse",
+        standin=NO_STAND_IN,
     )
-    parts = [
-        _parsed(cls, root, "shapes_diverse", train=train) for train in (True, False)
-    ]
+    parts = [_parsed(cls, root, NO_STAND_IN, train=train) for train in (True, False)]
     # torchvision holds images channels-last (N, 32, 32, 3); ours are channels-first.
     train, test = (
         (
@@ -260,7 +260,7 @@ def cifar10(
     parsed by ``torchvision.datasets.CIFAR10``.
     Splits: train 45,000 / val 5,000 (10 % of the official 50,000, seed 0) / test 10,000.
     Shape ``(N, 3, 32, 32)`` in [0, 1]. Licence: no formal licence; free for research with
-    citation of the tech report. Quick-profile stand-in: ``shapes_diverse``.
+    citation of the tech report. No offline stand-in (``normlab.data.sources.STAND_INS``).
     """
     check_split(split)
     train, test, classes = _cifar_arrays(str(cache_root(root)), "cifar10", download)
@@ -277,7 +277,7 @@ def cifar100(
     Source: ``cifar-100-python.tar.gz`` (torchvision's URL and MD5), parsed by
     ``torchvision.datasets.CIFAR100``; fine labels. Splits:
     train 45,000 / val 5,000 (seed 0) / test 10,000. Shape ``(N, 3, 32, 32)`` in [0, 1].
-    Licence: as CIFAR-10. Quick-profile stand-in: ``shapes_diverse`` (10 classes, not 100).
+    Licence: as CIFAR-10. No offline stand-in (``normlab.data.sources.STAND_INS``).
     """
     check_split(split)
     train, test, classes = _cifar_arrays(str(cache_root(root)), "cifar100", download)
@@ -303,9 +303,9 @@ def _svhn_arrays(root: str, download: bool) -> tuple[tuple, tuple]:
             Resource(url=url, filename=filename, md5=md5),
             folder,
             download_ok=download,
-            standin="shapes_diverse",
+            standin=NO_STAND_IN,
         )
-        parsed = _parsed(tvd.SVHN, folder, "shapes_diverse", split=part)
+        parsed = _parsed(tvd.SVHN, folder, NO_STAND_IN, split=part)
         arrays.append(
             (
                 np.ascontiguousarray(parsed.data),
@@ -325,7 +325,7 @@ def svhn(
     ``torchvision.datasets.SVHN``. Label 10 (digit 0) becomes 0.
     Splits: train 65,931 / val 7,326 (10 % of 73,257, seed 0) / test 26,032. Shape
     ``(N, 3, 32, 32)`` in [0, 1]. Licence: non-commercial use only.
-    Quick-profile stand-in: ``shapes_diverse``.
+    No offline stand-in (``normlab.data.sources.STAND_INS``).
     """
     check_split(split)
     train, test = _svhn_arrays(str(cache_root(root)), download)
@@ -348,7 +348,7 @@ def _cifar10_c_folder(root: str | Path | None, download: bool) -> Path:
         cache_root(root),
         "CIFAR-10-C",
         download_ok=download,
-        standin="shapes_diverse_c",
+        standin=NO_STAND_IN,
     )
 
 
@@ -406,7 +406,7 @@ def cifar10_c(
     ``meta["corruption_index"]`` and ``meta["severity"]`` (long tensors, one entry per
     row, in load order) and ``meta["corruptions"]``. Its accuracy estimates the benchmark's
     mean over corruptions and severities. For one exact condition use
-    :func:`load_cifar10_c`. Quick-profile stand-in: ``shapes_diverse_c``.
+    :func:`load_cifar10_c`. No offline stand-in (``normlab.data.sources.STAND_INS``).
     """
     check_split(split)
     if split != "test":

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .registry import get, names
 
 __all__ = [
+    "CPU_BUDGET_MIN",
     "chapter_experiments",
     "gpu_time",
     "larger_profiles",
@@ -18,6 +19,10 @@ __all__ = [
 
 # The most GPU-minutes a standard grid may take by the registry's estimate (tests check it).
 STANDARD_BUDGET_MIN = 45.0
+# The CPU-minutes a chapter's saved cpu sets are sized for: the cpu profile's "at most
+# about 45 minutes per chapter on 2 cores" (appendix_reproducing.md), what the cpu grids of
+# chapters 13-15 were trimmed to fit.
+CPU_BUDGET_MIN = 45.0
 
 
 def gpu_time(seconds: float) -> str:

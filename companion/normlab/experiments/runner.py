@@ -91,6 +91,10 @@ def train_and_test(
     direction, final ``train_loss``, ``val_loss``, ``val_metric``, ``test_loss``,
     ``test_metric``, whether the run diverged, the history, and ``stand_in``: whether the
     training data is an offline stand-in (so no table mistakes it for the real dataset).
+    A classification or tagging run's metrics also hold ``test_hits``, the test items (for
+    tagging, the scored tokens) it got right (:func:`normlab.training.item_hits`), and a
+    tagging run's ``test_hit_starts``, where each sentence's tokens begin
+    (:func:`normlab.training.item_starts`).
     A grid's learning-rate sweep expects some runs to diverge: such a run stops after the
     epoch in which it diverged (``on_divergence="stop"``; the rule is
     :func:`normlab.training.is_diverged`: a loss that is not finite, or above
@@ -107,13 +111,18 @@ def train_and_test(
         **{"on_divergence": "stop", **fit_kwargs},
     )
     test_scores = training.evaluate(model, splits["test"], device=ctx.device)
-    if splits["test"].task == "classification" and math.isfinite(test_scores["loss"]):
-        # which test items it got right: the paired comparisons' test-set noise
-        hits = {
-            "test_hits": training.encode_hits(training.item_hits(model, splits["test"]))
-        }
-    else:
-        hits = {}
+    hits = {}
+    if splits["test"].task in ("classification", "tagging") and math.isfinite(
+        test_scores["loss"]
+    ):
+        # which test items (tagging: scored tokens) it got right: the paired comparisons'
+        # test-set noise; for tagging also where each sentence's tokens start
+        hits["test_hits"] = training.encode_hits(
+            training.item_hits(model, splits["test"])
+        )
+        starts = training.item_starts(splits["test"])
+        if starts is not None:
+            hits["test_hit_starts"] = training.encode_hits(starts)
     last = history[-1]
     return {
         "metric": history.metric,
