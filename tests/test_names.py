@@ -20,6 +20,9 @@ from normlab.names import display_name, layer_name
         ("mnist_restyled", "data", "cpu", "restyled 8×8 digits"),
         ("mnist", "data", "standard", "MNIST"),
         ("ptb_pos", "data", "cpu", "synthetic tagging grammar"),
+        # no offline stand-in: the real dataset (a GPU profile's table, read offline)
+        ("cifar10", "data", "quick", "CIFAR-10"),
+        ("cifar10", "data", "cpu", "CIFAR-10"),
         ("cls", "readout", None, "class token"),
         ("trunc_normal_0.02", "init", None, "truncated normal, std 0.02"),
         ("encoder.blocks.2.norm1", "layer", None, "block 3, norm 1"),
