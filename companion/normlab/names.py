@@ -68,7 +68,8 @@ def _dataset(key: str, profile: str | None) -> str | None:
     if base in REAL:
         try:
             return title(served_by(key, profile)).removeprefix("a ")
-        except ValueError:  # no offline stand-in: a GPU profile's table, on the real data
+        except ValueError:
+            # no offline stand-in: a GPU profile's table, on the real data
             return title(key).removeprefix("a ")
     if base in TITLES:
         return title(key).removeprefix("a ")
