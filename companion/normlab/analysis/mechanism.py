@@ -119,7 +119,7 @@ def chosen_gap_table(
     chance: float | None = None,
 ) -> pd.DataFrame:
     """:func:`gap_table` with each arm at its own learning rate, chosen on validation data
-    per cell without the rate (:func:`normlab.analysis.runs.at_chosen_lr`): one row per
+    per cell without the rate (:func:`normlab.analysis.at_chosen_lr`): one row per
     cell, with ``lr_a`` and ``lr_b`` (the chosen rates) and ``edge_a``, ``edge_b`` (the
     choice is the grid's smallest or largest rate)."""
     cell = [c for c in _cell(runs) if c != "lr"]
