@@ -370,6 +370,40 @@ def test_planned_seeds_meet_the_margin() -> None:
     assert two > claims.plans.planned([(0.01, 0.0, 0.01, None, False)])[0]  # 0.05/2
 
 
+def test_the_plan_comes_from_the_pilot_and_later_seeds_do_not_move_it() -> None:
+    rng = np.random.default_rng(3)
+    n = claims.plans.PILOT_SEEDS
+    # the pilot's seeds spread narrowly, the seeds run after it widely
+    values = np.concatenate([0.01 + rng.normal(0, 0.002, n), rng.normal(0, 0.05, 8)])
+    table = pd.DataFrame({"seed": np.arange(values.size), "x": values})
+    claim = claims.Claim(
+        "Z2",
+        "I",
+        "empirical",
+        "x",
+        6,
+        test=claims.Test(
+            "fc_normalisers",
+            lambda r: [claims.Effect("x", r.sort_values("seed")["x"].to_numpy())],
+            AtLeast(0.01),
+            "x",
+        ),
+    )
+    pilot = claims.plans.pilot(table)
+    assert sorted(pilot["seed"]) == list(range(n))
+    from_pilot = claims.report.planned_from(claim, table)
+    sd = float(np.std(values[:n], ddof=1))
+    assert from_pilot == claims.plans.planned([(sd, 0.0, 0.01, None, False)])
+    whole = claims.judge(claim, table)
+    assert claims.report.planned_from(claim, table, whole) == from_pilot
+    everything = claims.plans.planned(
+        [(float(np.std(values, ddof=1)), 0.0, 0.01, None, False)]
+    )
+    assert everything[0] > from_pilot[0]  # planning from every seed would have moved it
+    with pytest.raises(ValueError, match="'seed' column"):
+        claims.plans.pilot(table.drop(columns="seed"))
+
+
 # --------------------------------------------------------------------- the JSON
 
 

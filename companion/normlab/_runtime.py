@@ -30,8 +30,8 @@ def profile() -> str:
     asked for by name, so that opening a chapter never starts hours of runs.
 
     - ``quick``: CPU, offline, generated or shipped data; used by CI and the HTML build.
-    - ``cpu``: CPU, offline, at least 5 seeds and larger grids, at most about 45 minutes per
-      chapter on 2 cores; the saved result sets that ship with the book. Never the default.
+    - ``cpu``: CPU, offline, at least 3 seeds and larger grids, about 90 CPU-minutes per
+      chapter (45 minutes on 2 cores); the saved result sets that ship with the book. Never the default.
     - ``standard``: a GPU with the real datasets and shortened schedules.
     - ``paper``: the papers' full recipes.
     """

@@ -47,6 +47,8 @@ __all__ = [
     "plateau",
     "power_table",
     "rate_sensitivity",
+    "plan_cost",
+    "plan_plainly",
     "resolve_cost",
     "resolve_plainly",
     "schedule",
@@ -758,18 +760,49 @@ def rate_sensitivity(results: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, flo
     }
 
 
+def _claim_runs(claim_id: str, outcome: Any, table: pd.DataFrame) -> pd.DataFrame:
+    """The runs of a claim's saved set that a seed of it adds to: those on the tasks its
+    effects read, under its plan's primary specification (each axis of the plan's
+    ``primary`` that the set sweeps), so that cells only a sensitivity runs are not
+    counted."""
+    from .claims import plans
+
+    read = table
+    if outcome.data and "data" in read and set(outcome.data) & set(read["data"]):
+        read = read[read["data"].isin(outcome.data)]
+    found = plans.plan(claim_id)
+    for key, value in (found.primary if found else {}).items():
+        if key in read and read[key].nunique() > 1 and (read[key] == value).any():
+            read = read[read[key] == value]
+    return read
+
+
+def _seed_cost(
+    claim_id: str, outcome: Any, seeds: int | None
+) -> tuple[int, int | None, float | None]:
+    """The seeds a claim's saved set holds, and the runs and CPU-hours that ``seeds`` of it
+    would take (at the set's own seconds per run, from its manifest)."""
+    from . import results as saved_results
+    from .claims.registry import get
+
+    saved = saved_results.largest(get(claim_id).test.experiment)
+    held = int(saved.results["seed"].nunique())
+    per_run = float(saved.manifest["wall_seconds"]) / saved.runs
+    read = _claim_runs(claim_id, outcome, saved.results)
+    runs = None if seeds is None else seeds * len(read) // held
+    return held, runs, None if runs is None else runs * per_run / 3600
+
+
 def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     """What would resolve each inconclusive claim of ``claim_ids`` on its saved cpu set,
     and what that would cost on the CPU: one row per inconclusive claim, with ``id``,
     ``seeds`` (held), ``seeds needed`` and ``test items`` / ``test items needed`` (the
     scorecard's, from the observed spread and the test set's measured noise), ``runs
-    needed`` (the seeds needed times the set's runs per seed on the tasks the claim
-    reads), ``CPU-hours`` (at the set's
-    own measured seconds per run, from its manifest; the larger test set's evaluation not
-    counted) and ``budgets``: that time over a chapter's CPU budget
+    needed`` (the seeds needed times the set's runs per seed under the claim's primary
+    specification, on the tasks it reads), ``CPU-hours`` (at the set's own measured
+    seconds per run, from its manifest; the larger test set's evaluation not counted)
+    and ``budgets``: that time over a chapter's CPU budget
     (:data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty when none is inconclusive."""
-    from . import results as saved_results
-    from .claims.registry import get
     from .claims.report import INCONCLUSIVE, evaluate
     from .experiments.costs import CPU_BUDGET_MIN
 
@@ -778,16 +811,8 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
         outcome = evaluate(claim_id)
         if outcome.verdict != INCONCLUSIVE:
             continue
-        saved = saved_results.largest(get(claim_id).test.experiment)
-        held = int(saved.results["seed"].nunique())
-        per_run = float(saved.manifest["wall_seconds"]) / saved.runs
-        # the runs a seed adds to the tasks the claim reads (all the set's, if unnamed)
-        read = saved.results
-        if outcome.data and "data" in read and set(outcome.data) & set(read["data"]):
-            read = read[read["data"].isin(outcome.data)]
         seeds = outcome.n_needed
-        runs = None if seeds is None else seeds * len(read) // held
-        hours = None if runs is None else runs * per_run / 3600
+        held, runs, hours = _seed_cost(claim_id, outcome, seeds)
         tested = [j.n_test for j in outcome.judged if j.n_test]
         rows.append(
             {
@@ -802,6 +827,91 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def plan_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
+    """Each claim of ``claim_ids`` whose plan (from the pilot,
+    :func:`normlab.claims.report.planned_from`) asks for more than its saved cpu set
+    holds: ``id``, ``verdict``, ``seeds`` (held), ``planned seeds``, ``test items`` and
+    ``planned test items`` (where the plan needs a larger test set), ``runs to plan``
+    (the runs the missing seeds add under the primary specification), ``CPU-hours`` and
+    ``budgets`` (that time over :data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty
+    when every plan is met."""
+    from .claims.report import evaluate
+    from .experiments.costs import CPU_BUDGET_MIN
+
+    rows = []
+    for claim_id in claim_ids:
+        outcome = evaluate(claim_id)
+        seeds, items = outcome.planned or (None, None)
+        tested = max((j.n_test or 0 for j in outcome.judged), default=0)
+        held, _, _ = _seed_cost(claim_id, outcome, None)
+        if (seeds is None or seeds <= held) and not items:
+            continue
+        more = None if seeds is None else max(seeds - held, 0)
+        _, runs, hours = _seed_cost(claim_id, outcome, more)
+        rows.append(
+            {
+                "id": claim_id,
+                "verdict": outcome.verdict,
+                "seeds": held,
+                "planned seeds": seeds,
+                "test items": tested or None,
+                "planned test items": items,
+                "runs to plan": runs,
+                "CPU-hours": hours,
+                "budgets": None if hours is None else hours * 60 / CPU_BUDGET_MIN,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def plan_plainly(cost: pd.DataFrame, whole: int | None = None) -> Any:
+    """:func:`plan_cost`'s table in sentences (Markdown for ``{glue:md}``): per claim, what
+    its plan asks for beyond the set, what the missing seeds would cost against a
+    chapter's CPU budget, and where a planned test set exceeds ``whole`` (the items the
+    task's whole sample holds) that no number of seeds can meet it."""
+    from .claims import plans
+    from .claims.rules import INCONCLUSIVE
+    from .experiments.costs import CPU_BUDGET_MIN
+
+    pilot = f"from the pilot (each set's first {plans.PILOT_SEEDS} seeds)"
+    if cost.empty:
+        return _markdown(f"Every plan of this chapter, computed {pilot}, is met.")
+    sentences = []
+    for v in cost.to_dict("records"):
+        words = f"**{v['id']}**'s plan asks for "
+        seeds, held = v["planned seeds"], v["seeds"]
+        words += (
+            f"{int(seeds):,} seeds (the set has {held})"
+            if pd.notna(seeds) and seeds > held
+            else f"no more seeds than the set's {held}"
+        )
+        if pd.notna(v["planned test items"]):
+            items = int(v["planned test items"])
+            words += f" and about {items:,} test items (the set has {int(v['test items']):,})"
+            if whole is not None and items > whole:
+                words += f", more than the {whole:,} items of the whole sample"
+        if pd.notna(v["CPU-hours"]) and v["runs to plan"]:
+            share = v["budgets"]
+            words += (
+                f"; the missing seeds are {int(v['runs to plan']):,} runs, about "
+                f"{v['CPU-hours']:.1f} CPU-hours, "
+                + (
+                    "within a chapter's CPU budget"
+                    if share <= 1
+                    else f"{share:.1f} times a chapter's budget of "
+                    f"{CPU_BUDGET_MIN:.0f} CPU-minutes"
+                )
+            )
+        words += (
+            "; the verdict stays open"
+            if v["verdict"] == INCONCLUSIVE
+            else f"; its verdict ({v['verdict']}) is decided on the seeds in hand, "
+            "its intervals already lie on one side of the margin"
+        )
+        sentences.append(words + ".")
+    return _markdown(f"The plans, computed {pilot}: " + " ".join(sentences))
 
 
 def resolve_plainly(cost: pd.DataFrame) -> Any:
@@ -838,7 +948,7 @@ def resolve_plainly(cost: pd.DataFrame) -> Any:
                 "within a chapter's CPU budget"
                 if share <= 1
                 else f"{share:.1f} times a chapter's CPU budget of "
-                f"{CPU_BUDGET_MIN:.0f} minutes"
+                f"{CPU_BUDGET_MIN:.0f} CPU-minutes"
             )
             needs += (
                 f"; the seeds alone are {int(values['runs needed']):,} runs, about "

@@ -10,8 +10,9 @@ One :class:`Plan` per claim id in :data:`PLANS` (adding a claim's plan is one en
   reason for its size: half the paper's reported gap where the paper reports one, else our
   stated choice; an effect of a claim in other units has its own :class:`Margin` in
   ``others``, matched by a phrase of its label (:func:`margin_for`);
-- the planned number of seeds, computed from a pilot spread (the saved set's per-seed
-  standard deviation of each effect, with its test set's noise) so that the minimum
+- the planned number of seeds, computed from a pilot spread (each effect's per-seed
+  standard deviation in the saved set's first :data:`PILOT_SEEDS` seeds, the pilot, with
+  its test set's noise; seeds added to meet the plan do not move it) so that the minimum
   detectable effect at 80 % power, two-sided, is at most the margin
   (:func:`planned`, :func:`normlab.stats.n_needed`), at the Bonferroni level 0.05/k of a
   claim with k effects, which Holm's correction never makes stricter.
@@ -27,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from .. import stats
 from ..data.sources import STAND_INS
 from ..experiments.part1 import FC_EPOCHS, FC_PRIMARY
@@ -37,6 +40,8 @@ from .registry import MARGIN_WORDS, Claim, get
 
 __all__ = [
     "ACCURACY",
+    "PILOT_SEEDS",
+    "pilot",
     "Margin",
     "Plan",
     "PLANS",
@@ -49,6 +54,16 @@ __all__ = [
 
 #: The units of an accuracy difference.
 ACCURACY = "accuracy (0.01 = one point)"
+#: The pilot behind every plan: a saved set's first five seeds (all of a smaller set), so
+#: that a plan is fixed before the seeds it asks for are run.
+PILOT_SEEDS = 5
+
+
+def pilot(results: pd.DataFrame) -> pd.DataFrame:
+    """The pilot's runs of a results table: those of seeds ``0`` to ``PILOT_SEEDS - 1``."""
+    if "seed" not in results:
+        raise ValueError("results must have a 'seed' column to find the pilot's runs")
+    return results[results["seed"] < PILOT_SEEDS]
 
 
 @dataclass(frozen=True)

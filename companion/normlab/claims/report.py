@@ -58,6 +58,7 @@ __all__ = [
     "Judged",
     "markdown",
     "Outcome",
+    "planned_from",
     "part_markdown",
     "plan_table",
     "primary_source",
@@ -148,6 +149,9 @@ class Outcome:
     )  # per effect label: what would resolve it, training
     data: tuple[str, ...] = ()  # the datasets the effects read (empty: the table's)
     judged: list[Judged] = field(default_factory=list)
+    # the plan's seeds and test items, from the pilot (:func:`planned_from`); None: not
+    # computed (an outcome judged on a chapter's table), then read from ``judged``
+    planned: tuple[int | None, int | None] | None = None
 
     @property
     def n_needed(self) -> int | None:
@@ -393,6 +397,8 @@ def evaluate(
         return Outcome(claim, f"needs the {test.min_profile} profile", note=command)
     table = saved.results
     outcome = judge(claim, table)
+    if plans.plan(claim.id) is not None:
+        outcome.planned = planned_from(claim, table, outcome)
     tasks = outcome.data or (sorted(set(table["data"])) if "data" in table else ())
     words, stand_in = data_words(
         claim, tasks, saved.profile, primary_source(claim, table)
@@ -405,6 +411,30 @@ def evaluate(
         "stand_in": stand_in,
     }
     return outcome
+
+
+def _spreads(
+    judged: Sequence[Judged],
+) -> list[tuple[float, float, float, int | None, bool]]:
+    """What :func:`normlab.claims.plans.planned` reads of each effect with a margin."""
+    return [
+        (j.seeds_only.seed_sd, j.item_var, j.margin, j.n_test, j.equivalence)
+        for j in judged
+        if j.margin is not None
+    ]
+
+
+def planned_from(
+    claim: Claim, results: pd.DataFrame, outcome: Outcome | None = None
+) -> tuple[int | None, int | None]:
+    """The planned seeds and test items of ``claim`` (:func:`normlab.claims.plans.planned`)
+    from the pilot's runs of ``results`` (:func:`normlab.claims.plans.pilot`): seeds run
+    beyond the pilot do not move the plan. ``outcome``, the judgement of the whole table,
+    is reused where the table holds the pilot only."""
+    first = plans.pilot(results)
+    if outcome is None or len(first) < len(results):
+        outcome = judge(claim, first)
+    return plans.planned(_spreads(outcome.judged))
 
 
 def _interval_words(ci: Interval) -> str:
@@ -539,7 +569,7 @@ def scorecard_records(
     behind the verdict), ``note``, ``n_needed`` and ``n_test_needed`` (the most any
     inconclusive effect needs; None when resolved), the plan of an empirical claim
     (``estimand``, ``specification``, ``margin_tie``, ``planned_seeds``,
-    ``planned_test_items``), ``checks`` of an exact one, and ``effects``: per effect its
+    ``planned_test_items``: from the pilot, :func:`planned_from`), ``checks`` of an exact one, and ``effects``: per effect its
     ``label``, ``verdict``, ``estimate``, ``low`` and ``high`` (seeds and test items, at
     ``confidence``, its Holm level), ``seeds_only``, ``test_items_se``, ``margin``,
     ``units``, ``mde``, ``p``, ``n`` (seeds), ``n_needed``, ``n_test``,
@@ -581,18 +611,10 @@ def scorecard_records(
             profile = record["profile"] or (
                 c.test.min_profile if isinstance(c.test, Test) else "cpu"
             )
-            seeds, items = plans.planned(
-                [
-                    (
-                        j.seeds_only.seed_sd,
-                        j.item_var,
-                        j.margin,
-                        j.n_test,
-                        j.equivalence,
-                    )
-                    for j in out.judged
-                    if j.margin is not None
-                ]
+            seeds, items = (
+                out.planned
+                if out.planned is not None
+                else plans.planned(_spreads(out.judged))
             )
             record.update(
                 estimand=plan.estimand,

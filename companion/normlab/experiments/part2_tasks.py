@@ -127,7 +127,7 @@ _PAPER = {
     "warmup": 0.1,
 }
 # Methods trimmed in the quick and cpu profiles to the ones each chapter's claims compare, so
-# that a cpu run trains past 1,000 steps within about 45 CPU-minutes a chapter; the standard
+# that a cpu run trains past 1,000 steps within about 90 CPU-minutes a chapter; the standard
 # and paper grids run all eight, at two (standard) or three (paper) learning rates.
 QUICK_LANGUAGE = [
     "frozen_ln",
