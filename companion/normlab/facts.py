@@ -875,7 +875,7 @@ def plan_plainly(cost: pd.DataFrame, whole: int | None = None) -> Any:
     from .claims.rules import INCONCLUSIVE
     from .experiments.costs import CPU_BUDGET_MIN
 
-    pilot = f"from the pilot (each set's first {plans.PILOT_SEEDS} seeds)"
+    pilot = f"from the pilot (a set's first {plans.PILOT_SEEDS} seeds, or all of a smaller set)"
     if cost.empty:
         return _markdown(f"Every plan of this chapter, computed {pilot}, is met.")
     sentences = []
