@@ -300,3 +300,94 @@ def test_the_mechanism_sentences_follow_the_data() -> None:
     gaps[(8, vit, 1e-2)] = -0.1  # the bottleneck stays at the full budget
     kept = facts.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
     assert "does not vanish" in str(kept["issue_words"].data)
+
+
+def _selector_cells(slow: dict[str, float], default: dict[str, float]) -> pd.DataFrame:
+    """A mechanism table at two budgets: three backbone rates at the default selector
+    rate, the slow selector at the highest rate only; ``slow`` and ``default`` give the
+    highest rate's ``specialised``, ``epoch_specialised``, ``entropy_final`` and ``mean``."""
+    rows = []
+    for e in (3, 8):
+        for lr in (1e-3, 3e-3, 1e-2):
+            for sel in (1.0, 0.1) if lr == 1e-2 else (1.0,):
+                values = (slow if sel == 0.1 else default) if lr == 1e-2 else {}
+                mean = values.get("mean", 0.0)
+                rows.append(
+                    dict(
+                        data="mnist",
+                        epochs=e,
+                        init="trunc_normal_0.02",
+                        lr=lr,
+                        selector_lr=sel,
+                        a_mean=0.8 + mean,
+                        b_mean=0.8,
+                        mean=mean,
+                        ci95=0.01,
+                        low=mean - 0.01,
+                        high=mean + 0.01,
+                        n=3,
+                        specialised=values.get("specialised", 1.0),
+                        epoch_specialised=values.get("epoch_specialised", 2.0),
+                        early=0.5,
+                        entropy_final=values.get("entropy_final", 0.1),
+                    )
+                )
+    return pd.DataFrame(rows)
+
+
+def test_the_selector_table_keeps_the_rate_with_both_selectors_default_first() -> None:
+    cells = _selector_cells(
+        {"entropy_final": 0.5, "specialised": 0.0, "epoch_specialised": np.nan},
+        {"entropy_final": 0.05},
+    )
+    table = mech.selector_table(cells)
+    assert len(table) == 2 * 2  # two budgets x two selector rates, at 1e-2 only
+    assert set(table["lr"]) == {1e-2}
+    assert list(table["selector_lr"]) == [1.0, 0.1, 1.0, 0.1]
+    assert np.allclose(table["vs_default"], [0.0, 0.45, 0.0, 0.45])
+    one_rate = cells[cells["selector_lr"] == 1.0]
+    assert mech.selector_table(one_rate).empty
+
+
+def test_the_selector_sentences_follow_the_data() -> None:
+    from normlab import facts
+
+    steps = {3: 279, 8: 744}
+    undecided = {"entropy_final": 0.5, "specialised": 0.0, "epoch_specialised": np.nan}
+    gains = facts.mechanism_selector(
+        mech.selector_table(
+            _selector_cells({**undecided, "mean": 0.02}, {"mean": -0.03})
+        ),
+        steps,
+    )
+    assert gains["rate"] == 0.1 and gains["lr"] == 1e-2 and gains["settings"] == 2
+    assert gains["later"] == 2 and gains["rose"] == 2
+    assert gains["h_slow"] == pytest.approx(0.5)
+    assert gains["gap_slow"] - gains["gap_default"] == pytest.approx(0.05)
+    assert "what early commitment as the mechanism predicts" in str(
+        gains["verdict"].data
+    )
+    assert "no seed specialised at the slow one" in str(gains["words"].data)
+    level = facts.mechanism_selector(
+        mech.selector_table(_selector_cells({**undecided, "mean": 0.02}, {})), steps
+    )
+    assert level["trails"] == 0 and "no bottleneck" in str(level["verdict"].data)
+    flat = facts.mechanism_selector(
+        mech.selector_table(
+            _selector_cells({**undecided, "mean": -0.05}, {"mean": -0.03})
+        ),
+        steps,
+    )
+    assert flat["rose"] == 0
+    assert "does not explain the gap" in str(flat["verdict"].data)
+    trailing = {"mean": -0.03}
+    same = facts.mechanism_selector(
+        mech.selector_table(_selector_cells(trailing, trailing)), steps
+    )
+    assert same["later"] == 0 and "cannot test" in str(same["verdict"].data)
+    assert (
+        facts.mechanism_selector(
+            mech.selector_table(_selector_cells({}, {})).iloc[:0], steps
+        )
+        == {}
+    )
