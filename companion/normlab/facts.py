@@ -7,7 +7,7 @@ of findings, IPython ``Markdown`` for ``{glue:md}``), keyed by the name the chap
 under after its own prefix (``ch11_`` + ``gap_default``), and a table where the chapter
 shows the one the numbers come from.
 
-- chapter 10: :func:`temperature`, :func:`gate_collapse`;
+- chapter 10: :func:`temperature`, :func:`gate_collapse`, :func:`widget_grid`;
 - chapters 11 and 12: :func:`power_table`, :func:`gate_diagnostics`;
 - chapter 11: :func:`plainly`, :func:`mechanism` (the mechanism sweep),
   :func:`mechanism_selector` (its selector rates);
@@ -54,6 +54,7 @@ __all__ = [
     "schedule",
     "temperature",
     "verdict",
+    "widget_grid",
 ]
 
 
@@ -136,6 +137,72 @@ def gate_collapse(runs: Any) -> dict[str, float]:
         "t_last": last,
         "h_first": float(decisions[first]),
         "h_last": float(decisions[last]),
+    }
+
+
+def _entropy_by(unfrozen: pd.DataFrame, axis: str) -> pd.Series:
+    return unfrozen.groupby(axis)["final_entropy"].mean().sort_index()
+
+
+def _contrast_words(by: pd.Series, names: Mapping[Any, str], what: str) -> str:
+    """Two settings' mean final entropies in a sentence, the higher one named."""
+    (low_key, low), (high_key, high) = list(by.items())[0], list(by.items())[-1]
+    if len(by) < 2:
+        return ""
+    more = names[high_key] if high > low else names[low_key]
+    return (
+        f"{what}: {low:.3f} nats with {names[low_key]} against {high:.3f} with "
+        f"{names[high_key]}, so {more} gates end less decided on average."
+        if high != low
+        else f"{what}: {low:.3f} nats either way."
+    )
+
+
+def widget_grid(runs: pd.DataFrame) -> dict[str, Any]:
+    """Chapter 10's widget grid as a whole: the unfrozen runs (``freeze_at`` 0) of a table
+    with ``selector_lr``, ``tau``, ``hard``, ``seed`` and ``final_entropy`` (the mean gate
+    entropy at the last epoch), over every task, tau, gate and seed. The selector rate
+    whose mean final entropy is highest (``rate_undecided``, ``h_undecided``) and lowest
+    (``rate_collapsed``, ``h_collapsed``), ``seeds`` and ``unfrozen`` (runs averaged);
+    ``rate_words`` (every rate's mean, and which stay above 0.3 nats and fall below 0.1),
+    ``tau_words`` and ``gate_words`` (the same mean per temperature and per soft or hard
+    gate, where the grid has several)."""
+    unfrozen = runs[runs["freeze_at"] == 0]
+    by_rate = _entropy_by(unfrozen, "selector_lr")
+    above = [f"×{r:g}" for r, h in by_rate.items() if h > 0.3]
+    below = [f"×{r:g}" for r, h in by_rate.items() if h < 0.1]
+    listed = ", ".join(f"{h:.3f} nats at ×{r:g}" for r, h in by_rate.items())
+    split = (
+        f"{' and '.join(above) if above else 'no rate'} "
+        f"{'keep' if len(above) > 1 else 'keeps'} the gates undecided (above 0.3 nats)"
+        f", {' and '.join(below) if below else 'no rate'} "
+        f"{'let' if len(below) > 1 else 'lets'} them collapse (below 0.1)"
+    )
+    taus = _entropy_by(unfrozen, "tau")
+    gates = _entropy_by(unfrozen.assign(hard=unfrozen["hard"].astype(bool)), "hard")
+    return {
+        "rate_undecided": float(by_rate.idxmax()),
+        "h_undecided": float(by_rate.max()),
+        "rate_collapsed": float(by_rate.idxmin()),
+        "h_collapsed": float(by_rate.min()),
+        "seeds": int(unfrozen["seed"].nunique()),
+        "unfrozen": len(unfrozen),
+        "rate_words": _markdown(
+            f"Over all {len(unfrozen)} unfrozen runs of the grid (every task, τ, gate and "
+            f"seed), the mean final gate entropy is {listed}: {split}."
+        ),
+        "tau_words": _markdown(
+            _contrast_words(
+                taus,
+                {t: f"τ = {t:g}" for t in taus.index},
+                "Averaged the same way, by τ",
+            )
+        ),
+        "gate_words": _markdown(
+            _contrast_words(
+                gates, {False: "soft", True: "hard"}, "By soft against hard gates"
+            )
+        ),
     }
 
 

@@ -353,7 +353,7 @@ GATE_WIDGET = register_experiment(
                 fixed={
                     "normaliser": "autonorm",
                     **({"epochs": 3} if p == "quick" else {}),
-                    # cpu: both tasks on the 8x8 digits, in batches of 16 (948 steps)
+                    # cpu: both tasks on the 8x8 digits, in batches of 16 (624 steps)
                     **(
                         {"source": "digits", "patch_size": 4, "batch_size": 16}
                         if p == "cpu"
