@@ -241,23 +241,34 @@ def test_at_chosen_rates_each_arm_takes_its_best_rate_on_validation() -> None:
         assert row.mean == pytest.approx(diff.mean()) and row.n == len(diff)
 
 
+def _gap_row(
+    cell: tuple[int, str, float, float], gap: float, half: float, base: float = 0.8
+) -> dict:
+    """One mechanism-table row's cell (epochs, init, lr, selector_lr) and its gap: the
+    learned gate at ``base + gap``, the random one at ``base``, over three seeds."""
+    e, init, lr, selector_lr = cell
+    return dict(
+        data="mnist",
+        epochs=e,
+        init=init,
+        lr=lr,
+        selector_lr=selector_lr,
+        a_mean=base + gap,
+        b_mean=base,
+        mean=gap,
+        ci95=half,
+        low=gap - half,
+        high=gap + half,
+        n=3,
+    )
+
+
 def _cells(gaps: dict[tuple[int, str, float], float], early: dict) -> pd.DataFrame:
     """A mechanism table: per (epochs, init, lr) a gap with half-width 0.02."""
     return pd.DataFrame(
         [
             dict(
-                data="mnist",
-                epochs=e,
-                init=i,
-                lr=lr,
-                selector_lr=1.0,
-                a_mean=0.5 + g,
-                b_mean=0.5,
-                mean=g,
-                ci95=0.02,
-                low=g - 0.02,
-                high=g + 0.02,
-                n=3,
+                **_gap_row((e, i, lr, 1.0), g, 0.02, base=0.5),
                 early=early.get((e, i, lr), 0.0),
                 **{"to_dyt pre-MLP": 0.5},
                 trained=True,
@@ -314,18 +325,7 @@ def _selector_cells(slow: dict[str, float], default: dict[str, float]) -> pd.Dat
                 mean = values.get("mean", 0.0)
                 rows.append(
                     dict(
-                        data="mnist",
-                        epochs=e,
-                        init="trunc_normal_0.02",
-                        lr=lr,
-                        selector_lr=sel,
-                        a_mean=0.8 + mean,
-                        b_mean=0.8,
-                        mean=mean,
-                        ci95=0.01,
-                        low=mean - 0.01,
-                        high=mean + 0.01,
-                        n=3,
+                        **_gap_row((e, "trunc_normal_0.02", lr, sel), mean, 0.01),
                         specialised=values.get("specialised", 1.0),
                         epoch_specialised=values.get("epoch_specialised", 2.0),
                         early=0.5,
