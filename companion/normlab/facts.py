@@ -144,18 +144,25 @@ def _entropy_by(unfrozen: pd.DataFrame, axis: str) -> pd.Series:
     return unfrozen.groupby(axis)["final_entropy"].mean().sort_index()
 
 
+#: Mean final entropies closer than this (nats) count as about the same in chapter 10's
+#: sentences: a tenth of the gap between the undecided and the collapsed rates there.
+_SAME_ENTROPY = 0.05
+
+
 def _contrast_words(by: pd.Series, names: Mapping[Any, str], what: str) -> str:
-    """Two settings' mean final entropies in a sentence, the higher one named."""
-    (low_key, low), (high_key, high) = list(by.items())[0], list(by.items())[-1]
+    """Two settings' mean final entropies in a sentence, the higher one named where they
+    differ by :data:`_SAME_ENTROPY` or more."""
     if len(by) < 2:
         return ""
-    more = names[high_key] if high > low else names[low_key]
-    return (
+    (low_key, low), (high_key, high) = list(by.items())[0], list(by.items())[-1]
+    numbers = (
         f"{what}: {low:.3f} nats with {names[low_key]} against {high:.3f} with "
-        f"{names[high_key]}, so {more} gates end less decided on average."
-        if high != low
-        else f"{what}: {low:.3f} nats either way."
+        f"{names[high_key]}"
     )
+    if abs(high - low) < _SAME_ENTROPY:
+        return f"{numbers}, about as decided either way."
+    more = names[high_key] if high > low else names[low_key]
+    return f"{numbers}, so {more} gates end less decided on average."
 
 
 def widget_grid(runs: pd.DataFrame) -> dict[str, Any]:
