@@ -241,23 +241,34 @@ def test_at_chosen_rates_each_arm_takes_its_best_rate_on_validation() -> None:
         assert row.mean == pytest.approx(diff.mean()) and row.n == len(diff)
 
 
+def _gap_row(
+    cell: tuple[int, str, float, float], gap: float, half: float, base: float = 0.8
+) -> dict:
+    """One mechanism-table row's cell (epochs, init, lr, selector_lr) and its gap: the
+    learned gate at ``base + gap``, the random one at ``base``, over three seeds."""
+    e, init, lr, selector_lr = cell
+    return dict(
+        data="mnist",
+        epochs=e,
+        init=init,
+        lr=lr,
+        selector_lr=selector_lr,
+        a_mean=base + gap,
+        b_mean=base,
+        mean=gap,
+        ci95=half,
+        low=gap - half,
+        high=gap + half,
+        n=3,
+    )
+
+
 def _cells(gaps: dict[tuple[int, str, float], float], early: dict) -> pd.DataFrame:
     """A mechanism table: per (epochs, init, lr) a gap with half-width 0.02."""
     return pd.DataFrame(
         [
             dict(
-                data="mnist",
-                epochs=e,
-                init=i,
-                lr=lr,
-                selector_lr=1.0,
-                a_mean=0.5 + g,
-                b_mean=0.5,
-                mean=g,
-                ci95=0.02,
-                low=g - 0.02,
-                high=g + 0.02,
-                n=3,
+                **_gap_row((e, i, lr, 1.0), g, 0.02, base=0.5),
                 early=early.get((e, i, lr), 0.0),
                 **{"to_dyt pre-MLP": 0.5},
                 trained=True,
@@ -300,3 +311,83 @@ def test_the_mechanism_sentences_follow_the_data() -> None:
     gaps[(8, vit, 1e-2)] = -0.1  # the bottleneck stays at the full budget
     kept = facts.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
     assert "does not vanish" in str(kept["issue_words"].data)
+
+
+def _selector_cells(slow: dict[str, float], default: dict[str, float]) -> pd.DataFrame:
+    """A mechanism table at two budgets: three backbone rates at the default selector
+    rate, the slow selector at the highest rate only; ``slow`` and ``default`` give the
+    highest rate's ``specialised``, ``epoch_specialised``, ``entropy_final`` and ``mean``."""
+    rows = []
+    for e in (3, 8):
+        for lr in (1e-3, 3e-3, 1e-2):
+            for sel in (1.0, 0.1) if lr == 1e-2 else (1.0,):
+                values = (slow if sel == 0.1 else default) if lr == 1e-2 else {}
+                mean = values.get("mean", 0.0)
+                rows.append(
+                    dict(
+                        **_gap_row((e, "trunc_normal_0.02", lr, sel), mean, 0.01),
+                        specialised=values.get("specialised", 1.0),
+                        epoch_specialised=values.get("epoch_specialised", 2.0),
+                        early=0.5,
+                        entropy_final=values.get("entropy_final", 0.1),
+                    )
+                )
+    return pd.DataFrame(rows)
+
+
+def test_the_selector_table_keeps_the_rate_with_both_selectors_default_first() -> None:
+    cells = _selector_cells(
+        {"entropy_final": 0.5, "specialised": 0.0, "epoch_specialised": np.nan},
+        {"entropy_final": 0.05},
+    )
+    table = mech.selector_table(cells)
+    assert len(table) == 2 * 2  # two budgets x two selector rates, at 1e-2 only
+    assert set(table["lr"]) == {1e-2}
+    assert list(table["selector_lr"]) == [1.0, 0.1, 1.0, 0.1]
+    assert np.allclose(table["vs_default"], [0.0, 0.45, 0.0, 0.45])
+    one_rate = cells[cells["selector_lr"] == 1.0]
+    assert mech.selector_table(one_rate).empty
+
+
+def test_the_selector_sentences_follow_the_data() -> None:
+    from normlab import facts
+
+    steps = {3: 279, 8: 744}
+    undecided = {"entropy_final": 0.5, "specialised": 0.0, "epoch_specialised": np.nan}
+    gains = facts.mechanism_selector(
+        mech.selector_table(
+            _selector_cells({**undecided, "mean": 0.02}, {"mean": -0.03})
+        ),
+        steps,
+    )
+    assert gains["rate"] == 0.1 and gains["lr"] == 1e-2 and gains["settings"] == 2
+    assert gains["later"] == 2 and gains["rose"] == 2
+    assert gains["h_slow"] == pytest.approx(0.5)
+    assert gains["gap_slow"] - gains["gap_default"] == pytest.approx(0.05)
+    assert "what early commitment as the mechanism predicts" in str(
+        gains["verdict"].data
+    )
+    assert "no seed specialised at the slow one" in str(gains["words"].data)
+    level = facts.mechanism_selector(
+        mech.selector_table(_selector_cells({**undecided, "mean": 0.02}, {})), steps
+    )
+    assert level["trails"] == 0 and "no bottleneck" in str(level["verdict"].data)
+    flat = facts.mechanism_selector(
+        mech.selector_table(
+            _selector_cells({**undecided, "mean": -0.05}, {"mean": -0.03})
+        ),
+        steps,
+    )
+    assert flat["rose"] == 0
+    assert "does not explain the gap" in str(flat["verdict"].data)
+    trailing = {"mean": -0.03}
+    same = facts.mechanism_selector(
+        mech.selector_table(_selector_cells(trailing, trailing)), steps
+    )
+    assert same["later"] == 0 and "cannot test" in str(same["verdict"].data)
+    assert (
+        facts.mechanism_selector(
+            mech.selector_table(_selector_cells({}, {})).iloc[:0], steps
+        )
+        == {}
+    )

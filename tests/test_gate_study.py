@@ -13,10 +13,11 @@ from normlab import experiments, figures
 from normlab.callbacks import TrainState
 from normlab.claims.tables import paired_table
 from normlab.data import load
-from normlab.experiments import RunContext
+from normlab.experiments import RunContext, gate_grids
 from normlab.experiments import gate_study as gs
 from normlab.gates import AutoNormS, GateTelemetry, selector_parameters
 from normlab.layers import AutoNorm
+from normlab.paper import TAU
 from normlab.training import fit
 
 TINY = {
@@ -562,3 +563,25 @@ def test_mechanism_sweep_crosses_budget_init_and_rate_on_real_mnist() -> None:
         cells.setdefault(c["arm"], set()).add(key)
     assert cells["autonorm_random"] <= cells["autonorm"]
     assert {k for k in cells["autonorm"] if k[3] == 1.0} == cells["autonorm_random"]
+    # the selector's own rate: the slow one (a tenth) for the learned gate at the
+    # highest backbone rate only, at every budget, init and seed
+    slow = {k for k in cells["autonorm"] if k[3] != 1.0}
+    assert {k[3] for k in slow} == {0.1}
+    assert {k[2] for k in slow} == {max(c["lr"] for c in configs)}
+    assert len(slow) == 2 * 2 * grid.seeds
+
+
+def test_the_cpu_widget_grid_serves_every_control_the_chapter_names() -> None:
+    """Chapter 10's widget on the saved set: both tasks, two tau, soft and hard gates,
+    three selector rates, never-freeze and three T_freeze, three seeds."""
+    grid = experiments.get("gate_widget").grid("cpu")
+    configs = grid.configs()
+    values = {key: {c[key] for c in configs} for key in gate_grids.WIDGET_AXES["cpu"]}
+    assert values["data"] == {"mnist", "mnist_restyled"}
+    assert len(values["tau"]) == 2 and TAU in values["tau"]
+    assert values["hard"] == {False, True}
+    assert len(values["selector_lr"]) == 3
+    assert 0 in values["freeze_at"] and len(values["freeze_at"] - {0}) >= 3
+    assert grid.seeds == 3
+    assert len(configs) == 2 * 2 * 2 * 3 * 4 * 3
+    assert {c["source"] for c in configs} == {"digits"}

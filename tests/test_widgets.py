@@ -6,6 +6,7 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from normlab import widgets as w
 
@@ -255,3 +256,32 @@ def test_the_saved_widget_grid_has_a_rate_that_collapses_and_one_that_does_not()
     assert by_rate.max() > 0.3 and by_rate.min() < 0.1, by_rate
     assert set(unfrozen["data"]) == {"mnist", "mnist_restyled"}
     assert len({t for t in runs["freeze_at"] if t}) >= 3
+
+
+def test_the_grid_sentences_name_the_rates_that_stay_undecided_and_collapse() -> None:
+    from normlab import facts
+
+    rows = [
+        dict(selector_lr=r, tau=t, hard=h, seed=s, freeze_at=f, final_entropy=e)
+        for r, e in ((0.1, 0.6), (1.0, 0.2), (10.0, 0.02))
+        for t in (0.5, 2.0)
+        for h in (False, True)
+        for s in range(3)
+        for f in (0, 3)
+    ]
+    frame = pd.DataFrame(rows)
+    frame.loc[frame["freeze_at"] == 3, "final_entropy"] = 0.69  # frozen: left out
+    frame.loc[frame["hard"], "final_entropy"] += 0.1
+    frame.loc[frame["tau"] == 2.0, "final_entropy"] += 0.01  # too little to name
+    grid = facts.widget_grid(frame)
+    assert grid["rate_undecided"] == 0.1 and grid["rate_collapsed"] == 10.0
+    assert grid["h_undecided"] == pytest.approx(0.6 + 0.05 + 0.005)
+    assert grid["unfrozen"] == 36 and grid["seeds"] == 3
+    words = str(grid["rate_words"].data)
+    assert "×0.1 keeps the gates undecided" in words
+    assert "×10 lets them collapse" in words
+    assert "hard gates end less decided" in str(grid["gate_words"].data)
+    assert "either way" in str(grid["tau_words"].data)
+    frame["final_entropy"] = 0.2
+    flat = str(facts.widget_grid(frame)["rate_words"].data)
+    assert "no rate keeps the gates undecided" in flat and "no rate lets them" in flat

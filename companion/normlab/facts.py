@@ -7,9 +7,10 @@ of findings, IPython ``Markdown`` for ``{glue:md}``), keyed by the name the chap
 under after its own prefix (``ch11_`` + ``gap_default``), and a table where the chapter
 shows the one the numbers come from.
 
-- chapter 10: :func:`temperature`, :func:`gate_collapse`;
+- chapter 10: :func:`temperature`, :func:`gate_collapse`, :func:`widget_grid`;
 - chapters 11 and 12: :func:`power_table`, :func:`gate_diagnostics`;
-- chapter 11: :func:`plainly`, :func:`mechanism` (the mechanism sweep);
+- chapter 11: :func:`plainly`, :func:`mechanism` (the mechanism sweep),
+  :func:`mechanism_selector` (its selector rates);
 - chapter 12: :func:`freeze_decisions`, :func:`freeze_effect`, :func:`freeze_plainly`,
   :func:`lead_over_frozen_ln`;
 - chapters 13-15: :func:`schedule`, :func:`verdict`, :func:`means`,
@@ -43,6 +44,7 @@ __all__ = [
     "lead_over_frozen_ln",
     "means",
     "mechanism",
+    "mechanism_selector",
     "plainly",
     "plateau",
     "power_table",
@@ -54,6 +56,7 @@ __all__ = [
     "schedule",
     "temperature",
     "verdict",
+    "widget_grid",
 ]
 
 
@@ -136,6 +139,79 @@ def gate_collapse(runs: Any) -> dict[str, float]:
         "t_last": last,
         "h_first": float(decisions[first]),
         "h_last": float(decisions[last]),
+    }
+
+
+def _entropy_by(unfrozen: pd.DataFrame, axis: str) -> pd.Series:
+    return unfrozen.groupby(axis)["final_entropy"].mean().sort_index()
+
+
+#: Mean final entropies closer than this (nats) count as about the same in chapter 10's
+#: sentences: a tenth of the gap between the undecided and the collapsed rates there.
+_SAME_ENTROPY = 0.05
+
+
+def _contrast_words(by: pd.Series, names: Mapping[Any, str], what: str) -> str:
+    """Two settings' mean final entropies in a sentence, the higher one named where they
+    differ by :data:`_SAME_ENTROPY` or more."""
+    if len(by) < 2:
+        return ""
+    (low_key, low), (high_key, high) = list(by.items())[0], list(by.items())[-1]
+    numbers = (
+        f"{what}: {low:.3f} nats with {names[low_key]} against {high:.3f} with "
+        f"{names[high_key]}"
+    )
+    if abs(high - low) < _SAME_ENTROPY:
+        return f"{numbers}, about as decided either way."
+    more = names[high_key] if high > low else names[low_key]
+    return f"{numbers}, so {more} gates end less decided on average."
+
+
+def widget_grid(runs: pd.DataFrame) -> dict[str, Any]:
+    """Chapter 10's widget grid as a whole: the unfrozen runs (``freeze_at`` 0) of a table
+    with ``selector_lr``, ``tau``, ``hard``, ``seed`` and ``final_entropy`` (the mean gate
+    entropy at the last epoch), over every task, tau, gate and seed. The selector rate
+    whose mean final entropy is highest (``rate_undecided``, ``h_undecided``) and lowest
+    (``rate_collapsed``, ``h_collapsed``), ``seeds`` and ``unfrozen`` (runs averaged);
+    ``rate_words`` (every rate's mean, and which stay above 0.3 nats and fall below 0.1),
+    ``tau_words`` and ``gate_words`` (the same mean per temperature and per soft or hard
+    gate, where the grid has several)."""
+    unfrozen = runs[runs["freeze_at"] == 0]
+    by_rate = _entropy_by(unfrozen, "selector_lr")
+    above = [f"×{r:g}" for r, h in by_rate.items() if h > 0.3]
+    below = [f"×{r:g}" for r, h in by_rate.items() if h < 0.1]
+    listed = ", ".join(f"{h:.3f} nats at ×{r:g}" for r, h in by_rate.items())
+    split = (
+        f"{' and '.join(above) if above else 'no rate'} "
+        f"{'keep' if len(above) > 1 else 'keeps'} the gates undecided (above 0.3 nats)"
+        f", {' and '.join(below) if below else 'no rate'} "
+        f"{'let' if len(below) > 1 else 'lets'} them collapse (below 0.1)"
+    )
+    taus = _entropy_by(unfrozen, "tau")
+    gates = _entropy_by(unfrozen.assign(hard=unfrozen["hard"].astype(bool)), "hard")
+    return {
+        "rate_undecided": float(by_rate.idxmax()),
+        "h_undecided": float(by_rate.max()),
+        "rate_collapsed": float(by_rate.idxmin()),
+        "h_collapsed": float(by_rate.min()),
+        "seeds": int(unfrozen["seed"].nunique()),
+        "unfrozen": len(unfrozen),
+        "rate_words": _markdown(
+            f"Over all {len(unfrozen)} unfrozen runs of the grid (every task, τ, gate and "
+            f"seed), the mean final gate entropy is {listed}: {split}."
+        ),
+        "tau_words": _markdown(
+            _contrast_words(
+                taus,
+                {t: f"τ = {t:g}" for t in taus.index},
+                "Averaged the same way, by τ",
+            )
+        ),
+        "gate_words": _markdown(
+            _contrast_words(
+                gates, {False: "soft", True: "hard"}, "By soft against hard gates"
+            )
+        ),
     }
 
 
@@ -521,6 +597,117 @@ def mechanism(
         rows = chosen[chosen["n"] >= 2]
         out["chosen_below"] = int((rows["high"] < 0).sum())
         out["chosen_settings"] = len(rows)
+    return out
+
+
+def _epoch_words(row: Any) -> str:
+    """How many seeds of a selector row specialised, and by which epoch on average."""
+    share = row["specialised"]
+    if pd.isna(share) or share == 0:
+        return "no seed specialised"
+    return f"a share {share:.2f} of seeds specialised, at epoch {row['epoch_specialised']:.1f}"
+
+
+def _selector_setting(
+    default: Any, slow: Any, steps: Mapping[int, int]
+) -> tuple[str, bool, bool]:
+    """One budget and init of :func:`mechanism_selector` in words; whether the slow
+    selector specialised later (a smaller share, or the same share at a later epoch) and
+    whether the learned gate's gap to the random one rose with it."""
+    later = slow["specialised"] < default["specialised"] or (
+        slow["specialised"] == default["specialised"] > 0
+        and slow["epoch_specialised"] > default["epoch_specialised"]
+    )
+    rose = bool(slow["mean"] > default["mean"])
+    words = (
+        f"at {steps.get(int(default['epochs']), default['epochs'])} steps from "
+        f"{display_name(default['init'], 'init')}, {_epoch_words(default)} at the default "
+        f"rate and {_epoch_words(slow)} at the slow one; the final entropy "
+        f"{_way(default['entropy_final'], slow['entropy_final'])} from "
+        f"{default['entropy_final']:.3f} to {slow['entropy_final']:.3f} nats and the "
+        f"learned gate minus the random one {_way(default['mean'], slow['mean'])} from "
+        f"{default['mean']:+.3f} ± {default['ci95']:.3f} to {slow['mean']:+.3f} ± "
+        f"{slow['ci95']:.3f}"
+    )
+    return words, bool(later), rose
+
+
+def _selector_verdict(later: int, rose: int, settings: int, trails: int) -> str:
+    """What the slow selector's settings say about early commitment (``trails``: the
+    settings where the default selector's gap lies wholly below zero)."""
+    if not trails:
+        return (
+            "At the default selector rate the learned gate does not trail the random one "
+            "here (no interval wholly below zero), so there is no bottleneck for a "
+            f"slower selector to remove: it specialised later in {later} of {settings} "
+            f"settings, and the learned gate's mean gap rose in {rose} of {settings}."
+        )
+    if 2 * later < settings:
+        return (
+            f"The slow selector specialised later in only {later} of {settings} "
+            "settings, so this contrast cannot test early commitment here."
+        )
+    if 2 * rose > settings:
+        return (
+            f"Slowing the selector delays its gates' commitment ({later} of {settings} "
+            f"settings) and the learned gate gains on the random one ({rose} of "
+            f"{settings}): what early commitment as the mechanism predicts."
+        )
+    return (
+        f"Slowing the selector delays its gates' commitment ({later} of {settings} "
+        f"settings), but the learned gate gains on the random one in only {rose} of "
+        f"{settings}: at this scale, early commitment alone does not explain the gap."
+    )
+
+
+def mechanism_selector(table: pd.DataFrame, steps: Mapping[int, int]) -> dict[str, Any]:
+    """Chapter 11's selector-rate comparison from a
+    :func:`normlab.analysis.mechanism.selector_table`: at the backbone rate where the
+    sweep has a slow selector (``lr``), the slow selector (``rate``, its multiple of the
+    backbone's) against the default one, over the budgets and inits (``settings``):
+    the mean share of seeds specialised (``spec_default``, ``spec_slow``), the mean final
+    gate entropy (``h_default``, ``h_slow``), the mean gap learned minus random
+    (``gap_default``, ``gap_slow``), the settings where the slow selector specialised
+    later (``later``), where its gap rose (``rose``) and where the default selector's
+    gap lies wholly below zero (``trails``); ``words``, per setting, and ``verdict``, what
+    that says about early commitment. Empty without a slow selector."""
+    if table.empty:
+        return {}
+    slow_rate = float(table.loc[table["selector_lr"] != 1.0, "selector_lr"].min())
+    keys = ["epochs", "init", "lr"]
+    default = table[table["selector_lr"] == 1.0].set_index(keys).sort_index()
+    slow = table[table["selector_lr"] == slow_rate].set_index(keys).sort_index()
+    shared = default.index.intersection(slow.index)
+    default, slow = default.loc[shared], slow.loc[shared]
+    parts, later, rose = [], 0, 0
+    for key in shared:
+        d = {**default.loc[key].to_dict(), **dict(zip(keys, key))}
+        s = {**slow.loc[key].to_dict(), **dict(zip(keys, key))}
+        words, was_later, did_rise = _selector_setting(d, s, steps)
+        parts.append(words)
+        later, rose = later + was_later, rose + did_rise
+    lrs = sorted({float(k[2]) for k in shared})
+    out: dict[str, Any] = {
+        "rate": slow_rate,
+        "lr": lrs[-1],
+        "settings": len(shared),
+        "spec_default": float(default["specialised"].mean()),
+        "spec_slow": float(slow["specialised"].mean()),
+        "h_default": float(default["entropy_final"].mean()),
+        "h_slow": float(slow["entropy_final"].mean()),
+        "gap_default": float(default["mean"].mean()),
+        "gap_slow": float(slow["mean"].mean()),
+        "later": later,
+        "rose": rose,
+    }
+    out["words"] = _markdown(
+        f"With the selector at {slow_rate:g} times the backbone's rate "
+        f"({', '.join(f'{lr:g}' for lr in lrs)}): " + "; ".join(parts) + "."
+    )
+    out["trails"] = int((default["high"] < 0).sum())
+    out["verdict"] = _markdown(
+        _selector_verdict(later, rose, len(shared), out["trails"])
+    )
     return out
 
 

@@ -13,7 +13,8 @@ chapters' paired tables use (:func:`normlab.stats.interval`).
 layer, the first epoch whose entropy falls below a threshold (:data:`SPECIALISED_AT`,
 half of ln 2 by default) and the normaliser the gate then favours;
 :func:`specialisation_table` the first epoch whose entropy *averaged over layers* falls
-below it, per run; :func:`mechanism_table` joins both to the gap, per cell.
+below it, per run; :func:`mechanism_table` joins both to the gap, per cell, and
+:func:`selector_table` puts the selector's rates side by side where the sweep has several.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "commitments",
     "gap_table",
     "mechanism_table",
+    "selector_table",
     "slot",
     "specialisation_table",
 ]
@@ -210,7 +212,8 @@ def mechanism_table(
     """Per cell, :func:`gap_table`'s ``arm`` minus ``reference`` beside how soon ``arm``'s
     gates specialised: ``specialised`` (the share of seeds whose mean entropy fell below
     ``threshold``), ``epoch_specialised`` (mean over those seeds), ``early`` (the share
-    of seeds specialised by the end of epoch ``early``) and, for each of ``slots``,
+    of seeds specialised by the end of epoch ``early``), ``entropy_final`` (the mean gate
+    entropy at the last epoch, averaged over seeds) and, for each of ``slots``,
     ``to_dyt <slot>`` (the share of that slot's gates, over layers and seeds, committed
     to DyT; of all its gates, uncommitted ones counting as not) and ``committed <slot>``
     (the share committed at all)."""
@@ -227,6 +230,7 @@ def mechanism_table(
         specialised=("specialised", "mean"),
         epoch_specialised=("epoch_specialised", "mean"),
         early=("early", "mean"),
+        entropy_final=("entropy_final", "mean"),
     )
     held = commitments(mine, threshold)
     for name in slots:
@@ -238,3 +242,28 @@ def mechanism_table(
         summary[f"to_dyt {name}"] = grouped["dyt"].mean()
         summary[f"committed {name}"] = grouped["committed"].mean()
     return gap.merge(summary.reset_index(), on=cell, how="left")
+
+
+def selector_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The selector's rates side by side, from a :func:`mechanism_table`: its rows at
+    the backbone rates where the sweep has more than one selector rate (the GPU and cpu
+    grids: the highest), one row per budget, initialisation and selector rate, the
+    default rate (1) first. Columns: the cell, ``specialised``, ``epoch_specialised``,
+    ``early``, ``entropy_final``, the gap (``a_mean``, ``b_mean``, ``mean``, ``ci95``,
+    ``low``, ``high``, ``n``) and ``vs_default`` (the row's ``entropy_final`` minus the
+    default selector's in the same budget, initialisation and rate). Empty where every
+    cell has one selector rate."""
+    rates = table.groupby(["epochs", "init", "lr"])["selector_lr"].transform("nunique")
+    part = table[rates > 1].copy()
+    if part.empty:
+        return part.assign(vs_default=pd.Series(dtype=float))
+    part["_order"] = (part["selector_lr"] != 1.0).astype(int)
+    part = part.sort_values(["epochs", "init", "lr", "_order", "selector_lr"])
+    default = (
+        part[part["selector_lr"] == 1.0]
+        .set_index(["epochs", "init", "lr"])["entropy_final"]
+        .rename("_default")
+    )
+    part = part.join(default, on=["epochs", "init", "lr"])
+    part["vs_default"] = part["entropy_final"] - part["_default"]
+    return part.drop(columns=["_order", "_default"]).reset_index(drop=True)

@@ -307,10 +307,12 @@ AUTONORM_S_SWEEP = register_experiment(
 # The widget's grid: every freeze is composed from freeze_at in {0 (never), T, ...}. The
 # selector at a tenth of the backbone's rate keeps its gates undecided, at the backbone's
 # rate they decide, at ten times it they collapse (entropy below eps_H within a few
-# epochs); cpu: both tasks on the 8x8 digits (plain and restyled, the same budget as the
-# gate sets), three T_freeze, one seed (the widget shows seed 0; the CPU budget). The quick grid (a pip or Colab reader without
-# the saved set trains it) keeps two selector rates and one T_freeze, and the widget shows
-# only the controls a grid serves.
+# epochs); cpu: both tasks on the 8x8 digits (plain and restyled, in batches of 16), two
+# tau (the paper's and a hot 2), soft and hard gates, three selector rates, four freeze
+# points (never and three T_freeze) and three seeds: 288 runs, about an hour on one thread
+# (the widget shows seed 0). The quick grid (a pip or Colab reader without the saved set
+# trains it) keeps two selector rates and one T_freeze, and the widget shows only the
+# controls a grid serves.
 WIDGET_AXES: dict[str, dict[str, list[Any]]] = {
     "quick": {
         "data": ["mnist"],
@@ -321,9 +323,9 @@ WIDGET_AXES: dict[str, dict[str, list[Any]]] = {
     },
     "cpu": {
         "data": list(CPU_TASKS),
-        "tau": [TAU],
+        "tau": [TAU, 2.0],
         "selector_lr": [0.1, 1.0, 10.0],
-        "hard": [False],
+        "hard": [False, True],
         "freeze_at": [0, 1, T_FREEZE["cpu"], 5],
     },
     # standard: two T_freeze within a GPU half hour; paper: three
@@ -351,7 +353,7 @@ GATE_WIDGET = register_experiment(
                 fixed={
                     "normaliser": "autonorm",
                     **({"epochs": 3} if p == "quick" else {}),
-                    # cpu: both tasks on the 8x8 digits, in batches of 16 (948 steps)
+                    # cpu: both tasks on the 8x8 digits, in batches of 16 (624 steps)
                     **(
                         {"source": "digits", "patch_size": 4, "batch_size": 16}
                         if p == "cpu"
@@ -377,13 +379,13 @@ GATE_WIDGET = register_experiment(
 # appears, and whether the learned gates committed early there. On one cheap task (real
 # MNIST, 5,000 digits, on the CPU), the learned gate and the Random Selector at every
 # budget (a short schedule and the full one), initialisation (ViT's std 0.02 and torch's
-# default) and backbone rate, compared at that shared rate. cpu: 3 epochs (279 steps of
-# 32 images, the short budget of the earlier runs, about 285 steps) and 8 (744, the gate
-# sets' budget), three seeds: 72 runs, about 27 minutes on one thread (a learned run 16 s
-# short and about 39 s full, a random one 11 s and 26 s), so the selector's own rate is
-# swept on the GPU grids only: there the learned gate also runs with its selector at a
-# tenth of the backbone's rate, at the highest backbone rate (where early commitment is
-# expected; the Random Selector has no selector to slow).
+# default) and backbone rate, compared at that shared rate; and the selector's own rate:
+# the learned gate also runs with its selector at a tenth of the backbone's rate, at the
+# highest backbone rate only (where early commitment is expected; the Random Selector has
+# no selector to slow). cpu: 3 epochs (279 steps of 32 images, the short budget of the
+# earlier runs, about 285 steps) and 8 (744, the gate sets' budget), three seeds: 72 runs
+# at the default selector rate and 12 with the slow one, about 45 minutes on one thread
+# (a learned run about 17 s short and 50 s full, a random one 15 s and 40 s).
 MECHANISM_BUDGETS: dict[str, list[int]] = {
     "quick": [1, 2],
     "cpu": [3, SETUP["cpu"]["epochs"]],
@@ -423,9 +425,7 @@ def _mechanism_grid(profile: str) -> Grid:
             "init": MECHANISM_INITS,
             "lr": lrs,
             "arm": MECHANISM_ARMS,
-            "selector_lr": (
-                [1.0] if profile in ("quick", "cpu") else MECHANISM_SELECTOR_LRS
-            ),
+            "selector_lr": [1.0] if profile == "quick" else MECHANISM_SELECTOR_LRS,
         },
         seeds=1 if profile == "quick" else None,
         where=_mechanism_point(lrs),
