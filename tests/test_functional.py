@@ -242,7 +242,34 @@ def _one_node_cases(dtype: torch.dtype) -> dict[str, tuple[Callable, Tensor, tup
             _images(dtype),
             ((4, 3, 3, 3), (4,)),
         ),
+        # as many outputs as inputs (and, for PatchNorm, the same size): the backward
+        # passes then write their last products into spent temporaries (out=)
+        "affine_like_square": (NF.affine_like_linear, rows, ((37, 37), (37,))),
+        "norm_like_square": (
+            lambda x, w, b: NF.norm_like_linear(x, w, b, eps=1e-3),
+            rows,
+            ((37, 37), (37,)),
+        ),
+        "patch_affine_same": (
+            lambda x, w, b: NF.patch_norm_conv2d(x, w, b, padding=1),
+            _images(dtype),
+            ((3, 3, 3, 3), (3,)),
+        ),
+        "patch_norm_same": (
+            lambda x, w, b: NF.patch_norm_conv2d(x, w, b, padding=1, mode="norm_like"),
+            _images(dtype),
+            ((3, 3, 3, 3), (3,)),
+        ),
+        # one output channel: the channel sum of g z is g z itself, no new tensor
+        "patch_one_channel": (
+            lambda x, w, b: NF.patch_norm_conv2d(x[:, :1], w, b, padding=1),
+            _images(dtype),
+            ((1, 1, 3, 3), (1,)),
+        ),
     }
+
+
+ONE_NODE_CASES = list(_one_node_cases(torch.float32))
 
 
 def _one_node(out: Tensor) -> bool:
@@ -267,9 +294,7 @@ def _outputs_and_grads(fn: Callable, x: Tensor, weight: Tensor, bias: Tensor | N
 
 
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize(
-    "case", ["affine_like", "norm_like", "affine_like_3d", "patch_affine", "patch_norm"]
-)
+@pytest.mark.parametrize("case", ONE_NODE_CASES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 def test_the_one_node_layers_have_autograds_gradients_bit_for_bit(
     dtype: torch.dtype, case: str, bias: bool, monkeypatch: pytest.MonkeyPatch
@@ -294,6 +319,126 @@ def test_the_one_node_layers_have_autograds_gradients_bit_for_bit(
     assert len(fast) == len(plain)
     for got, want in zip(fast, plain):
         assert _same_bits(got, want)
+
+
+def _random_rows(dtype: torch.dtype, seed: int, features: int) -> Tensor:
+    """Samples whose magnitudes span the dtype's range (1e-300 to 1e300 in float64, 1e-37
+    to 3e37 in float32), with a blank sample, a one-hot one and a half-blank one."""
+    g = torch.Generator().manual_seed(seed)
+    top = {torch.float64: 300.0, torch.float32: 37.0, torch.float16: 4.0}[dtype]
+    x = torch.randn(9, features, generator=g, dtype=torch.float64)
+    x = x * 10.0 ** torch.linspace(-top, top, 9, dtype=torch.float64)[:, None]
+    x = x[torch.randperm(9, generator=g)]
+    x[0], x[1, 1:], x[2, : features // 2] = 0.0, 0.0, 0.0
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize(
+    "layer", ["affine_like", "norm_like", "patch_affine", "patch_norm"]
+)
+def test_the_one_node_layers_match_autograd_over_the_dtypes_range(
+    dtype: torch.dtype, layer: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random weights and inputs from the dtype's smallest to its largest magnitudes, as many
+    outputs as inputs (the spent temporaries reused): the hand-written backward passes give
+    autograd's output and gradients bit for bit."""
+    g = torch.Generator().manual_seed(100 + seed)
+    if layer.startswith("patch"):
+        x = _random_rows(dtype, seed, 4 * 25).view(9, 4, 5, 5)
+        w_shape = (4, 4, 3, 3)
+        mode = "affine_like" if layer == "patch_affine" else "norm_like"
+
+        def fn(x, w, b):
+            return NF.patch_norm_conv2d(x, w, b, padding=1, mode=mode, eps=1e-3)
+    else:
+        x, w_shape = _random_rows(dtype, seed, 24), (24, 24)
+        linear = (
+            NF.affine_like_linear if layer == "affine_like" else NF.norm_like_linear
+        )
+
+        def fn(x, w, b):
+            return linear(x, w, b)
+
+    weight = torch.randn(w_shape, generator=g, dtype=torch.float64).to(dtype)
+    bias = torch.randn(w_shape[0], generator=g, dtype=torch.float64).to(dtype)
+    out, fast = _outputs_and_grads(fn, x, weight, bias)
+    assert _one_node(out)
+    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _, plain = _outputs_and_grads(fn, x, weight, bias)
+    for got, want in zip(fast, plain, strict=True):
+        assert _same_bits(got, want)
+
+
+def _upstream(kind: str, out: Tensor) -> Tensor:
+    """An upstream gradient laid out as ``kind``: contiguous, a broadcast scalar (what
+    ``out.sum()`` sends back) or transposed (not contiguous)."""
+    g = torch.Generator().manual_seed(11)
+    if kind == "scalar":
+        return torch.full((), 0.75, dtype=out.dtype).expand(out.shape)
+    flat = torch.randn(out.shape[-1], out.numel() // out.shape[-1], generator=g)
+    flat = flat.to(out.dtype)
+    if kind == "transposed":
+        return (
+            flat.t().view(out.shape) if out.dim() == 2 else flat.t().reshape(out.shape)
+        )
+    return flat.reshape(out.shape)
+
+
+@pytest.mark.parametrize("kind", ["contiguous", "scalar", "transposed"])
+@pytest.mark.parametrize("case", ["affine_like_square", "norm_like_square"])
+def test_reused_temporaries_give_autograds_bits_for_any_upstream_layout(
+    case: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the spent temporaries reused, an upstream gradient that is a broadcast scalar
+    (what ``out.sum()`` sends back, the reuse path the benchmarks take) or transposed gives
+    autograd's output and gradients bit for bit, as a contiguous one does."""
+    fn, x, (w_shape, b_shape) = _one_node_cases(torch.float32)[case]
+    g = torch.Generator().manual_seed(12)
+    weight, bias = torch.randn(w_shape, generator=g), torch.randn(b_shape, generator=g)
+
+    def grads() -> list[Tensor]:
+        inputs = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        out = fn(*inputs)
+        return [out.detach(), *torch.autograd.grad(out, inputs, _upstream(kind, out))]
+
+    fast = grads()
+    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    for got, want in zip(fast, grads(), strict=True):
+        assert _same_bits(got, want)
+
+
+def _frexp_scale(x: Tensor, dim: int, floor: float) -> Tensor:
+    """The power-of-two scale as issue 39's second pass computed it (frexp, half, where)."""
+    largest = torch.maximum(x.amax(dim, keepdim=True), -x.amin(dim, keepdim=True))
+    mantissa, _ = torch.frexp(largest.clamp_min(floor))
+    half = largest.clamp_min(floor) / (2 * mantissa)
+    return torch.where(half <= torch.finfo(x.dtype).max / 2, half * 2, half)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+)
+def test_the_scale_is_the_frexp_formulas_bit_for_bit(dtype: torch.dtype) -> None:
+    """``largest / mantissa`` clamped to the top power of two is the earlier formula's
+    scale, bit for bit: every binade, the top one (where the next power of two is not
+    finite), the smallest normal number, zeros, inf and NaN (a NaN scale)."""
+    info = torch.finfo(dtype)
+    exponents = torch.arange(-130.0, 130.0, dtype=torch.float64)
+    values = (2.0**exponents) * torch.rand(exponents.shape, dtype=torch.float64).add(1)
+    special = [0.0, -0.0, info.tiny, info.max, -info.max, info.max / 2, float("inf")]
+    special += [-float("inf"), float("nan"), 1.0, 0.5, 2.0, 3.0]
+    x = torch.cat([values, torch.tensor(special, dtype=torch.float64)]).to(dtype)
+    rows = torch.stack([x, -x, x.flip(0)], dim=1)  # each value the largest of a row
+    for floor in (1.0, info.tiny, 1e-3):
+        got = NF.power_of_two_scale(rows, -1, floor)
+        want = _frexp_scale(rows, -1, floor)
+        assert torch.equal(got.view(_BITS_ALL[dtype]), want.view(_BITS_ALL[dtype]))
+    assert NF.power_of_two_scale(rows, -1, 1.0)[-7].isnan()  # inf in the row: NaN
+
+
+_BITS_ALL = {**_BITS, torch.bfloat16: torch.int16}
 
 
 def test_the_scale_is_the_largest_magnitudes_power_of_two() -> None:

@@ -16,6 +16,8 @@ or autocast the plain expressions run instead.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -66,13 +68,19 @@ def power_of_two_scale(x: Tensor, dim: Dims, floor: float) -> Tensor:
     # the largest magnitude as max(max x, -min x): the same number as vector_norm(x, inf),
     # which on the CPU is a slow generic reduction (1.2 ms against 0.07 ms at 256 x 1024)
     x = x.detach()
-    largest = torch.maximum(x.amax(dim, keepdim=True), x.amin(dim, keepdim=True).neg())
-    largest = largest.clamp_min(floor)
-    # largest = mantissa * 2**e with mantissa in [0.5, 1): half = 2**(e - 1) is always
-    # finite, 2**e = largest / mantissa is not in the top binade (it would make x / scale 0)
+    largest = torch.maximum(x.amax(dim, keepdim=True), x.amin(dim, keepdim=True).neg_())
+    largest = largest.clamp_min_(floor)
+    # largest = mantissa * 2**e with mantissa in [0.5, 1): largest / mantissa is 2**e
+    # exactly, or inf in the top binade, where the power of two at or below is taken (2**e
+    # would make x / scale 0); NaN where largest is not finite
     mantissa, _ = torch.frexp(largest)
-    half = largest / (2 * mantissa)
-    return torch.where(half <= torch.finfo(x.dtype).max / 2, half * 2, half)
+    return largest.div_(mantissa).clamp_max_(_top_power_of_two(x.dtype))
+
+
+def _top_power_of_two(dtype: torch.dtype) -> float:
+    """The largest finite power of two of ``dtype``: 2**127 in float32 and bfloat16, 2**15
+    in float16, 2**1023 in float64."""
+    return math.ldexp(1.0, math.frexp(torch.finfo(dtype).max)[1] - 1)
 
 
 class _SumOfSquares(torch.autograd.Function):
@@ -190,16 +198,57 @@ class _AffineLikeLinear(torch.autograd.Function):
         gx = gw = gb = None
         if need_w:
             gw = gz.t().mm(scaled)
+        # one full-size temporary, reused by each product that is only summed or added
+        # (a fresh 1 MB tensor costs page faults, once the heap is trimmed, on top of its pass)
+        tmp = None
         if need_b and ctx.has_bias:
-            gb = _sum_to(gz / scale, (weight.shape[0],))
+            tmp = torch.div(gz, scale)
+            gb = tmp.sum(0)  # at::sum_to's reduction, without its kept dimension
         if need_x:
             # rsqrt's backward, then vector_norm(.).square()'s: x / norm, read as 0 where
             # the norm is 0 (a blank sample, or one whose squares underflow)
-            g_sq = -0.5 * _sum_to(g * z, factor.shape) * factor.pow(3)
+            g_sq = (
+                _row_sum(torch.mul(g, z, out=_spare(tmp, g, z)))
+                .mul_(-0.5)
+                .mul_(factor.pow(3))
+            )
             safe = norm.masked_fill(norm == 0, float("inf"))
-            g_norm = torch.div(scaled, safe).mul_(g_sq * (2.0 * norm))
+            g_norm = torch.div(scaled, safe, out=_spare(tmp, scaled, safe))
+            g_norm = g_norm.mul_(g_sq.mul_(2.0 * norm))
             gx = gz.mm(weight).add_(g_norm).div_(scale)
         return gx, gw, gb
+
+
+def _spare(tmp: Tensor | None, full: Tensor, *others: Tensor) -> Tensor | None:
+    """``tmp``, a temporary whose values are spent, where the element-wise result of
+    ``full`` (of ``tmp``'s shape) and ``others`` (broadcast to it) can be written into it
+    (``out=``) exactly as into a new tensor: the same shape and dtype (no resize, no cast),
+    and contiguous, as the new one would be since each operand is contiguous or a broadcast
+    scalar (so that a later reduction of it sums in the same order); else None (a new
+    tensor). Shapes are compared by hand: ``torch.broadcast_shapes`` costs 0.3 ms."""
+    if tmp is None or not tmp.is_contiguous() or full.shape != tmp.shape:
+        return None
+    for t in (full, *others):
+        if t.dtype != tmp.dtype or not (t.is_contiguous() or not any(t.stride())):
+            return None
+        if t.dim() > tmp.dim() or any(
+            n not in (1, m) for n, m in zip(reversed(t.shape), reversed(tmp.shape))
+        ):
+            return None
+    return tmp
+
+
+def _unless_held(tmp: Tensor, result: Tensor) -> Tensor | None:
+    """``tmp``, unless ``result`` (a sum of it) is ``tmp`` itself or a view of it, as
+    :func:`_sum_to` returns where there is nothing to sum."""
+    held = result.untyped_storage().data_ptr() == tmp.untyped_storage().data_ptr()
+    return None if held else tmp
+
+
+def _row_sum(t: Tensor) -> Tensor:
+    """``t.sum(-1, keepdim=True)``: at::sum_to's reduction of a row-broadcast operand's
+    gradient (the same kernel, so the same bits)."""
+    return t.sum(-1, keepdim=True)
 
 
 def affine_like_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -219,21 +268,28 @@ def affine_like_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) ->
 
 def _norm_like_terms(
     x: Tensor, weight: Tensor, eps: float
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """``(scale, x / scale, |x / scale|^2, its floor, W x / scale, factor)`` of
-    :func:`norm_like_linear` for a matrix ``x``: the output is ``(W x / scale) * factor``
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``(scale, x / scale, its squares, |x / scale|^2, its floor, W x / scale, factor)``
+    of :func:`norm_like_linear` for a matrix ``x``: the output is ``(W x / scale) * factor``
     plus the bias."""
     floor = _norm_floor(eps, x.dtype)
     scale = power_of_two_scale(x, -1, floor)
     scaled = x / scale
-    sq_norm = scaled.square().sum(-1, keepdim=True)
+    squares = scaled.square()
+    sq_norm = squares.sum(-1, keepdim=True)
     lowest = (floor / scale).square()
     z = scaled.mm(weight.t())
-    return scale, scaled, sq_norm, lowest, z, torch.rsqrt(sq_norm.clamp_min(lowest))
+    factor = torch.rsqrt(sq_norm.clamp_min(lowest))
+    return scale, scaled, squares, sq_norm, lowest, z, factor
 
 
-def _with_bias(z: Tensor, factor: Tensor, bias: Tensor | None) -> Tensor:
-    return z * factor if bias is None else torch.addcmul(bias, z, factor)
+def _with_bias(
+    z: Tensor, factor: Tensor, bias: Tensor | None, out: Tensor | None = None
+) -> Tensor:
+    """``z * factor + bias`` (``addcmul``), written into ``out`` where given."""
+    if bias is None:
+        return torch.mul(z, factor, out=out)
+    return torch.addcmul(bias, z, factor, out=out)
 
 
 def _clamp_min_backward(grad: Tensor, value: Tensor, lowest: Tensor) -> Tensor:
@@ -248,9 +304,12 @@ class _NormLikeLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps):  # type: ignore[override]
-        scale, scaled, sq_norm, lowest, z, factor = _norm_like_terms(x, weight, eps)
+        terms = _norm_like_terms(x, weight, eps)
+        scale, scaled, squares, sq_norm, lowest, z, factor = terms
         ctx.save_for_backward(weight, scaled, sq_norm, lowest, scale, z, factor)
-        return _with_bias(z, factor, bias)
+        # the squares are spent: the output is written into them where the shapes agree
+        spare = _spare(squares, z, factor, *([] if bias is None else [bias]))
+        return _with_bias(z, factor, bias, out=spare)
 
     @staticmethod
     @once_differentiable
@@ -262,12 +321,14 @@ class _NormLikeLinear(torch.autograd.Function):
         if need_w:
             gw = gz.t().mm(scaled)
         if need_b:
-            gb = _sum_to(g, (weight.shape[0],))
+            gb = g.sum(0)  # at::sum_to's reduction, without its kept dimension
         if need_x:
             # rsqrt's backward, clamp_min's, then the sum of squares' (2 x g)
-            g_sq = -0.5 * _sum_to(g * z, factor.shape) * factor.pow(3)
+            tmp = torch.mul(g, z)
+            g_sq = _row_sum(tmp).mul_(-0.5).mul_(factor.pow(3))
             g_sq = _clamp_min_backward(g_sq, sq_norm, lowest)
-            gx = gz.mm(weight).add_((2.0 * scaled).mul_(g_sq)).div_(scale)
+            g_norm = _twice_times(scaled, g_sq, out=_spare(tmp, scaled, g_sq))
+            gx = gz.mm(weight).add_(g_norm).div_(scale)
         return gx, gw, gb, None
 
 
@@ -280,7 +341,7 @@ def norm_like_linear(
     """
     flat = _flat(x)
     if _composite(x):
-        _, _, _, _, z, factor = _norm_like_terms(flat, weight, eps)
+        _, _, _, _, _, z, factor = _norm_like_terms(flat, weight, eps)
         out = _with_bias(z, factor, bias)
     else:
         out = _NormLikeLinear.apply(flat, weight, bias, eps)
@@ -325,17 +386,24 @@ def _patch_terms(
     geometry: tuple[Pair, Pair | str, Pair],
     mode: str,
     eps: float,
+    one_node: bool = False,
 ) -> tuple[Tensor, ...]:
     """``(scale, x / scale, sumsq, ones, sq_norm, lowest, z, factor, out)`` of
     :func:`patch_norm_conv2d`: ``sumsq`` the channel sum of squares of ``x / scale``, ``ones``
     the kernel it is convolved with into the patches' squared norms ``sq_norm``, ``lowest``
     their floor (norm mode), ``z`` the product ``factor`` multiplies (``(W x + b) / scale``,
-    or ``W x / scale`` in norm mode) and ``out`` the result."""
+    or ``W x / scale`` in norm mode) and ``out`` the result. ``one_node``: for
+    :class:`_PatchNormConv2d` (no graph is recorded), the output written into the spent
+    squares where the shapes agree."""
     # each image at a power-of-two scale: its convolution and its patch norms stay finite
     floor = 1.0 if mode == "affine_like" else _norm_floor(eps, x.dtype)
     scale = power_of_two_scale(x, (1, 2, 3), floor)
     scaled = x / scale
-    sumsq = _SumOfSquares.apply(scaled, 1)
+    squares = scaled.square() if one_node else None
+    if squares is None:
+        sumsq = _SumOfSquares.apply(scaled, 1)
+    else:  # _SumOfSquares's forward
+        sumsq = squares.sum(1, keepdim=True)
     kh, kw = weight.shape[-2:]
     ones = torch.ones(1, 1, kh, kw, device=x.device, dtype=x.dtype)
     sq_norm = F.conv2d(sumsq, ones, None, *geometry)
@@ -346,10 +414,11 @@ def _patch_terms(
             # in place: the convolution's backward does not read its output
             z = z.add_(bias.view(1, -1, 1, 1) / scale)
         factor = _inverse_homogeneous(sq_norm, scale)
-        return scale, scaled, sumsq, ones, sq_norm, lowest, z, factor, z * factor
+        out = torch.mul(z, factor, out=_spare(squares, z, factor))
+        return scale, scaled, sumsq, ones, sq_norm, lowest, z, factor, out
     lowest = (floor / scale).square()
     factor = torch.rsqrt(sq_norm.clamp_min(lowest))
-    out = z * factor
+    out = torch.mul(z, factor, out=_spare(squares, z, factor))
     # in place: the product's backward reads its factors, not the product
     out = out if bias is None else out.add_(bias.view(1, -1, 1, 1))
     return scale, scaled, sumsq, ones, sq_norm, lowest, z, factor, out
@@ -364,7 +433,7 @@ class _PatchNormConv2d(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, stride, padding, dilation, mode, eps):  # type: ignore[override]
         geometry = (stride, padding, dilation)
-        terms = _patch_terms(x, weight, bias, geometry, mode, eps)
+        terms = _patch_terms(x, weight, bias, geometry, mode, eps, one_node=True)
         scale, scaled, sumsq, ones, sq_norm, lowest, z, factor, out = terms
         ctx.save_for_backward(
             weight, scale, scaled, sumsq, ones, sq_norm, lowest, z, factor
@@ -393,7 +462,10 @@ class _PatchNormConv2d(torch.autograd.Function):
         g_sq = None
         if need_x:
             # rsqrt's backward (and clamp_min's in norm mode), then the patch sums'
-            g_sq = -0.5 * _sum_to(g * z, factor.shape) * factor.pow(3)
+            tmp = torch.mul(g, z)  # spent once summed: reused for the last product
+            g_sq = _sum_to(tmp, factor.shape)
+            tmp = _unless_held(tmp, g_sq)
+            g_sq = g_sq.mul_(-0.5).mul_(factor.pow(3))
             if ctx.mode != "affine_like":
                 g_sq = _clamp_min_backward(g_sq, sq_norm, lowest)
         gx, gw, _ = conv_backward(
@@ -419,16 +491,18 @@ class _PatchNormConv2d(torch.autograd.Function):
                 1,
                 [True, False, False],
             )[0]
-            gx = gx.add_(_twice_times(scaled, g_sumsq)).div_(scale)
+            g_norm = _twice_times(scaled, g_sumsq, out=_spare(tmp, scaled, g_sumsq))
+            gx = gx.add_(g_norm).div_(scale)
         return gx, gw, gb, None, None, None, None, None
 
 
-def _twice_times(x: Tensor, g: Tensor) -> Tensor:
+def _twice_times(x: Tensor, g: Tensor, out: Tensor | None = None) -> Tensor:
     """``(2 x) g``, the sum of squares' backward, as ``x (2 g)`` where the doubling of the
-    smaller ``g`` cannot overflow (not float16): the same number, one pass fewer."""
+    smaller ``g`` cannot overflow (not float16): the same number, one pass fewer; written
+    into ``out`` where given (a temporary of ``x``'s shape whose values are spent)."""
     if x.dtype == torch.float16:
-        return (2.0 * x).mul_(g)
-    return torch.mul(x, 2.0 * g)
+        return torch.mul(x, 2.0, out=out).mul_(g)
+    return torch.mul(x, 2.0 * g, out=out)
 
 
 def patch_norm_conv2d(
@@ -466,7 +540,7 @@ class _AutoNormMix(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, x_ln, alpha, scale_dyt, scale_ln, shift, normalized_shape, eps):  # type: ignore[override]
         y, mean, rstd = torch.native_layer_norm(x, normalized_shape, None, None, eps)
-        t = torch.tanh(alpha * x)
+        t = torch.mul(alpha, x).tanh_()  # tanh in place on the spent product
         out = torch.addcmul(shift, scale_ln, y).addcmul_(scale_dyt, t)
         ctx.save_for_backward(x, alpha, scale_dyt, scale_ln, y, mean, rstd, t)
         ctx.normalized_shape = normalized_shape
@@ -480,22 +554,35 @@ class _AutoNormMix(torch.autograd.Function):
         need = ctx.needs_input_grad
         (shift_shape,) = ctx.shapes
         gx_dyt = gx_ln = g_alpha = g_dyt = g_ln = g_shift = None
+        # full-size temporaries whose values are spent are reused (out=): each fresh 2 MB
+        # tensor costs page faults, once the heap is trimmed, on top of its pass
+        tmp = None
         if need[3]:
-            g_dyt = _sum_to(g * t, scale_dyt.shape)
+            tmp = torch.mul(g, t)
+            g_dyt = _sum_to(tmp, scale_dyt.shape)
+            tmp = _unless_held(tmp, g_dyt)
         if need[4]:
-            g_ln = _sum_to(g * y, scale_ln.shape)
+            tmp = torch.mul(g, y, out=_spare(tmp, g, y))
+            g_ln = _sum_to(tmp, scale_ln.shape)
+            tmp = _unless_held(tmp, g_ln)
         if need[5]:
             g_shift = _sum_to(g, shift_shape)
         if need[0] or need[2]:
             # DyT's branch: addcmul's, tanh's and the product alpha * x's backward passes
-            g_ax = torch.ops.aten.tanh_backward(g * scale_dyt, t)
+            g_ax = torch.mul(g, scale_dyt, out=_spare(tmp, g, scale_dyt))
+            if _spare(g_ax, g_ax, t) is None:
+                g_ax = torch.ops.aten.tanh_backward(g_ax, t)
+            else:  # in place: the product is spent
+                g_ax = torch.ops.aten.tanh_backward.grad_input(g_ax, t, grad_input=g_ax)
+            tmp = None
             if need[2]:
-                g_alpha = (g_ax * x).sum()
+                tmp = torch.mul(g_ax, x)
+                g_alpha = tmp.sum()
             if need[0]:
                 gx_dyt = g_ax.mul_(alpha)
         if need[1]:
             gx_ln = torch.ops.aten.native_layer_norm_backward(
-                g * scale_ln,
+                torch.mul(g, scale_ln, out=_spare(tmp, g, scale_ln)),
                 x,
                 ctx.normalized_shape,
                 mean,
