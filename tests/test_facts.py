@@ -178,6 +178,36 @@ def test_gate_collapse_walks_the_widgets_runs() -> None:
     assert found["acc_fast"] == pytest.approx(0.6)
 
 
+def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
+    from normlab.claims.report import evaluate
+    from normlab.experiments.costs import CPU_BUDGET_MIN
+    from normlab.experiments.part1 import FC_PRIMARY
+
+    ids = ["A8", "A15"]
+    cost = facts.plan_cost(ids).set_index("id")
+    for claim_id in ids:
+        seeds, items = evaluate(claim_id).planned
+        held = results.largest("fc_normalisers").results["seed"].nunique()
+        assert (claim_id in cost.index) == (seeds > held or bool(items)), claim_id
+    row = cost.loc["A8"]
+    assert row["planned seeds"] == evaluate("A8").planned[0] > row["seeds"]
+    saved = results.largest("fc_normalisers")
+    primary = saved.results
+    for key, value in {**FC_PRIMARY, "head": "same"}.items():
+        primary = primary[primary[key] == value]  # only the primary cells grow
+    per_seed = len(primary) / row["seeds"]
+    more = row["planned seeds"] - row["seeds"]
+    assert row["runs to plan"] == int(more * per_seed)
+    per_run = saved.manifest["wall_seconds"] / saved.runs
+    assert row["CPU-hours"] == pytest.approx(row["runs to plan"] * per_run / 3600)
+    assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)
+    text = facts.plan_plainly(cost.reset_index(), 5000).data
+    assert f"**A8**'s plan asks for {int(row['planned seeds'])} seeds" in text
+    assert f"{int(row['runs to plan']):,} runs" in text
+    empty = facts.plan_plainly(facts.plan_cost([])).data
+    assert empty.startswith("Every plan of this chapter")
+
+
 def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
     from normlab.claims.report import INCONCLUSIVE, evaluate
     from normlab.experiments.costs import CPU_BUDGET_MIN

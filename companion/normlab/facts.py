@@ -964,20 +964,27 @@ def _claim_runs(claim_id: str, outcome: Any, table: pd.DataFrame) -> pd.DataFram
     return read
 
 
-def _seed_cost(
-    claim_id: str, outcome: Any, seeds: int | None
-) -> tuple[int, int | None, float | None]:
-    """The seeds a claim's saved set holds, and the runs and CPU-hours that ``seeds`` of it
-    would take (at the set's own seconds per run, from its manifest)."""
+def _pace(claim_id: str, outcome: Any) -> tuple[int, int, float]:
+    """A claim's saved set: the seeds it holds, its runs that the claim reads
+    (:func:`_claim_runs`) and its own seconds per run (from its manifest)."""
     from . import results as saved_results
     from .claims.registry import get
 
     saved = saved_results.largest(get(claim_id).test.experiment)
     held = int(saved.results["seed"].nunique())
     per_run = float(saved.manifest["wall_seconds"]) / saved.runs
-    read = _claim_runs(claim_id, outcome, saved.results)
-    runs = None if seeds is None else seeds * len(read) // held
-    return held, runs, None if runs is None else runs * per_run / 3600
+    return held, len(_claim_runs(claim_id, outcome, saved.results)), per_run
+
+
+def _seed_cost(
+    pace: tuple[int, int, float], seeds: int | None
+) -> tuple[int | None, float | None]:
+    """The runs and CPU-hours that ``seeds`` seeds take at ``pace`` (:func:`_pace`)."""
+    held, read, per_run = pace
+    if seeds is None:
+        return None, None
+    runs = seeds * read // held
+    return runs, runs * per_run / 3600
 
 
 def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
@@ -999,7 +1006,9 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
         if outcome.verdict != INCONCLUSIVE:
             continue
         seeds = outcome.n_needed
-        held, runs, hours = _seed_cost(claim_id, outcome, seeds)
+        pace = _pace(claim_id, outcome)
+        held = pace[0]
+        runs, hours = _seed_cost(pace, seeds)
         tested = [j.n_test for j in outcome.judged if j.n_test]
         rows.append(
             {
@@ -1032,11 +1041,12 @@ def plan_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
         outcome = evaluate(claim_id)
         seeds, items = outcome.planned or (None, None)
         tested = max((j.n_test or 0 for j in outcome.judged), default=0)
-        held, _, _ = _seed_cost(claim_id, outcome, None)
+        pace = _pace(claim_id, outcome)
+        held = pace[0]
         if (seeds is None or seeds <= held) and not items:
             continue
         more = None if seeds is None else max(seeds - held, 0)
-        _, runs, hours = _seed_cost(claim_id, outcome, more)
+        runs, hours = _seed_cost(pace, more)
         rows.append(
             {
                 "id": claim_id,
