@@ -171,6 +171,45 @@ def test_select_best_flags_a_choice_at_the_edge_of_the_grid() -> None:
     assert not best.loc["inside", "at_edge"]
 
 
+def test_seeds_that_confirm_a_choice_cannot_move_it() -> None:
+    """Three seeds run both rates (0.1 wins on val); five more run only 0.1 and score
+    badly on val. Compared on every seed, 1.0 would win; the choice uses only the seeds
+    that ran every rate, and the report at the choice uses all eight."""
+    rows = [
+        {
+            "normaliser": "none",
+            "lr": lr,
+            "seed": seed,
+            "val_metric": v,
+            "test_metric": v,
+        }
+        for seed in range(3)
+        for lr, v in ((0.1, 0.9), (1.0, 0.8))
+    ]
+    rows += [
+        {
+            "normaliser": "none",
+            "lr": 0.1,
+            "seed": seed,
+            "val_metric": 0.5,
+            "test_metric": 0.5,
+        }
+        for seed in range(3, 8)
+    ]
+    table = pd.DataFrame(rows).assign(higher_is_better=True)
+    assert table.groupby("lr")["val_metric"].mean()[1.0] > 0.65  # 1.0 on every seed
+    best = select_best(table, ["normaliser"], "lr").iloc[0]
+    assert best["lr"] == 0.1 and best["val_mean"] == pytest.approx(
+        (3 * 0.9 + 5 * 0.5) / 8
+    )
+    assert best["n"] == 8 and best["mean"] == pytest.approx((3 * 0.9 + 5 * 0.5) / 8)
+    assert len(at_chosen_lr(table, ["normaliser"])) == 8
+    # where no seed ran every rate, every seed takes part
+    apart = table[~((table["lr"] == 1.0) & (table["seed"] < 3))]
+    apart = pd.concat([apart, table[(table["lr"] == 1.0)].assign(seed=99)])
+    assert select_best(apart, ["normaliser"], "lr").iloc[0]["lr"] == 1.0
+
+
 def _two_of_three_diverged(column: bool) -> pd.DataFrame:
     """At lr 1.0 two of three seeds diverged: the survivor's 0.99 is the best non-NaN mean."""
     rows = []

@@ -195,9 +195,11 @@ def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
     primary = saved.results
     for key, value in {**FC_PRIMARY, "head": "same"}.items():
         primary = primary[primary[key] == value]  # only the primary cells grow
-    per_seed = len(primary) / row["seeds"]
+    # each further seed runs every primary cell once, at the rate the pilot chose
+    cells = primary.drop_duplicates(["activation", "depth", "width", "normaliser"])
     more = row["planned seeds"] - row["seeds"]
-    assert row["runs to plan"] == int(more * per_seed)
+    assert row["seeds"] >= claims.plans.PILOT_SEEDS
+    assert row["runs to plan"] == more * len(cells)
     per_run = saved.manifest["wall_seconds"] / saved.runs
     assert row["CPU-hours"] == pytest.approx(row["runs to plan"] * per_run / 3600)
     assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)
@@ -220,9 +222,18 @@ def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
         outcome = evaluate(claim_id)
         assert row["seeds needed"] == outcome.n_needed
         saved = results.largest(claims.get(claim_id).test.experiment)
-        read = saved.results["data"].isin(outcome.data)  # the tasks the claim reads
-        per_seed = (read.sum() or len(read)) / row["seeds"]
-        assert row["runs needed"] == int(row["seeds needed"] * per_seed)
+        read = saved.results[saved.results["data"].isin(outcome.data)]  # its tasks
+        read = read if len(read) else saved.results  # or every task, none named
+        # a set afresh: the pilot's seeds at every rate, the rest at the chosen rate
+        pilot = min(row["seeds needed"], claims.plans.PILOT_SEEDS)
+        per_pilot = (read["seed"] == read["seed"].min()).sum()
+        from normlab.experiments import get as experiment
+
+        grid = experiment(claims.get(claim_id).test.experiment).grid("cpu")
+        per_cell = len(read[[a for a in grid.axes if a != "lr"]].drop_duplicates())
+        assert row["runs needed"] == (
+            pilot * per_pilot + (row["seeds needed"] - pilot) * per_cell
+        )
         per_run = saved.manifest["wall_seconds"] / saved.runs
         assert row["CPU-hours"] == pytest.approx(row["runs needed"] * per_run / 3600)
         assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)

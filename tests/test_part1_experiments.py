@@ -119,6 +119,33 @@ def test_cpu_fc_points_are_matched() -> None:
     assert _names_at(cpu, **toy) == set(part1.NORMALISERS)
 
 
+def test_cpu_fc_confirmation_runs_the_pilots_choice_for_the_planned_seeds() -> None:
+    """Seeds beyond the pilot run each primary cell at the rate its pilot chose on
+    validation (FC_CONFIRM_RATES, checked against the saved pilot), as many as A8's plan
+    asks; every other point keeps the pilot's seeds, which run every rate."""
+    from normlab import claims, results
+    from normlab.claims.pairing import at_chosen_lr
+
+    assert part1.FC_PILOT_SEEDS == claims.plans.PILOT_SEEDS
+    configs = experiments.get("fc_normalisers").grid("cpu").configs()
+    later = [c for c in configs if c["seed"] >= part1.FC_PILOT_SEEDS]
+    assert {part1.fc_cell(c): c["lr"] for c in later} == part1.FC_CONFIRM_RATES
+    assert len(later) == len(part1.FC_CONFIRM_RATES) * (
+        part1.FC_PRIMARY_SEEDS - part1.FC_PILOT_SEEDS
+    )
+    for c in later:
+        assert (
+            all(c[a] == v for a, v in part1.FC_PRIMARY.items()) and c["head"] == "same"
+        )
+    pilot = claims.plans.pilot(results.largest("fc_normalisers").results)
+    chosen = at_chosen_lr(part1.verdict_rows(pilot))
+    assert {part1.fc_cell(r): r["lr"] for _, r in chosen.iterrows()} == (
+        part1.FC_CONFIRM_RATES
+    )
+    planned = claims.report.evaluate("A8").planned
+    assert planned is not None and planned[0] <= part1.FC_PRIMARY_SEEDS
+
+
 def test_cpu_budgets_train_for_a_thousand_steps() -> None:
     """Every fixed-budget cpu set's median run takes >= 1,000 SGD steps, from the grid
     and the size of the training split (the batch-size set trains to a target instead)."""

@@ -964,26 +964,40 @@ def _claim_runs(claim_id: str, outcome: Any, table: pd.DataFrame) -> pd.DataFram
     return read
 
 
-def _pace(claim_id: str, outcome: Any) -> tuple[int, int, float]:
-    """A claim's saved set: the seeds it holds, its runs that the claim reads
-    (:func:`_claim_runs`) and its own seconds per run (from its manifest)."""
+def _pace(claim_id: str, outcome: Any) -> tuple[int, int, int, float]:
+    """A claim's saved set: the seeds its read runs hold (:func:`_claim_runs`), the runs a
+    further seed of the pilot adds (every rate of every cell), the runs a confirmation
+    seed adds (each cell at its rate chosen on the pilot, the grid's ``select`` axis
+    dropped) and the set's own seconds per run (from its manifest)."""
     from . import results as saved_results
     from .claims.registry import get
+    from .experiments.registry import get as experiment
 
-    saved = saved_results.largest(get(claim_id).test.experiment)
-    held = int(saved.results["seed"].nunique())
+    name = get(claim_id).test.experiment
+    saved = saved_results.largest(name)
+    read = _claim_runs(claim_id, outcome, saved.results)
+    held = int(read["seed"].nunique())
+    select = experiment(name).select
+    cells = [c for c in experiment(name).grid("cpu").axes if c in read and c != select]
+    per_pilot = len(read[read["seed"] == read["seed"].min()])
+    per_confirm = len(read[cells].drop_duplicates()) if cells else 1
     per_run = float(saved.manifest["wall_seconds"]) / saved.runs
-    return held, len(_claim_runs(claim_id, outcome, saved.results)), per_run
+    return held, per_pilot, per_confirm, per_run
 
 
 def _seed_cost(
-    pace: tuple[int, int, float], seeds: int | None
+    pace: tuple[int, int, int, float], seeds: int | None
 ) -> tuple[int | None, float | None]:
-    """The runs and CPU-hours that ``seeds`` seeds take at ``pace`` (:func:`_pace`)."""
-    held, read, per_run = pace
+    """The runs and CPU-hours of ``seeds`` further seeds at ``pace`` (:func:`_pace`): those
+    that complete the pilot (:data:`normlab.claims.plans.PILOT_SEEDS`) run every rate, the
+    rest confirm the pilot's choice of rate."""
+    from .claims.plans import PILOT_SEEDS
+
+    held, per_pilot, per_confirm, per_run = pace
     if seeds is None:
         return None, None
-    runs = seeds * read // held
+    pilot = min(seeds, max(PILOT_SEEDS - held, 0))
+    runs = pilot * per_pilot + (seeds - pilot) * per_confirm
     return runs, runs * per_run / 3600
 
 
@@ -992,8 +1006,9 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     and what that would cost on the CPU: one row per inconclusive claim, with ``id``,
     ``seeds`` (held), ``seeds needed`` and ``test items`` / ``test items needed`` (the
     scorecard's, from the observed spread and the test set's measured noise), ``runs
-    needed`` (the seeds needed times the set's runs per seed under the claim's primary
-    specification, on the tasks it reads), ``CPU-hours`` (at the set's own measured
+    needed`` (a set of that many seeds under the claim's primary specification, on the
+    tasks it reads: the pilot's seeds at every rate, the rest at the rates the pilot
+    chose, :func:`_seed_cost`), ``CPU-hours`` (at the set's own measured
     seconds per run, from its manifest; the larger test set's evaluation not counted)
     and ``budgets``: that time over a chapter's CPU budget
     (:data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty when none is inconclusive."""
@@ -1008,7 +1023,7 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
         seeds = outcome.n_needed
         pace = _pace(claim_id, outcome)
         held = pace[0]
-        runs, hours = _seed_cost(pace, seeds)
+        runs, hours = _seed_cost((0, *pace[1:]), seeds)  # a set of that many, afresh
         tested = [j.n_test for j in outcome.judged if j.n_test]
         rows.append(
             {
@@ -1030,7 +1045,8 @@ def plan_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     :func:`normlab.claims.report.planned_from`) asks for more than its saved cpu set
     holds: ``id``, ``verdict``, ``seeds`` (held), ``planned seeds``, ``test items`` and
     ``planned test items`` (where the plan needs a larger test set), ``runs to plan``
-    (the runs the missing seeds add under the primary specification), ``CPU-hours`` and
+    (the runs the missing seeds add under the primary specification: each cell at the
+    rate the pilot chose, :func:`_seed_cost`), ``CPU-hours`` and
     ``budgets`` (that time over :data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty
     when every plan is met."""
     from .claims.report import evaluate
@@ -1092,7 +1108,8 @@ def plan_plainly(cost: pd.DataFrame, whole: int | None = None) -> Any:
         if pd.notna(v["CPU-hours"]) and v["runs to plan"]:
             share = v["budgets"]
             words += (
-                f"; the missing seeds are {int(v['runs to plan']):,} runs, about "
+                f"; the missing seeds are {int(v['runs to plan']):,} runs (each cell "
+                "at the rate the pilot chose), about "
                 f"{v['CPU-hours']:.1f} CPU-hours, "
                 + (
                     "within a chapter's CPU budget"
@@ -1148,7 +1165,8 @@ def resolve_plainly(cost: pd.DataFrame) -> Any:
                 f"{CPU_BUDGET_MIN:.0f} CPU-minutes"
             )
             needs += (
-                f"; the seeds alone are {int(values['runs needed']):,} runs, about "
+                f"; a set of that many seeds (the pilot's at every rate, the rest at "
+                f"the rates it chose) is {int(values['runs needed']):,} runs, about "
                 f"{values['CPU-hours']:.1f} CPU-hours at the saved set's pace, {fits}"
             )
         sentences.append(f"**{values['id']}** would need {needs}.")

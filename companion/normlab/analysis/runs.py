@@ -46,6 +46,19 @@ def summarise(
     return pd.DataFrame(rows)
 
 
+def _swept_seeds(group: pd.DataFrame, select: str) -> pd.DataFrame:
+    """The rows of ``group`` whose seed ran every value of ``select`` in it: seeds added
+    later at the chosen value alone (a plan's confirmation seeds) do not take part in the
+    choice, so every value is compared on the same seeds. The whole group where no seed ran
+    them all, or where the table has no ``seed`` column."""
+    if "seed" not in group:
+        return group
+    values = group[select].nunique()
+    per_seed = group.groupby("seed")[select].nunique()
+    full = per_seed.index[per_seed == values]
+    return group[group["seed"].isin(full)] if len(full) else group
+
+
 def select_best(
     results: pd.DataFrame,
     by: Sequence[str],
@@ -63,7 +76,9 @@ def select_best(
     that survived would hide those that did not, and a rate at which 2 of 3 seeds diverge is
     no rate to recommend. Only when every value has a diverged seed is the choice made among
     them all (the best mean over the surviving seeds; a NaN mean never wins), and
-    ``all_diverged`` says so. The test split plays no part in the choice. Columns: ``by``,
+    ``all_diverged`` says so. Only the seeds that ran every value take part in the choice
+    (seeds run later at the chosen value alone confirm it, and cannot move it); the report
+    at the choice uses every seed. The test split plays no part in the choice. Columns: ``by``,
     the chosen ``select``, ``val_mean``, ``mean``/``ci95``/``n`` of ``report`` at that
     choice, ``candidates``, ``at_edge``: True when the choice is the smallest or largest
     value tried, so the grid may not contain the true optimum and should be widened before
@@ -72,11 +87,12 @@ def select_best(
     rows = []
     worst = -math.inf if higher_is_better else math.inf
     for key, group in _groups(results, by):
-        val_means = group.groupby(select)[on].mean()
-        failed = group[on].isna()
-        if "diverged" in group:
-            failed = failed | group["diverged"].fillna(False).astype(bool)
-        failed_at = failed.groupby(group[select]).any().reindex(val_means.index)
+        swept = _swept_seeds(group, select)
+        val_means = swept.groupby(select)[on].mean()
+        failed = swept[on].isna()
+        if "diverged" in swept:
+            failed = failed | swept["diverged"].fillna(False).astype(bool)
+        failed_at = failed.groupby(swept[select]).any().reindex(val_means.index)
         all_diverged = bool(failed_at.all())
         eligible = (val_means if all_diverged else val_means[~failed_at]).fillna(worst)
         chosen = eligible.idxmax() if higher_is_better else eligible.idxmin()
