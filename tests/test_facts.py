@@ -183,14 +183,18 @@ def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
     from normlab.experiments.costs import CPU_BUDGET_MIN
     from normlab.experiments.part1 import FC_PRIMARY
 
-    ids = ["A8", "A15"]
+    ids = ["A8", "A11", "A15"]
     cost = facts.plan_cost(ids).set_index("id")
     for claim_id in ids:
         seeds, items = evaluate(claim_id).planned
         held = results.largest("fc_normalisers").results["seed"].nunique()
         assert (claim_id in cost.index) == (seeds > held or bool(items)), claim_id
-    row = cost.loc["A8"]
-    assert row["planned seeds"] == evaluate("A8").planned[0] > row["seeds"]
+    # the set holds A8's and A15's planned seeds; A11's plan asks for more
+    assert "A8" not in cost.index and "A15" not in cost.index
+    met = facts.plan_cost(["A8"])  # nothing to add: no rows, the same columns
+    assert met.empty and list(met.columns) == list(cost.reset_index().columns)
+    row = cost.loc["A11"]
+    assert row["planned seeds"] == evaluate("A11").planned[0] > row["seeds"]
     saved = results.largest("fc_normalisers")
     primary = saved.results
     for key, value in {**FC_PRIMARY, "head": "same"}.items():
@@ -204,7 +208,7 @@ def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
     assert row["CPU-hours"] == pytest.approx(row["runs to plan"] * per_run / 3600)
     assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)
     text = facts.plan_plainly(cost.reset_index(), 5000).data
-    assert f"**A8**'s plan asks for {int(row['planned seeds'])} seeds" in text
+    assert f"**A11**'s plan asks for {int(row['planned seeds'])} seeds" in text
     assert f"{int(row['runs to plan']):,} runs" in text
     empty = facts.plan_plainly(facts.plan_cost([])).data
     assert empty.startswith("Every plan of this chapter")

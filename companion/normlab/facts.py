@@ -1001,6 +1001,17 @@ def _seed_cost(
     return runs, runs * per_run / 3600
 
 
+_COST = ["CPU-hours", "budgets"]
+_RESOLVE_COLUMNS = [
+    *("id", "seeds", "seeds needed", "test items", "test items needed", "runs needed"),
+    *_COST,
+]
+_PLAN_COLUMNS = [
+    *("id", "verdict", "seeds", "planned seeds", "test items", "planned test items"),
+    *("runs to plan", *_COST),
+]
+
+
 def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     """What would resolve each inconclusive claim of ``claim_ids`` on its saved cpu set,
     and what that would cost on the CPU: one row per inconclusive claim, with ``id``,
@@ -1037,7 +1048,7 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
                 "budgets": None if hours is None else hours * 60 / CPU_BUDGET_MIN,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=_RESOLVE_COLUMNS)
 
 
 def plan_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
@@ -1076,7 +1087,7 @@ def plan_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
                 "budgets": None if hours is None else hours * 60 / CPU_BUDGET_MIN,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=_PLAN_COLUMNS)
 
 
 def plan_plainly(cost: pd.DataFrame, whole: int | None = None) -> Any:
