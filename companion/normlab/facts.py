@@ -1001,15 +1001,11 @@ def _seed_cost(
     return runs, runs * per_run / 3600
 
 
-_COST = ["CPU-hours", "budgets"]
-_RESOLVE_COLUMNS = [
-    *("id", "seeds", "seeds needed", "test items", "test items needed", "runs needed"),
-    *_COST,
-]
-_PLAN_COLUMNS = [
-    *("id", "verdict", "seeds", "planned seeds", "test items", "planned test items"),
-    *("runs to plan", *_COST),
-]
+# The columns of resolve_cost's and plan_cost's tables, kept when a table has no rows.
+_RESOLVE_COLUMNS = ["id", "seeds", "seeds needed", "test items", "test items needed"]
+_RESOLVE_COLUMNS += ["runs needed", "CPU-hours", "budgets"]
+_PLAN_COLUMNS = ["id", "verdict", "seeds", "planned seeds", "test items"]
+_PLAN_COLUMNS += ["planned test items", "runs to plan", "CPU-hours", "budgets"]
 
 
 def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
