@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
@@ -130,9 +131,11 @@ def test_cpu_fc_confirmation_runs_the_pilots_choice_for_the_planned_seeds() -> N
     configs = experiments.get("fc_normalisers").grid("cpu").configs()
     later = [c for c in configs if c["seed"] >= part1.FC_PILOT_SEEDS]
     assert {part1.fc_cell(c): c["lr"] for c in later} == part1.FC_CONFIRM_RATES
-    assert len(later) == len(part1.FC_CONFIRM_RATES) * (
-        part1.FC_PRIMARY_SEEDS - part1.FC_PILOT_SEEDS
-    )
+    pilot_seeds, primary_seeds = part1.FC_PILOT_SEEDS, part1.FC_PRIMARY_SEEDS
+    per_cell = {cell: primary_seeds - pilot_seeds for cell in part1.FC_CONFIRM_RATES}
+    for cell in part1.FC_A11_CELLS:  # A11's plan asks for more seeds of its cell
+        per_cell[cell] = part1.FC_A11_SEEDS - pilot_seeds
+    assert collections.Counter(part1.fc_cell(c) for c in later) == per_cell
     for c in later:
         assert (
             all(c[a] == v for a, v in part1.FC_PRIMARY.items()) and c["head"] == "same"
@@ -142,8 +145,16 @@ def test_cpu_fc_confirmation_runs_the_pilots_choice_for_the_planned_seeds() -> N
     assert {part1.fc_cell(r): r["lr"] for _, r in chosen.iterrows()} == (
         part1.FC_CONFIRM_RATES
     )
-    planned = claims.report.evaluate("A8").planned
-    assert planned is not None and planned[0] <= part1.FC_PRIMARY_SEEDS
+    for claim_id, seeds in (("A8", primary_seeds), ("A11", part1.FC_A11_SEEDS)):
+        planned = claims.report.evaluate(claim_id).planned
+        assert planned is not None and planned[0] <= seeds, claim_id
+    # the claims that average over cells read the seeds every cell ran; A11 its own
+    table = results.largest("fc_normalisers").results
+    assert {j.n for j in claims.judge(claims.get("A8"), table).judged} == {
+        primary_seeds
+    }
+    (a11,) = claims.judge(claims.get("A11"), table).judged
+    assert a11.n == part1.FC_A11_SEEDS
 
 
 def test_cpu_budgets_train_for_a_thousand_steps() -> None:
