@@ -180,36 +180,45 @@ def test_gate_collapse_walks_the_widgets_runs() -> None:
 
 def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
     from normlab.claims.report import evaluate
+    from normlab.experiments import get as experiment
     from normlab.experiments.costs import CPU_BUDGET_MIN
-    from normlab.experiments.part1 import FC_PRIMARY
 
-    ids = ["A8", "A11", "A15"]
+    ids = ["A8", "A11", "A15", "N3"]
     cost = facts.plan_cost(ids).set_index("id")
     for claim_id in ids:
-        seeds, items = evaluate(claim_id).planned
-        held = results.largest("fc_normalisers").results["seed"].nunique()
+        outcome = evaluate(claim_id)
+        seeds, items = outcome.planned
+        held = max(j.n for j in outcome.judged)  # the seeds its verdict read
         assert (claim_id in cost.index) == (seeds > held or bool(items)), claim_id
-    # the set holds A8's and A15's planned seeds; A11's plan asks for more
+        if claim_id in cost.index:
+            assert cost.loc[claim_id, "seeds"] == held
+    # the fc set holds A8's and A15's planned seeds, and A11's, whose plan also asks for
+    # more test items than the set has: no runs to add, the items still missing
     assert "A8" not in cost.index and "A15" not in cost.index
+    assert cost.loc["A11", "runs to plan"] == 0
+    assert cost.loc["A11", "planned test items"] > cost.loc["A11", "test items"]
     met = facts.plan_cost(["A8"])  # nothing to add: no rows, the same columns
     assert met.empty and list(met.columns) == list(cost.reset_index().columns)
-    row = cost.loc["A11"]
-    assert row["planned seeds"] == evaluate("A11").planned[0] > row["seeds"]
-    saved = results.largest("fc_normalisers")
-    primary = saved.results
-    for key, value in {**FC_PRIMARY, "head": "same"}.items():
-        primary = primary[primary[key] == value]  # only the primary cells grow
-    # each further seed runs every primary cell once, at the rate the pilot chose
-    cells = primary.drop_duplicates(["activation", "depth", "width", "normaliser"])
-    more = row["planned seeds"] - row["seeds"]
-    assert row["seeds"] >= claims.plans.PILOT_SEEDS
-    assert row["runs to plan"] == more * len(cells)
+    # N3's set holds fewer seeds than the pilot: the missing pilot seeds run every rate of
+    # every cell, the rest each cell at the rate the pilot chose
+    row = cost.loc["N3"]
+    assert row["planned seeds"] == evaluate("N3").planned[0] > row["seeds"]
+    saved = results.largest(claims.get("N3").test.experiment)
+    read = saved.results[saved.results["data"].isin(evaluate("N3").data)]
+    read = read if len(read) else saved.results
+    grid = experiment(claims.get("N3").test.experiment).grid("cpu")
+    per_pilot = (read["seed"] == read["seed"].min()).sum()
+    per_cell = len(read[[a for a in grid.axes if a != "lr"]].drop_duplicates())
+    pilot = max(claims.plans.PILOT_SEEDS - row["seeds"], 0)
+    more = row["planned seeds"] - row["seeds"] - pilot
+    assert row["runs to plan"] == pilot * per_pilot + more * per_cell
     per_run = saved.manifest["wall_seconds"] / saved.runs
     assert row["CPU-hours"] == pytest.approx(row["runs to plan"] * per_run / 3600)
     assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)
     text = facts.plan_plainly(cost.reset_index(), 5000).data
-    assert f"**A11**'s plan asks for {int(row['planned seeds'])} seeds" in text
+    assert f"**N3**'s plan asks for {int(row['planned seeds'])} seeds" in text
     assert f"{int(row['runs to plan']):,} runs" in text
+    assert "**A11**'s plan asks for no more seeds than the set's" in text
     empty = facts.plan_plainly(facts.plan_cost([])).data
     assert empty.startswith("Every plan of this chapter")
 

@@ -965,7 +965,7 @@ def _claim_runs(claim_id: str, outcome: Any, table: pd.DataFrame) -> pd.DataFram
 
 
 def _pace(claim_id: str, outcome: Any) -> tuple[int, int, int, float]:
-    """A claim's saved set: the seeds its read runs hold (:func:`_claim_runs`), the runs a
+    """A claim's saved set: the seeds its verdict read, the runs (:func:`_claim_runs`) a
     further seed of the pilot adds (every rate of every cell), the runs a confirmation
     seed adds (each cell at its rate chosen on the pilot, the grid's ``select`` axis
     dropped) and the set's own seconds per run (from its manifest)."""
@@ -976,7 +976,8 @@ def _pace(claim_id: str, outcome: Any) -> tuple[int, int, int, float]:
     name = get(claim_id).test.experiment
     saved = saved_results.largest(name)
     read = _claim_runs(claim_id, outcome, saved.results)
-    held = int(read["seed"].nunique())
+    # the seeds its verdict read (a set may run some cells for more seeds than others)
+    held = int(max((j.n for j in outcome.judged if j.n), default=read["seed"].nunique()))
     select = experiment(name).select
     cells = [c for c in experiment(name).grid("cpu").axes if c in read and c != select]
     per_pilot = len(read[read["seed"] == read["seed"].min()])
