@@ -264,6 +264,26 @@ def _hold_then(lock: FileLock, seconds: float, then=None) -> threading.Thread:
     return thread
 
 
+def test_a_lock_removed_by_its_holder_passes_to_one_waiter_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """A holder that removes the file as it releases it leaves a waiter locking a file no
+    one else can see: the waiter must lock the file now at the path, so that a third
+    process cannot take the lock beside it."""
+    path = tmp_path / "pack.lock"
+    holder, waiter = FileLock(path), FileLock(path)
+    assert holder.acquire(blocking=False)
+    thread = threading.Thread(target=waiter.acquire)
+    thread.start()
+    time.sleep(0.2)  # the waiter blocks on the holder's file
+    holder.release(remove=True)
+    thread.join(timeout=10)
+    assert not thread.is_alive() and waiter._fd is not None
+    assert not FileLock(path).acquire(blocking=False)  # the waiter's lock is the path's
+    waiter.release(remove=True)
+    assert FileLock(path).acquire(blocking=False)
+
+
 def test_a_run_another_process_holds_is_done_last_after_saying_why_it_waits(
     tmp_path: Path, capsys
 ) -> None:

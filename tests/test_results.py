@@ -1027,3 +1027,30 @@ def test_reads_look_at_the_readers_sets_then_the_shipped_ones(
     )  # a tie: the reader's own
     assert [s.folder for s in results.saved_sets(root=shipped)] == [found[1]]
     assert main(["verify", TINY, "--sample", "1", "--budget", "1"]) == 0  # both roots
+
+
+def test_a_pack_removes_only_the_scratch_records_it_packed(
+    copy: results.SavedSet, monkeypatch
+) -> None:
+    """Shards pack into one set as each finishes: a record another shard writes while a
+    pack runs must stay on disk for the next pack, not be swept away with the scratch."""
+    folder = copy.folder
+    first, second = [json.loads(line) for line in (folder / "runs.jsonl").open()][:2]
+    (folder / "runs").mkdir()
+    (folder / "runs" / f"{first['run_id']}.json").write_text(json.dumps(first))
+    read = results.finished_records
+
+    def then_another_shard_finishes(where: Path) -> dict:
+        found = read(where)
+        late = where / "runs" / f"{second['run_id']}.json"
+        late.write_text(json.dumps(second))
+        return found
+
+    monkeypatch.setattr(results, "finished_records", then_another_shard_finishes)
+    packed = results.pack(folder, command="pack", wall_seconds=1.0, device="cpu")
+    assert packed.runs == copy.runs
+    assert not (folder / "runs" / f"{first['run_id']}.json").exists()  # packed: gone
+    assert (
+        folder / "runs" / f"{second['run_id']}.json"
+    ).exists()  # written after: kept
+    assert not (folder / "checkpoints").exists()  # the pack's lock went with it

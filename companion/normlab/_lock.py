@@ -34,23 +34,41 @@ class FileLock:
         raise FileNotFoundError(f"cannot create the lock file {self.path}")
 
     def acquire(self, *, blocking: bool = True) -> bool:
-        """Take the lock; with ``blocking=False`` return False at once when another holds it."""
-        fd = self._open()
-        try:
-            if fcntl is not None:
-                flags = fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB)
-                fcntl.flock(fd, flags)
-            else:
-                msvcrt.locking(fd, msvcrt.LK_LOCK if blocking else msvcrt.LK_NBLCK, 1)
-        except OSError:
-            os.close(fd)
-            if blocking:
-                raise
-            return False
+        """Take the lock; with ``blocking=False`` return False at once when another holds it.
+
+        A holder may remove the file as it releases it (``release(remove=True)``); a
+        process that was waiting on that file then holds a lock nobody else can see, so it
+        takes the lock again on the file now at ``path``."""
+        while True:
+            fd = self._open()
+            try:
+                if fcntl is not None:
+                    flags = fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB)
+                    fcntl.flock(fd, flags)
+                else:
+                    msvcrt.locking(
+                        fd, msvcrt.LK_LOCK if blocking else msvcrt.LK_NBLCK, 1
+                    )
+            except OSError:
+                os.close(fd)
+                if blocking:
+                    raise
+                return False
+            if fcntl is None or self._still_at_path(fd):
+                break
+            os.close(fd)  # removed while we waited: lock the file now at the path
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
         return True
+
+    def _still_at_path(self, fd: int) -> bool:
+        """Whether the locked descriptor ``fd`` is the file now at :attr:`path`."""
+        try:
+            here = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        return os.fstat(fd).st_ino == here.st_ino and os.fstat(fd).st_dev == here.st_dev
 
     def holder(self) -> str:
         """The process id written by the holder, or ``"unknown"``."""

@@ -977,7 +977,9 @@ def _pace(claim_id: str, outcome: Any) -> tuple[int, int, int, float]:
     saved = saved_results.largest(name)
     read = _claim_runs(claim_id, outcome, saved.results)
     # the seeds its verdict read (a set may run some cells for more seeds than others)
-    held = int(max((j.n for j in outcome.judged if j.n), default=read["seed"].nunique()))
+    held = int(
+        max((j.n for j in outcome.judged if j.n), default=read["seed"].nunique())
+    )
     select = experiment(name).select
     cells = [c for c in experiment(name).grid("cpu").axes if c in read and c != select]
     per_pilot = len(read[read["seed"] == read["seed"].min()])

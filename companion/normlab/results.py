@@ -31,7 +31,6 @@ import io
 import os
 import platform
 import shlex
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -44,6 +43,7 @@ import torch
 
 from . import _provenance
 from ._io import write_text_atomic
+from ._lock import FileLock
 from ._provenance import cpu_model, fingerprint
 from ._records import dumps
 from ._runtime import PROFILES, VERSION, check_profile
@@ -300,6 +300,29 @@ def pack(
     own ``made_by`` (:func:`_origins`).
     """
     folder = Path(folder)
+    # shards of one set pack into it as each finishes: one at a time, and each removes
+    # only the scratch records it packed (another shard may be writing more meanwhile)
+    lock = FileLock(folder / "checkpoints" / "pack.lock")
+    lock.acquire()
+    try:
+        scratch = sorted((folder / "runs").glob("*.json"))
+        packed = _pack_locked(folder, command, wall_seconds, device)
+        for path in scratch:
+            path.unlink(missing_ok=True)
+    finally:
+        lock.release(remove=True)
+    for leftover in ("runs", "checkpoints"):
+        try:
+            (folder / leftover).rmdir()
+        except OSError:  # absent, or not empty: another shard is still running
+            pass
+    return packed
+
+
+def _pack_locked(
+    folder: Path, command: str, wall_seconds: float, device: str
+) -> SavedSet:
+    """:func:`pack`'s work, under its lock."""
     records = list(finished_records(folder).values())
     if not records:
         raise ValueError(f"no run records in {folder}")
@@ -338,7 +361,6 @@ def pack(
         "commits": commits,
     }
     write_text_atomic(folder / MANIFEST, signed(manifest))
-    shutil.rmtree(folder / "runs", ignore_errors=True)
     return load(folder, partial=True)
 
 
