@@ -68,7 +68,8 @@ class FileLock:
             here = os.stat(self.path)
         except FileNotFoundError:
             return False
-        return os.fstat(fd).st_ino == here.st_ino and os.fstat(fd).st_dev == here.st_dev
+        locked = os.fstat(fd)
+        return (locked.st_ino, locked.st_dev) == (here.st_ino, here.st_dev)
 
     def holder(self) -> str:
         """The process id written by the holder, or ``"unknown"``."""
