@@ -30,43 +30,34 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 
-class _AffineLikeBound(torch.autograd.Function):
-    """(W x + b) / sqrt(|x|^2 + 1): one norm, the product, one scaling forward; one
+class _LinearBound(torch.autograd.Function):
+    """AffineLikeLinear's ``(W x + b) / sqrt(|x|^2 + 1)`` or, ``affine`` False,
+    NormLikeLinear's ``W x / |x| + b``: one norm, the product and one scaling forward; one
     scaling, one row dot and one fused multiply-add backward."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias):  # type: ignore[override]
-        factor = x.square().sum(-1, keepdim=True).add_(1.0).rsqrt_()
-        z = torch.addmm(bias, x, weight.t())
-        ctx.save_for_backward(x, weight, z, factor)
-        return z * factor
+    def forward(ctx, x, weight, bias, affine):  # type: ignore[override]
+        sq = x.square().sum(-1, keepdim=True)
+        if affine:
+            factor = sq.add_(1.0).rsqrt_()
+            y = torch.addmm(bias, x, weight.t())
+            out = y * factor
+        else:
+            factor = sq.clamp_min_(1e-24).rsqrt_()
+            y = x.mm(weight.t())
+            out = torch.addcmul(bias, y, factor)
+        ctx.save_for_backward(x, weight, y, factor)
+        ctx.affine = affine
+        return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, g):  # type: ignore[override]
-        x, weight, z, factor = ctx.saved_tensors
-        gz = g * factor
-        coef = (g * z).sum(-1, keepdim=True).mul_(factor.pow(3)).neg_()
-        return gz.mm(weight).addcmul_(x, coef), gz.t().mm(x), gz.sum(0)
-
-
-class _NormLikeBound(torch.autograd.Function):
-    """W x / |x| + b, the same passes as :class:`_AffineLikeBound`."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias):  # type: ignore[override]
-        inv = x.square().sum(-1, keepdim=True).clamp_min_(1e-24).rsqrt_()
-        y = x.mm(weight.t())
-        ctx.save_for_backward(x, weight, y, inv)
-        return torch.addcmul(bias, y, inv)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g):  # type: ignore[override]
-        x, weight, y, inv = ctx.saved_tensors
-        gy = g * inv
-        coef = (g * y).sum(-1, keepdim=True).mul_(inv.pow(3)).neg_()
-        return gy.mm(weight).addcmul_(x, coef), gy.t().mm(x), g.sum(0)
+        x, weight, y, factor = ctx.saved_tensors
+        gy = g * factor
+        coef = (g * y).sum(-1, keepdim=True).mul_(factor.pow(3)).neg_()
+        gb = gy.sum(0) if ctx.affine else g.sum(0)
+        return gy.mm(weight).addcmul_(x, coef), gy.t().mm(x), gb, None
 
 
 class _PatchNormBound(torch.autograd.Function):
@@ -100,45 +91,56 @@ class _PatchNormBound(torch.autograd.Function):
         return gx.addcmul_(x, g_sumsq[0], value=2.0), gw, gb
 
 
-class _Bound(nn.Module):
-    """A bound's node with a torch layer's parameters (the same initialisation)."""
-
-    def __init__(self, node: type[torch.autograd.Function], like: nn.Module) -> None:
-        super().__init__()
-        self.node, self.weight, self.bias = node, like.weight, like.bias
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.node.apply(x, self.weight, self.bias)
+def bound(kind: str, x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """The fewest-pass form of ``kind``: ``"affine_like"`` or ``"norm_like"`` (a linear
+    layer) or ``"patch_norm"`` (affine-mode PatchNorm, 3x3, padding 1)."""
+    if kind == "patch_norm":
+        return _PatchNormBound.apply(x, weight, bias)
+    return _LinearBound.apply(x, weight, bias, kind == "affine_like")
 
 
-def _plain(
-    node: type[torch.autograd.Function], x: Tensor, w: Tensor, b: Tensor
-) -> Tensor:
-    """The expression each bound computes, for autograd to differentiate."""
-    if node is _AffineLikeBound:
+def plain(kind: str, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+    """The expression :func:`bound` computes, for autograd to differentiate."""
+    if kind == "affine_like":
         return F.linear(x, w, b) / (x.square().sum(-1, keepdim=True) + 1).sqrt()
-    if node is _NormLikeBound:
+    if kind == "norm_like":
         return F.linear(x, w) / x.square().sum(-1, keepdim=True).sqrt() + b
     sq = F.conv2d(x.square().sum(1, keepdim=True), x.new_ones(1, 1, 3, 3), padding=1)
     return F.conv2d(x, w, b, padding=1) / (sq + 1).sqrt()
 
 
-def check(
-    node: type[torch.autograd.Function], shapes: tuple[tuple[int, ...], ...]
-) -> None:
-    """The bound's output and gradients equal autograd's for :func:`_plain` (float64)."""
+class _Bound(nn.Module):
+    """:func:`bound` of ``kind`` with a torch layer's parameters (its initialisation)."""
+
+    def __init__(self, kind: str, like: nn.Module) -> None:
+        super().__init__()
+        self.kind, self.weight, self.bias = kind, like.weight, like.bias
+
+    def forward(self, x: Tensor) -> Tensor:
+        return bound(self.kind, x, self.weight, self.bias)
+
+
+SHAPES = {  # small operands for the float64 check: x, weight, bias
+    "affine_like": ((8, 5), (3, 5), (3,)),
+    "norm_like": ((8, 5), (3, 5), (3,)),
+    "patch_norm": ((2, 3, 6, 6), (4, 3, 3, 3), (4,)),
+}
+
+
+def check(kind: str) -> None:
+    """:func:`bound`'s output and gradients equal autograd's for :func:`plain` (float64)."""
     gen = torch.Generator().manual_seed(0)
-    args = [torch.randn(s, dtype=torch.float64, generator=gen) for s in shapes]
+    args = [torch.randn(s, dtype=torch.float64, generator=gen) for s in SHAPES[kind]]
     upstream = None
     results = []
-    for fn in (node.apply, lambda *a: _plain(node, *a)):
+    for fn in (bound, plain):
         leaves = [a.clone().requires_grad_() for a in args]
-        out = fn(*leaves)
+        out = fn(kind, *leaves)
         if upstream is None:
             upstream = torch.randn(out.shape, dtype=torch.float64, generator=gen)
         results.append([out, *torch.autograd.grad(out, leaves, upstream)])
-    for ours, plain in zip(*results):
-        torch.testing.assert_close(ours, plain, rtol=1e-10, atol=1e-10)
+    for ours, theirs in zip(*results):
+        torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-10)
 
 
 def interleaved(fns: list[Callable[[], object]], repeats: int) -> list[float]:
@@ -169,9 +171,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    check(_AffineLikeBound, ((8, 5), (3, 5), (3,)))
-    check(_NormLikeBound, ((8, 5), (3, 5), (3,)))
-    check(_PatchNormBound, ((2, 3, 6, 6), (4, 3, 3, 3), (4,)))
+    for kind in SHAPES:
+        check(kind)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} "
@@ -185,13 +186,13 @@ def main() -> None:
     linear, conv = nn.Linear(1024, 1024), nn.Conv2d(64, 64, 3, padding=1)
     cases = [
         ("AffineLikeLinear, batch 256, 1024 -> 1024", 1.05, linear,
-         AffineLikeLinear(1024, 1024), _Bound(_AffineLikeBound, linear),
+         AffineLikeLinear(1024, 1024), _Bound("affine_like", linear),
          torch.randn(256, 1024)),
         ("NormLikeLinear, batch 256, 1024 -> 1024", 1.05, linear,
-         NormLikeLinear(1024, 1024), _Bound(_NormLikeBound, linear),
+         NormLikeLinear(1024, 1024), _Bound("norm_like", linear),
          torch.randn(256, 1024)),
         ("PatchNormConv2d, 64 -> 64, 3x3, 32x32, batch 64", 1.25, conv,
-         PatchNormConv2d(64, 64, 3, padding=1), _Bound(_PatchNormBound, conv),
+         PatchNormConv2d(64, 64, 3, padding=1), _Bound("patch_norm", conv),
          torch.randn(64, 64, 32, 32)),
     ]  # fmt: skip
     for name, goal, base, layer, bound, x in cases:
