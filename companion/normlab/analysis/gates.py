@@ -321,17 +321,28 @@ def freeze_epochs(arms: Iterable[str]) -> list[int]:
 def with_schedules(runs: pd.DataFrame, eps_h: float = EPS_H) -> pd.DataFrame:
     """``runs`` with AutoNorm-S under both rules composed in at the set's first ``freeze_at_<T>``
     (and, where the set has its ``sample_at_<T>`` runs, the paper's rule with a freeze that
-    keeps sampling, ``autonorm_s_sample``), the freeze and sample runs left out; unchanged
-    when the set has no freeze run."""
+    keeps sampling, ``autonorm_s_sample``, for the freeze runs that have one), the freeze
+    and sample runs left out; unchanged when the set has no freeze run."""
     epochs = freeze_epochs(runs["arm"].unique())
     if not epochs:
         return runs
     composed = [
         compose_schedule(runs, epochs[0], eps_h, rule) for rule in ("high", "low")
     ]
-    if f"{SAMPLE_PREFIX}{epochs[0]}" in set(runs["arm"]):
+    sample = f"{SAMPLE_PREFIX}{epochs[0]}"
+    if sample in set(runs["arm"]):
+        # where a set runs some cells for more seeds than its sample runs (N3's), the
+        # ablation is composed on the freeze runs that have their sample partner
+        keys = _keys(runs, "lr", "seed")
+        freeze = runs["arm"] == f"{FREEZE_PREFIX}{epochs[0]}"
+        partnered = pd.MultiIndex.from_frame(runs[freeze][keys]).isin(
+            pd.MultiIndex.from_frame(runs[runs["arm"] == sample][keys])
+        )
+        unpaired = runs[freeze].index[~partnered]
         composed.append(
-            compose_schedule(runs, epochs[0], eps_h, "high", keep_sampling=True)
+            compose_schedule(
+                runs.drop(index=unpaired), epochs[0], eps_h, "high", keep_sampling=True
+            )
         )
     arms = pd.concat([runs, *composed], ignore_index=True)
     return arms[

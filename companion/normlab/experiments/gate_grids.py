@@ -220,11 +220,15 @@ CPU_ARMS = [
 N3_TASK = "mnist_restyled"
 N3_ARMS = ("frozen_ln", "autonorm", f"{FREEZE_PREFIX}{T_FREEZE['cpu']}")
 N3_PILOT_SEEDS = 5
-N3_SEEDS = 5
+N3_SEEDS = 88
 # per arm, the rates its runs need: FrozenLN's own; the plain gate's own and AutoNorm-S's
 # (whose runs where the rule does not fire are the plain gate's); the freeze's at
-# AutoNorm-S's
-N3_CONFIRM_RATES: dict[str, tuple[float, ...]] = {}
+# AutoNorm-S's. On the pilot all three chose 3e-3.
+N3_CONFIRM_RATES: dict[str, tuple[float, ...]] = {
+    "frozen_ln": (3e-3,),
+    "autonorm": (3e-3,),
+    f"{FREEZE_PREFIX}{T_FREEZE['cpu']}": (3e-3,),
+}
 
 
 def _cpu_gate_seeds(config: Mapping[str, Any]) -> int:
