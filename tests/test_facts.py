@@ -108,7 +108,7 @@ def test_schedule_of_a_saved_set() -> None:
 def test_verdict_of_a_claim_on_one_effect() -> None:
     found = facts.verdict("N12", no_note="no note")
     assert found["verdict"].data.startswith("*") and found["half"] >= 0
-    assert set(found) == {"verdict", "diff", "half", "note"}
+    assert set(found) == {"verdict", "seeds", "diff", "half", "note"}
 
 
 def test_means_are_keyed_by_their_columns() -> None:
@@ -183,7 +183,7 @@ def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
     from normlab.experiments import get as experiment
     from normlab.experiments.costs import CPU_BUDGET_MIN
 
-    ids = ["A8", "A11", "A15", "N3"]
+    ids = ["A8", "A11", "A15", "N13"]
     cost = facts.plan_cost(ids).set_index("id")
     for claim_id in ids:
         outcome = evaluate(claim_id)
@@ -199,24 +199,23 @@ def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
     assert cost.loc["A11", "planned test items"] > cost.loc["A11", "test items"]
     met = facts.plan_cost(["A8"])  # nothing to add: no rows, the same columns
     assert met.empty and list(met.columns) == list(cost.reset_index().columns)
-    # N3's set holds fewer seeds than the pilot: the missing pilot seeds run every rate of
-    # every cell, the rest each cell at the rate the pilot chose
-    row = cost.loc["N3"]
-    assert row["planned seeds"] == evaluate("N3").planned[0] > row["seeds"]
-    saved = results.largest(claims.get("N3").test.experiment)
-    read = saved.results[saved.results["data"].isin(evaluate("N3").data)]
-    read = read if len(read) else saved.results
-    grid = experiment(claims.get("N3").test.experiment).grid("cpu")
+    # N13's set holds fewer seeds than the pilot: the missing pilot seeds run every rate
+    # of every arm it compares, the rest each of them at the rate the pilot chose
+    row = cost.loc["N13"]
+    assert row["planned seeds"] == evaluate("N13").planned[0] > row["seeds"]
+    saved = results.largest(claims.get("N13").test.experiment)
+    read = facts._claim_runs("N13", evaluate("N13"), saved.results)
+    grid = experiment(claims.get("N13").test.experiment).grid("cpu")
     per_pilot = (read["seed"] == read["seed"].min()).sum()
     per_cell = len(read[[a for a in grid.axes if a != "lr"]].drop_duplicates())
     pilot = max(claims.plans.PILOT_SEEDS - row["seeds"], 0)
     more = row["planned seeds"] - row["seeds"] - pilot
     assert row["runs to plan"] == pilot * per_pilot + more * per_cell
-    per_run = saved.manifest["wall_seconds"] / saved.runs
+    per_run = read["seconds"].mean()  # what the runs it reads took
     assert row["CPU-hours"] == pytest.approx(row["runs to plan"] * per_run / 3600)
     assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)
     text = facts.plan_plainly(cost.reset_index(), 5000).data
-    assert f"**N3**'s plan asks for {int(row['planned seeds'])} seeds" in text
+    assert f"**N13**'s plan asks for {int(row['planned seeds'])} seeds" in text
     assert f"{int(row['runs to plan']):,} runs" in text
     assert "**A11**'s plan asks for no more seeds than the set's" in text
     empty = facts.plan_plainly(facts.plan_cost([])).data
@@ -235,8 +234,7 @@ def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
         outcome = evaluate(claim_id)
         assert row["seeds needed"] == outcome.n_needed
         saved = results.largest(claims.get(claim_id).test.experiment)
-        read = saved.results[saved.results["data"].isin(outcome.data)]  # its tasks
-        read = read if len(read) else saved.results  # or every task, none named
+        read = facts._claim_runs(claim_id, outcome, saved.results)  # what it compares
         # a set afresh: the pilot's seeds at every rate, the rest at the chosen rate
         pilot = min(row["seeds needed"], claims.plans.PILOT_SEEDS)
         per_pilot = (read["seed"] == read["seed"].min()).sum()
@@ -247,7 +245,7 @@ def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
         assert row["runs needed"] == (
             pilot * per_pilot + (row["seeds needed"] - pilot) * per_cell
         )
-        per_run = saved.manifest["wall_seconds"] / saved.runs
+        per_run = read["seconds"].mean()  # what the runs it reads took
         assert row["CPU-hours"] == pytest.approx(row["runs needed"] * per_run / 3600)
         assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)
     words = facts.resolve_plainly(cost.reset_index())
@@ -287,3 +285,73 @@ def test_plateau_reads_the_chosen_runs_validation_curves() -> None:
     assert found["early_frozen_ln"] == pytest.approx((0.7 + 0.6) / 2)  # to epoch 4
     assert found["late_frozen_ln"] == pytest.approx((0.01 - 0.01) / 2)
     assert found["late_autonorm_s"] == pytest.approx(0.3)  # still rising
+
+
+def test_gate_seeds_held_names_the_cells_run_further() -> None:
+    base = [
+        {"data": d, "arm": a, "lr": lr, "seed": s}
+        for d in ("mnist", "mnist_restyled")
+        for a in ("frozen_ln", "autonorm", "freeze_at_3")
+        for lr in (1e-3, 3e-3)
+        for s in range(3)
+    ]
+    further = [
+        {"data": "mnist_restyled", "arm": a, "lr": lr, "seed": s}
+        for a in ("freeze_at_3", "frozen_ln")
+        for lr in (1e-3, 3e-3)
+        for s in (3, 4)
+    ] + [
+        {"data": "mnist_restyled", "arm": a, "lr": 3e-3, "seed": s}
+        for a in ("freeze_at_3", "frozen_ln")
+        for s in range(5, 9)
+    ]
+    words = facts.gate_seeds_held(pd.DataFrame(base + further)).data
+    assert words == (
+        "3 seeds of every arm at every rate; on the restyled 8×8 digits, FrozenLN and "
+        "the gate frozen at epoch 3 have 9 (5 at every rate, the other 4 at the rate "
+        "those 5 chose)"
+    )
+    assert facts.gate_seeds_held(pd.DataFrame(base)).data == (
+        "3 seeds of every arm at every rate"
+    )
+
+
+def test_verdict_gives_the_seeds_its_effects_read() -> None:
+    from normlab.claims.report import evaluate
+
+    found = facts.verdict("N5")
+    assert found["seeds"] == max(j.n for j in evaluate("N5").judged)
+    assert facts.verdict("A1")["seeds"] == 0  # exact: no seeds
+
+
+def test_a_plans_runs_are_the_arms_its_effects_compare(bottleneck) -> None:
+    """A further seed of N13 adds the soft and the hard gate on each task, of N5 FrozenLN
+    and AutoNorm-S's two runs on real MNIST; N14 names no arms, so every arm counts."""
+    from normlab.claims.report import evaluate
+
+    table = bottleneck.results
+    cases = {
+        "N13": {"autonorm", "autonorm_hard"},
+        "N5": {"frozen_ln", "autonorm", f"{gs.FREEZE_PREFIX}{gs.T_FREEZE['cpu']}"},
+        "N14": set(table["arm"]),
+    }
+    for claim_id, arms in cases.items():
+        read = facts._claim_runs(claim_id, evaluate(claim_id), table)
+        assert set(read["arm"]) == arms, claim_id
+
+
+def test_runs_behind_expands_autonorm_s_into_its_runs() -> None:
+    present = ["frozen_ln", "autonorm", "freeze_at_3", "sample_at_3"]
+    assert gs.runs_behind(["autonorm_s", "frozen_ln"], present) == [
+        "autonorm",
+        "freeze_at_3",
+        "frozen_ln",
+    ]
+    assert gs.runs_behind(["autonorm_s_sample"], present) == [
+        "autonorm",
+        "freeze_at_3",
+        "sample_at_3",
+    ]
+    assert gs.runs_behind(["autonorm_s"], ["autonorm_s", "frozen_ln"]) == ["autonorm_s"]
+    assert gs.runs_behind(["strongest of a/b"], present) == []
+    assert gs.runs_behind(["autonorm_s"], ["autonorm"]) == []  # no freeze to compose

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 from pathlib import Path
@@ -426,6 +427,82 @@ def test_compose_keeps_sampling_where_the_rule_fires() -> None:
         gs.compose_schedule(
             rows[rows["arm"] != "sample_at_3"], 3, 0.1, keep_sampling=True
         )
+
+
+def test_with_schedules_composes_the_sampling_ablation_where_it_has_partners() -> None:
+    """A freeze run without its sample_at partner (a seed run for N3 alone) still gets
+    AutoNorm-S, and no freeze-but-sample row."""
+    rows = pd.concat(
+        [
+            table(
+                [
+                    {"arm": "autonorm", "test_metric": 0.1},
+                    {"arm": "freeze_at_3", "test_metric": 0.2, "decision_entropy": 0.3},
+                    {"arm": "sample_at_3", "test_metric": 0.3},
+                ]
+            ),
+            table(
+                [
+                    {"arm": "autonorm", "test_metric": 0.4},
+                    {"arm": "freeze_at_3", "test_metric": 0.5, "decision_entropy": 0.3},
+                ]
+            ).assign(seed=1),
+        ],
+        ignore_index=True,
+    )
+    out = gs.with_schedules(rows)
+    assert sorted(out.loc[out["arm"] == "autonorm_s", "seed"]) == [0, 1]
+    assert out.loc[out["arm"] == "autonorm_s_sample", "seed"].tolist() == [0]
+
+
+def test_shared_seeds_keeps_the_seeds_every_cell_ran() -> None:
+    rows = table(
+        [
+            {"arm": "autonorm", "seed": 0},
+            {"arm": "autonorm", "seed": 1},
+            {"arm": "autonorm", "seed": 2, "lr": 3e-3},
+            {"arm": "frozen_ln", "seed": 0},
+            {"arm": "frozen_ln", "seed": 2},
+        ]
+    )
+    assert gs.shared_seeds(rows)["seed"].unique().tolist() == []
+    kept = gs.shared_seeds(rows[rows["lr"] == 1e-3])
+    assert sorted(kept["seed"]) == [0, 0]
+    assert gs.shared_seeds(rows.iloc[:0]).empty
+
+
+def test_n3_cells_run_a_pilot_then_its_planned_seeds_at_the_pilots_rates() -> None:
+    """N3's three arms on the CIFAR-10 stand-in run a pilot of PILOT_SEEDS at every rate,
+    then, to N3_SEEDS, each at the rates its pilot chose (checked against the saved
+    pilot); every other cell keeps the set's seeds at every rate; N3's plan asks for no
+    more than N3_SEEDS, and its verdict reads them."""
+    from normlab import claims, results
+    from normlab.claims.part2 import _gate_best
+
+    assert gate_grids.N3_PILOT_SEEDS == claims.plans.PILOT_SEEDS
+    configs = experiments.get("gate_bottleneck").grid("cpu").configs()
+    seeds = collections.Counter((c["data"], c["arm"], c["lr"]) for c in configs)
+    for (data, arm, lr), n in seeds.items():
+        if data != gate_grids.N3_TASK or arm not in gate_grids.N3_ARMS:
+            assert n == gs.SEEDS["cpu"]
+        elif lr in gate_grids.N3_CONFIRM_RATES[arm]:
+            assert n == gate_grids.N3_SEEDS
+        else:
+            assert n == gate_grids.N3_PILOT_SEEDS
+    saved = results.largest("gate_bottleneck").results
+    best = _gate_best(claims.plans.pilot(saved))
+    best = best[best["data"] == gate_grids.N3_TASK].groupby("arm")["lr"].first()
+    freeze = f"{gs.FREEZE_PREFIX}{gs.T_FREEZE['cpu']}"
+    wanted = {
+        "frozen_ln": {best["frozen_ln"]},
+        "autonorm": {best["autonorm"], best["autonorm_s"]},
+        freeze: {best["autonorm_s"]},
+    }
+    assert {a: set(r) for a, r in gate_grids.N3_CONFIRM_RATES.items()} == wanted
+    outcome = claims.evaluate("N3")
+    assert outcome.planned is not None
+    assert outcome.planned[0] <= gate_grids.N3_SEEDS
+    assert {j.n for j in outcome.judged} == {gate_grids.N3_SEEDS}
 
 
 def test_epochs_to_specialise_is_the_first_epoch_below_eps_h() -> None:

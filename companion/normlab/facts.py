@@ -38,6 +38,7 @@ __all__ = [
     "freeze_decisions",
     "freeze_effect",
     "freeze_plainly",
+    "gate_seeds_held",
     "freezing_on_off",
     "gate_collapse",
     "gate_diagnostics",
@@ -757,6 +758,38 @@ def freeze_plainly(runs: pd.DataFrame, t_freeze: int, profile: str = "cpu") -> A
     )
 
 
+def gate_seeds_held(runs: pd.DataFrame, profile: str = "cpu") -> Any:
+    """The seeds a gate set's ``runs`` hold, in words (Markdown): those of every arm at
+    every rate and, per task, the arms run further for a claim's plan (a pilot at every
+    rate, then the rate it chose alone)."""
+    per_rate = runs.groupby(["data", "arm", "lr"])["seed"].nunique()
+    swept = per_rate.groupby(level=["data", "arm"]).min()
+    total = runs.groupby(["data", "arm"])["seed"].nunique()
+    base = int(per_rate.min())
+    words = [f"{base} seeds of every arm at every rate"]
+    further = pd.DataFrame({"total": total, "swept": swept})
+    further = further[further["total"] > base].reset_index()
+    for (task, n, pilot), group in further.groupby(["data", "total", "swept"]):
+        source = gs.CPU_TASKS.get(task, {}).get("source") if profile == "cpu" else None
+        rank = {arm: i for i, arm in enumerate(gs.ARMS)}  # freezes after the arms
+        order = sorted(group["arm"], key=lambda a: (rank.get(a, len(rank)), a))
+        names = [display_name(a) for a in order]
+        names = [n if n[0].isupper() else f"the {n}" for n in names]
+        arms = (
+            ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+        )
+        how = (
+            "at every rate"
+            if n == pilot
+            else f"{pilot} at every rate, the other {n - pilot} at the rate those "
+            f"{pilot} chose"
+        )
+        words.append(
+            f"on the {title(served_by(str(task), profile, source))}, {arms} have {n} ({how})"
+        )
+    return _markdown("; ".join(words))
+
+
 def freeze_effect(runs: pd.DataFrame, t_freeze: int) -> pd.DataFrame:
     """AutoNorm-S at ``t_freeze`` minus the plain learned gate, per task and reading of
     the rule (at eps_H = 0.1), paired by seed, every arm at the plain gate's learning rate:
@@ -813,11 +846,14 @@ def schedule(runs: pd.DataFrame) -> dict[str, float]:
 
 def verdict(claim_id: str, no_note: str = "") -> dict[str, Any]:
     """A claim's verdict on the largest saved set (:func:`normlab.claims.evaluate`):
-    ``verdict`` (italic Markdown); for a claim judged on one effect, its mean ``diff``,
-    its 95 % half-width ``half`` and the note on it, ``note`` (``no_note`` when the claim
-    has none)."""
+    ``verdict`` (italic Markdown), ``seeds`` (the most its effects read, 0 for an exact
+    claim); for a claim judged on one effect, its mean ``diff``, its 95 % half-width
+    ``half`` and the note on it, ``note`` (``no_note`` when the claim has none)."""
     outcome = claims.evaluate(claim_id)
-    found: dict[str, Any] = {"verdict": _markdown(f"*{outcome.verdict}*")}
+    found: dict[str, Any] = {
+        "verdict": _markdown(f"*{outcome.verdict}*"),
+        "seeds": int(max((j.n for j in outcome.judged if j.n), default=0)),
+    }
     if len(outcome.effects) == 1:
         ((label, effect, _),) = outcome.effects
         found["diff"] = float(effect.mean)
@@ -949,14 +985,19 @@ def rate_sensitivity(results: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, flo
 
 def _claim_runs(claim_id: str, outcome: Any, table: pd.DataFrame) -> pd.DataFrame:
     """The runs of a claim's saved set that a seed of it adds to: those on the tasks its
-    effects read, under its plan's primary specification (each axis of the plan's
-    ``primary`` that the set sweeps), so that cells only a sensitivity runs are not
-    counted."""
+    effects read, of the arms they compare where each names its arms (AutoNorm-S's by the
+    runs it is composed from, :func:`normlab.analysis.gates.runs_behind`), under its
+    plan's primary specification (each axis of the plan's ``primary`` that the set
+    sweeps), so that cells only another claim or a sensitivity runs are not counted."""
     from .claims import plans
 
     read = table
     if outcome.data and "data" in read and set(outcome.data) & set(read["data"]):
         read = read[read["data"].isin(outcome.data)]
+    if outcome.arms and "arm" in read:
+        behind = gs.runs_behind(outcome.arms, read["arm"].unique())
+        if behind:
+            read = read[read["arm"].isin(behind)]
     found = plans.plan(claim_id)
     for key, value in (found.primary if found else {}).items():
         if key in read and read[key].nunique() > 1 and (read[key] == value).any():
@@ -968,7 +1009,8 @@ def _pace(claim_id: str, outcome: Any) -> tuple[int, int, int, float]:
     """A claim's saved set: the seeds its verdict read, the runs (:func:`_claim_runs`) a
     further seed of the pilot adds (every rate of every cell), the runs a confirmation
     seed adds (each cell at its rate chosen on the pilot, the grid's ``select`` axis
-    dropped) and the set's own seconds per run (from its manifest)."""
+    dropped) and the set's own seconds per run (the mean of the runs it reads, or the
+    manifest's)."""
     from . import results as saved_results
     from .claims.registry import get
     from .experiments.registry import get as experiment
@@ -984,7 +1026,12 @@ def _pace(claim_id: str, outcome: Any) -> tuple[int, int, int, float]:
     cells = [c for c in experiment(name).grid("cpu").axes if c in read and c != select]
     per_pilot = len(read[read["seed"] == read["seed"].min()])
     per_confirm = len(read[cells].drop_duplicates()) if cells else 1
-    per_run = float(saved.manifest["wall_seconds"]) / saved.runs
+    # the seconds of the runs it reads where the records keep them (a set's cells differ
+    # in cost: its tasks, arms and rates), else the set's mean from its manifest
+    if "seconds" in read and read["seconds"].notna().all() and len(read):
+        per_run = float(read["seconds"].mean())
+    else:
+        per_run = float(saved.manifest["wall_seconds"]) / saved.runs
     return held, per_pilot, per_confirm, per_run
 
 
@@ -1016,10 +1063,11 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     and what that would cost on the CPU: one row per inconclusive claim, with ``id``,
     ``seeds`` (held), ``seeds needed`` and ``test items`` / ``test items needed`` (the
     scorecard's, from the observed spread and the test set's measured noise), ``runs
-    needed`` (a set of that many seeds under the claim's primary specification, on the
-    tasks it reads: the pilot's seeds at every rate, the rest at the rates the pilot
-    chose, :func:`_seed_cost`), ``CPU-hours`` (at the set's own measured
-    seconds per run, from its manifest; the larger test set's evaluation not counted)
+    needed`` (a set of that many seeds under the claim's primary specification, of the
+    arms it compares on the tasks it reads, :func:`_claim_runs`: the pilot's seeds at
+    every rate, the rest at the rates the pilot chose, :func:`_seed_cost`), ``CPU-hours``
+    (at the seconds the runs it reads took, :func:`_pace`; the larger test set's
+    evaluation not counted)
     and ``budgets``: that time over a chapter's CPU budget
     (:data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty when none is inconclusive."""
     from .claims.report import INCONCLUSIVE, evaluate
@@ -1055,8 +1103,9 @@ def plan_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     :func:`normlab.claims.report.planned_from`) asks for more than its saved cpu set
     holds: ``id``, ``verdict``, ``seeds`` (held), ``planned seeds``, ``test items`` and
     ``planned test items`` (where the plan needs a larger test set), ``runs to plan``
-    (the runs the missing seeds add under the primary specification: each cell at the
-    rate the pilot chose, :func:`_seed_cost`), ``CPU-hours`` and
+    (the runs the missing seeds add under the primary specification, of the arms the
+    claim compares, :func:`_claim_runs`: each at the rate the pilot chose,
+    :func:`_seed_cost`), ``CPU-hours`` and
     ``budgets`` (that time over :data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty
     when every plan is met."""
     from .claims.report import evaluate
@@ -1118,8 +1167,9 @@ def plan_plainly(cost: pd.DataFrame, whole: int | None = None) -> Any:
         if pd.notna(v["CPU-hours"]) and v["runs to plan"]:
             share = v["budgets"]
             words += (
-                f"; the missing seeds are {int(v['runs to plan']):,} runs (each cell "
-                "at the rate the pilot chose), about "
+                f"; the missing seeds are {int(v['runs to plan']):,} runs (beyond "
+                "the pilot, each arm the claim compares at the rate the pilot chose), "
+                "about "
                 f"{v['CPU-hours']:.1f} CPU-hours, "
                 + (
                     "within a chapter's CPU budget"

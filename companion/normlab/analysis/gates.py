@@ -43,6 +43,8 @@ __all__ = [
     "gate_table",
     "progress_epoch",
     "run_table",
+    "runs_behind",
+    "shared_seeds",
     "with_schedules",
 ]
 
@@ -208,6 +210,38 @@ def at_defaults(runs: pd.DataFrame) -> pd.DataFrame:
         if column in runs:
             keep &= runs[column] == value
     return runs[keep]
+
+
+def runs_behind(arms: Iterable[str], present: Iterable[str]) -> list[str]:
+    """The arms of a set (``present``) whose runs ``arms`` are made of: each arm the set
+    holds itself, and for AutoNorm-S composed from the plain gate and the set's first
+    freeze (:func:`with_schedules`) those two runs (and its ``sample_at`` run for the
+    ablation that keeps sampling); empty when some arm is neither."""
+    present = list(present)
+    epochs = freeze_epochs(present)
+    behind: list[str] = []
+    for arm in arms:
+        if arm in present:
+            parts = [arm]
+        elif arm.startswith("autonorm_s") and epochs and "autonorm" in present:
+            parts = ["autonorm", f"{FREEZE_PREFIX}{epochs[0]}"]
+            if arm.endswith("_sample"):
+                parts.append(f"{SAMPLE_PREFIX}{epochs[0]}")
+        else:
+            return []
+        behind += [p for p in parts if p not in behind]
+    return behind if set(behind) <= set(present) else []
+
+
+def shared_seeds(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the seeds that every cell (task, configuration, arm and rate) ran: a
+    set whose claim runs some cells for more seeds (gate_bottleneck's N3 cells) shown as
+    its balanced part."""
+    if runs.empty:
+        return runs
+    cells = runs.groupby(_keys(runs, "arm", "lr"), sort=False)["seed"]
+    common = set.intersection(*(set(seeds) for _, seeds in cells))
+    return runs[runs["seed"].isin(common)]
 
 
 def compose_schedule(

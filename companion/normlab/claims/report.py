@@ -149,6 +149,9 @@ class Outcome:
     )  # per effect label: what would resolve it, training
     data: tuple[str, ...] = ()  # the datasets the effects read (empty: the table's)
     judged: list[Judged] = field(default_factory=list)
+    arms: tuple[
+        str, ...
+    ] = ()  # the arms the effects compare (empty: not every one says)
     # the plan's seeds and test items, from the pilot (:func:`planned_from`); None: not
     # computed (an outcome judged on a chapter's table), then read from ``judged``
     planned: tuple[int | None, int | None] | None = None
@@ -278,6 +281,11 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
         if all(e.data for e in effects)
         else ()
     )
+    compared = (
+        tuple(dict.fromkeys(a.name for e in effects for a in e.arms))
+        if all(e.arms for e in effects)
+        else ()
+    )
     rules = [effect.rule or claim.test.rule for effect in effects]
     whole = [
         interval(effect.samples, item_var=_item_variance(effect)[0])
@@ -303,9 +311,18 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
             note="no verdict: did not train: " + "; ".join(untrained),
             data=read,
             judged=judged,
+            arms=compared,
         )
     verdict = combine([v for _, _, v in rows])
-    return Outcome(claim, verdict, effects=rows, notes=notes, data=read, judged=judged)
+    return Outcome(
+        claim,
+        verdict,
+        effects=rows,
+        notes=notes,
+        data=read,
+        judged=judged,
+        arms=compared,
+    )
 
 
 def primary_source(claim: Claim, results: pd.DataFrame) -> str | dict[str, str] | None:

@@ -14,9 +14,11 @@ Budgets. Every ``cpu`` run takes 8 epochs: 94 steps of 32 images on MNIST (752 s
 79 steps of 16 on the restyled digits (632); AutoNorm-S decides at the end of epoch
 :data:`T_FREEZE` ``["cpu"]`` = 3. The learning rate is chosen per arm on validation data
 from :data:`LRS` ``["cpu"]`` (three rates). One torch thread runs a gated run in about
-10-15 s, so the saved set holds seven arms x three rates x three seeds per task: the
-planned seeds of :mod:`normlab.claims.plans` are more, and the chapters say how many
-each inconclusive verdict would need.
+10-15 s, so the saved set holds seven arms x three rates x three seeds per task, and
+N3's three arms on the restyled digits the seeds N3's plan asks for (:data:`N3_SEEDS`:
+a pilot at every rate, then each arm at the rate its pilot chose); the other claims'
+plans (:mod:`normlab.claims.plans`) ask for more than a chapter's CPU budget, and the
+chapters say how many each inconclusive verdict would need.
 
 Initialisation. Every profile's models start from torch's own fan-in default
 (``init="torch_default"``, :data:`DEFAULT_INIT`): ViT's truncated normal with std 0.02 was

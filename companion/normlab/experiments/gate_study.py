@@ -19,6 +19,8 @@ from ..analysis.gates import (  # the runs' tables and AutoNorm-S composed, for 
     freeze_epochs,
     gate_table,
     run_table,
+    runs_behind,
+    shared_seeds,
     with_schedules,
 )
 from ..analysis.runs import at_chosen_lr, summarise
@@ -95,6 +97,8 @@ __all__ = [
     "chosen",
     "compose_schedule",
     "freeze_epochs",
+    "runs_behind",
+    "shared_seeds",
     "with_schedules",
     # the runner's tables
     "at_chosen_lr",
