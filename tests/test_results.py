@@ -1054,3 +1054,15 @@ def test_a_pack_removes_only_the_scratch_records_it_packed(
         folder / "runs" / f"{second['run_id']}.json"
     ).exists()  # written after: kept
     assert not (folder / "checkpoints").exists()  # the pack's lock went with it
+
+
+def test_a_label_gives_the_fewest_and_most_seeds_a_configuration_ran() -> None:
+    from normlab.experiments import gate_grids
+
+    bottleneck = results.largest("gate_bottleneck")
+    most = gate_grids.N3_SEEDS
+    assert bottleneck.seed_range() == (gate_grids.SEEDS["cpu"], most)
+    assert f", {gate_grids.SEEDS['cpu']} to {most} seeds, " in bottleneck.label()
+    widget = results.largest("gate_widget")  # every configuration ran the same seeds
+    fewest, most = widget.seed_range()
+    assert fewest == most and f", {most} seeds, " in widget.label()

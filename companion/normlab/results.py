@@ -185,15 +185,30 @@ class SavedSet:
         """The set's ``results.csv`` (one row per run)."""
         return pd.read_csv(io.BytesIO(self._table))
 
+    def seed_range(self) -> tuple[int, int]:
+        """The fewest and the most seeds a configuration of the set ran (a claim's plan can
+        run some for more seeds than others): a configuration is a value of each column of
+        the results table between ``profile`` and ``seed``, as the runner writes it."""
+        table = self.results
+        columns = list(table.columns)
+        config = columns[columns.index("profile") + 1 : columns.index("seed")]
+        if not config:
+            n = int(table["seed"].nunique())
+            return n, n
+        per = table.groupby(config, dropna=False)["seed"].nunique()
+        return int(per.min()), int(per.max())
+
     def label(self) -> str:
         """One line for a figure or a table: profile, data, seeds, runs and hardware."""
         from .data.sources import data_label
 
         m = self.manifest
         hw = m["hardware"]["gpu"] or m["hardware"]["cpu_model"]
+        fewest, most = self.seed_range()
+        seeds = f"{most}" if fewest == most else f"{fewest} to {most}"
         return (
             f"saved set: {m['profile']} profile, {m['data']} data ({data_label(self.results)}), "
-            f"{m['seeds']} seeds, {self.runs} runs, {hw}, {m['wall_seconds'] / 60:.0f} min"
+            f"{seeds} seeds, {self.runs} runs, {hw}, {m['wall_seconds'] / 60:.0f} min"
         )
 
 
