@@ -243,3 +243,24 @@ def test_the_book_build_finds_a_value_glued_without_myst_nb(tmp_path: Path) -> N
     # Only the value glued with display=True is a cell output.
     outputs = re.findall(r'class="cell_output.*?<pre>(.*?)</pre>', page, flags=re.S)
     assert [re.sub(r"<[^>]+>", "", o).strip() for o in outputs] == ["7"]
+
+
+def test_a_saved_sets_tasks_are_named_by_the_dataset_that_served_them() -> None:
+    """The gate sets' ``mnist`` on the CPU is real MNIST (their ``source``), not the 8x8
+    digits the profile would serve it from by default."""
+    import pandas as pd
+    from normlab.display import data_sources, reader_names
+
+    runs = pd.DataFrame(
+        {
+            "data": ["mnist", "mnist", "mnist_restyled", "cifar10", "cifar10"],
+            "source": ["mnist_5k", "mnist_5k", "digits", "a", "b"],
+        }
+    )
+    sources = data_sources(runs)
+    assert sources == {"mnist": "mnist_5k", "mnist_restyled": "digits"}
+    summary = pd.DataFrame({"data": ["mnist", "mnist_restyled"], "mean": [0.9, 0.7]})
+    named = reader_names(summary, "cpu", sources)["data"].tolist()
+    assert named == ["real MNIST, 5,000 digits", "restyled 8×8 digits"]
+    assert reader_names(summary, "cpu")["data"].iloc[0] == "8×8 digits"
+    assert data_sources(summary) == {}

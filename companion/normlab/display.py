@@ -13,6 +13,7 @@ import html
 import inspect
 import re
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 from pygments import highlight
@@ -31,6 +32,7 @@ __all__ = [
     "glue",
     "NAMED_COLUMNS",
     "reader_names",
+    "data_sources",
     "table",
 ]
 
@@ -267,16 +269,21 @@ NAMED_COLUMNS = (
 )
 
 
-def reader_names(frame: Any, profile: str | None = None) -> Any:
+def reader_names(
+    frame: Any, profile: str | None = None, sources: Mapping[str, str] | None = None
+) -> Any:
     """``frame`` (a DataFrame) with the keys in its :data:`NAMED_COLUMNS` columns, its
     row labels and its column labels (every level, read as the column its level is named
-    after) replaced by their reader-facing names (:func:`normlab.names.display_name`)."""
+    after) replaced by their reader-facing names (:func:`normlab.names.display_name`);
+    ``sources`` maps a task to the dataset its set chose to serve it (:func:`data_sources`)."""
     import pandas as pd
 
     from .names import display_name
 
+    chosen = dict(sources or {})
+
     def named(values: Any, column: str | None) -> Any:
-        return [display_name(v, column, profile) for v in values]
+        return [display_name(v, column, profile, chosen.get(v)) for v in values]
 
     frame = frame.assign(
         **{str(c): named(frame[c], str(c)) for c in frame.columns if c in NAMED_COLUMNS}
@@ -295,6 +302,17 @@ def reader_names(frame: Any, profile: str | None = None) -> Any:
     )
 
 
+def data_sources(results: Any) -> dict[str, str]:
+    """Each task of a results table and the dataset its grid chose to serve it (its
+    ``source`` column), for :func:`table`'s ``sources``; empty without that column. A task
+    served by more than one dataset is left out (its name says nothing more)."""
+    if "source" not in results or "data" not in results:
+        return {}
+    pairs = results[["data", "source"]].dropna().drop_duplicates()
+    single = pairs.groupby("data")["source"].transform("nunique") == 1
+    return dict(zip(pairs.loc[single, "data"], pairs.loc[single, "source"]))
+
+
 def table(
     frame: Any,
     *,
@@ -302,6 +320,7 @@ def table(
     caption: str | None = None,
     index: bool = False,
     profile: str | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> Any:
     """A results table as an HTML table that wraps to the page (a pandas ``Styler``).
 
@@ -310,7 +329,8 @@ def table(
     reader-facing name (:func:`normlab.names.display_name`), as in the figures: a
     normaliser, an arm or a dataset in the columns of :data:`NAMED_COLUMNS`, in the row
     labels and in the column labels (:func:`reader_names`); ``profile`` is the profile whose
-    data the dataset keys name (None: the active one). Make it the last expression of a
+    data the dataset keys name (None: the active one), ``sources`` the dataset a saved
+    set's grid chose per task (:func:`data_sources`). Make it the last expression of a
     cell; in plain text (``repr``) it falls back to the frame's own text form.
 
     Raises:
@@ -320,7 +340,7 @@ def table(
 
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
-    frame = reader_names(frame, profile)
+    frame = reader_names(frame, profile, sources)
     styler = frame.style.format(precision=digits, na_rep="").set_table_attributes(
         'class="normlab-table"'
     )

@@ -60,14 +60,14 @@ def layer_name(path: str) -> str:
     return "final norm" if path in _FINAL else path
 
 
-def _dataset(key: str, profile: str | None) -> str | None:
+def _dataset(key: str, profile: str | None, source: str | None = None) -> str | None:
     from .data import REAL
     from .data.sources import RESTYLED, TITLES, served_by, title
 
     base = key.removesuffix(RESTYLED)
     if base in REAL:
         try:
-            return title(served_by(key, profile)).removeprefix("a ")
+            return title(served_by(key, profile, source)).removeprefix("a ")
         except ValueError:
             # no offline stand-in: a GPU profile's table, on the real data
             return title(key).removeprefix("a ")
@@ -77,11 +77,16 @@ def _dataset(key: str, profile: str | None) -> str | None:
 
 
 def display_name(
-    key: Any, column: str | None = None, profile: str | None = None
+    key: Any,
+    column: str | None = None,
+    profile: str | None = None,
+    source: str | None = None,
 ) -> Any:
     """The reader-facing name of ``key`` (see the module's list); ``column`` names the
     column it comes from (for :data:`VALUES`), ``profile`` the profile whose data a dataset
-    key names (None: the active one). A key that names nothing is returned unchanged."""
+    key names (None: the active one) and ``source`` the dataset a grid chose to serve it
+    (its ``source`` setting; None: the profile's). A key that names nothing is returned
+    unchanged."""
     if not isinstance(key, str):
         return key
     if column in VALUES and key in VALUES[column]:
@@ -97,7 +102,7 @@ def display_name(
     if key.startswith(_SAMPLE_PREFIX) and key.removeprefix(_SAMPLE_PREFIX).isdigit():
         return f"gate stops learning at epoch {key.removeprefix(_SAMPLE_PREFIX)}, samples on"
     if column in (None, "data", "task"):
-        dataset = _dataset(key, profile)
+        dataset = _dataset(key, profile, source)
         if dataset is not None:
             return dataset
     return layer_name(key)
