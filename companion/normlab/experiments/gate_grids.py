@@ -31,7 +31,7 @@ reads at initialisation, as the diagnostic.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..models.blocks import DEFAULT_INIT, DEFAULT_READOUT
@@ -184,7 +184,7 @@ def _grid(
     fixed: Mapping[str, Any] | None = None,
     seeds: int | None = None,
     where: Any = None,
-    seeds_of: Any = None,
+    seeds_of: Callable[[Mapping[str, Any]], int] | None = None,
 ) -> Grid:
     """One profile's grid: its :data:`SETUP`, the gate's defaults and ``fixed`` under the
     swept ``axes`` (``lr`` from :data:`LRS` unless swept or fixed)."""
