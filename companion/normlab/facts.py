@@ -38,10 +38,10 @@ __all__ = [
     "freeze_decisions",
     "freeze_effect",
     "freeze_plainly",
-    "gate_seeds_held",
     "freezing_on_off",
     "gate_collapse",
     "gate_diagnostics",
+    "gate_seeds_held",
     "lead_over_frozen_ln",
     "means",
     "mechanism",
@@ -769,9 +769,9 @@ def gate_seeds_held(runs: pd.DataFrame, profile: str = "cpu") -> Any:
     words = [f"{base} seeds of every arm at every rate"]
     further = pd.DataFrame({"total": total, "swept": swept})
     further = further[further["total"] > base].reset_index()
+    rank = {arm: i for i, arm in enumerate(gs.ARMS)}  # the freezes after the arms
     for (task, n, pilot), group in further.groupby(["data", "total", "swept"]):
         source = gs.CPU_TASKS.get(task, {}).get("source") if profile == "cpu" else None
-        rank = {arm: i for i, arm in enumerate(gs.ARMS)}  # freezes after the arms
         order = sorted(group["arm"], key=lambda a: (rank.get(a, len(rank)), a))
         names = [display_name(a) for a in order]
         names = [n if n[0].isupper() else f"the {n}" for n in names]
