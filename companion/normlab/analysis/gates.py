@@ -25,7 +25,7 @@ import pandas as pd
 from ..gates import FREEZE_PREFIX, SAMPLE_PREFIX
 from ..models.blocks import DEFAULT_INIT, DEFAULT_READOUT
 from ..paper import EPS_H
-from .runs import at_chosen_lr, summarise
+from .runs import at_chosen_lr, common_seeds, summarise
 
 __all__ = [
     "CONFIG_AXES",
@@ -237,11 +237,7 @@ def shared_seeds(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of the seeds that every cell (task, configuration, arm and rate) ran: a
     set whose claim runs some cells for more seeds (gate_bottleneck's N3 cells) shown as
     its balanced part."""
-    if runs.empty:
-        return runs
-    cells = runs.groupby(_keys(runs, "arm", "lr"), sort=False)["seed"]
-    common = set.intersection(*(set(seeds) for _, seeds in cells))
-    return runs[runs["seed"].isin(common)]
+    return common_seeds(runs, _keys(runs, "arm", "lr"))
 
 
 def compose_schedule(

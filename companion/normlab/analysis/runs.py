@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..stats import mean_ci
 
-__all__ = ["at_chosen_lr", "records_table", "select_best", "summarise"]
+__all__ = ["at_chosen_lr", "common_seeds", "records_table", "select_best", "summarise"]
 
 
 def _groups(
@@ -26,6 +26,17 @@ def _groups(
 ) -> Iterable[tuple[Any, pd.DataFrame]]:
     """``groupby(by)``, or the whole table as one group when ``by`` is empty."""
     return results.groupby(list(by), sort=True, dropna=False) if by else [((), results)]
+
+
+def common_seeds(results: pd.DataFrame, cells: Sequence[str]) -> pd.DataFrame:
+    """The rows of the seeds that every cell (a value of each of ``cells``) ran: a set
+    that runs some cells for more seeds than others (a claim's plan) read balanced, so that
+    what is averaged over cells per seed averages the same cells at every seed."""
+    if results.empty:
+        return results
+    seeds = results.groupby(list(cells), dropna=False)["seed"]
+    common = set.intersection(*(set(s) for _, s in seeds))
+    return results[results["seed"].isin(common)]
 
 
 def summarise(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..analysis.runs import common_seeds
 from ..experiments.part1 import (
     CORRECTIONS,
     LEAD_RIVALS,
@@ -66,11 +67,7 @@ def _balanced(best: pd.DataFrame) -> pd.DataFrame:
     """The rows of the seeds that every cell (configuration and normaliser) of ``best``
     ran, so that a quantity averaged over cells per seed averages the same cells at every
     seed: the fully-connected set runs A11's cell for more seeds than the others."""
-    if best.empty:
-        return best
-    cells = [c for c in (*CONFIG, "normaliser") if c in best]
-    common = set.intersection(*(set(s) for _, s in best.groupby(cells)["seed"]))
-    return best[best["seed"].isin(common)]
+    return common_seeds(best, [c for c in (*CONFIG, "normaliser") if c in best])
 
 
 def _best(results: pd.DataFrame) -> pd.DataFrame:

@@ -149,9 +149,8 @@ class Outcome:
     )  # per effect label: what would resolve it, training
     data: tuple[str, ...] = ()  # the datasets the effects read (empty: the table's)
     judged: list[Judged] = field(default_factory=list)
-    arms: tuple[
-        str, ...
-    ] = ()  # the arms the effects compare (empty: not every one says)
+    # the arms the effects compare (empty: not every effect names its arms)
+    arms: tuple[str, ...] = ()
     # the plan's seeds and test items, from the pilot (:func:`planned_from`); None: not
     # computed (an outcome judged on a chapter's table), then read from ``judged``
     planned: tuple[int | None, int | None] | None = None
