@@ -90,6 +90,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab.display",
             "normlab.names",
             "normlab.facts",
+            # one module a chapter: the numbers and tables its prose quotes
+            "normlab.chapters",
             "normlab.interactive",
             "normlab.widgets",
             # the chapters as plain notebooks for Jupyter and Colab
