@@ -64,6 +64,7 @@ from .experiments.runner import (
     RunSettings,
     finished_records,
     records_table,
+    results_folder,
 )
 
 __all__ = [
@@ -79,6 +80,8 @@ __all__ = [
     "pack",
     "repack",
     "save",
+    "finish_pending",
+    "STAGING",
     "ROOT",
     "RESULTS_ENV",
     "HOME_RESULTS",
@@ -338,6 +341,7 @@ def _pack_locked(
     folder: Path, command: str, wall_seconds: float, device: str
 ) -> SavedSet:
     """:func:`pack`'s work, under its lock."""
+    finish_pending(folder)
     records = list(finished_records(folder).values())
     if not records:
         raise ValueError(f"no run records in {folder}")
@@ -347,8 +351,8 @@ def _pack_locked(
     first = records[0]
     commits, exact_on = _origins(records, old)
     kind, datasets = _data_kind(records)
-    write_text_atomic(folder / PACKED, "".join(line + "\n" for line in lines))
-    write_text_atomic(folder / TABLE, records_table(records).to_csv(index=False))
+    packed = "".join(line + "\n" for line in lines)
+    table = records_table(records).to_csv(index=False)
     manifest = {
         "format": FORMAT,
         "experiment": first["experiment"],
@@ -368,15 +372,64 @@ def _pack_locked(
         "python": platform.python_version(),
         "created": old.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "files": {
-            PACKED: _sha((folder / PACKED).read_bytes()),
-            TABLE: _sha((folder / TABLE).read_bytes()),
-        },
+        "files": {PACKED: _sha(packed), TABLE: _sha(table)},
         "records": {i: _sha(line) for i, line in zip(ids, lines)},
         "commits": commits,
     }
-    write_text_atomic(folder / MANIFEST, signed(manifest))
+    _replace_as_one(folder, {PACKED: packed, TABLE: table, MANIFEST: signed(manifest)})
     return load(folder, partial=True)
+
+
+#: The folder inside a set where :func:`pack` stages its three new files before it moves
+#: them into place: the set's journal (:func:`finish_pending`).
+STAGING = ".pack-new"
+
+
+def _move(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target`` (atomic within a folder)."""
+    os.replace(source, target)
+
+
+def _clear_staging(stage: Path) -> None:
+    """Remove the staging folder (a link in its place is removed, not followed)."""
+    if stage.is_symlink() or not stage.is_dir():
+        stage.unlink()
+        return
+    for child in stage.iterdir():
+        child.unlink()
+    stage.rmdir()
+
+
+def finish_pending(folder: str | Path) -> None:
+    """Complete or undo a :func:`pack` that stopped part-way in ``folder``: when its staged
+    manifest was written (the journal's commit point), move the staged files still there
+    into place, the manifest last; else discard the staging, and the old set stands. Safe
+    to repeat at any point, so a killed ``save`` always resumes."""
+    folder = Path(folder)
+    stage = folder / STAGING
+    if not os.path.lexists(stage):
+        return
+    committed = (
+        stage.is_dir() and not stage.is_symlink() and (stage / MANIFEST).is_file()
+    )
+    if committed:
+        for name in (PACKED, TABLE, MANIFEST):
+            if (stage / name).is_file():
+                _move(stage / name, folder / name)
+    _clear_staging(stage)
+
+
+def _replace_as_one(folder: Path, files: dict[str, str]) -> None:
+    """Replace the set's files as one: each is written into :data:`STAGING`, the manifest
+    last (the commit point), then moved into place, the manifest last, by
+    :func:`finish_pending`, which also completes the move after a kill."""
+    stage = folder / STAGING
+    if os.path.lexists(stage):
+        _clear_staging(stage)  # an uncommitted staging: finish_pending ran before this
+    stage.mkdir()
+    for name in (PACKED, TABLE, MANIFEST):
+        write_text_atomic(stage / name, files[name])
+    finish_pending(folder)
 
 
 def _command(root: Path | None) -> str:
@@ -433,6 +486,14 @@ def save(
     root_given = Path(root) if root is not None else None
     root = root_given or default_root()
     started = time.perf_counter()
+    folder = results_folder(experiment, root, profile)
+    lock = FileLock(folder / "checkpoints" / "pack.lock")
+    if os.path.lexists(folder / STAGING):  # a pack killed part-way: finish it first
+        lock.acquire()
+        try:
+            finish_pending(folder)
+        finally:
+            lock.release()
     done = settings.run(experiment, root)
     return pack(
         done.folder,
