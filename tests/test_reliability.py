@@ -4,9 +4,19 @@ set in the reader's folder). The saved sets' own faults are in tests/test_result
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
 import pandas as pd
 import pytest
-from normlab import analysis, claims, results
+import torch
+from normlab import analysis, checkpoint, claims, results
+from normlab._lock import FileLock, LockError
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +51,153 @@ def test_a_repeated_run_id_is_found_without_config_columns() -> None:
     table = pd.DataFrame({"run_id": ["x-1", "x-2", "x-1"], "val": [1.0, 2.0, 3.0]})
     assert "2 rows repeat a run" in analysis.runs.duplicated_runs(table)
     assert analysis.runs.duplicated_runs(table.iloc[:2]) is None
+
+
+# ------------------------------------------------------------------------- checkpoints
+
+
+def _payload() -> dict:
+    """A checkpoint's state with every required key, of the right types."""
+    return {
+        "format": checkpoint.CHECKPOINT_FORMAT,
+        "signature": [["w", [2, 2]], ["flag", None]],
+        "run_config": {"lr": 0.1},
+        "model": {"w": torch.zeros(2, 2)},
+        "optimizer": {"state": {}, "param_groups": []},
+        "scheduler": {},
+        "rng": {k: 0 for k in ("torch", "cuda", "shuffle", "python", "numpy")},
+        "callbacks": [["Early", {"best": 1.0}]],
+        "history": [{"epoch": 1}],
+        "epoch": 1,
+        "step": 10,
+        "stopped": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("epoch", "1"),
+        ("stopped", 1),
+        ("model", [1, 2]),
+        ("signature", {"w": [2, 2]}),
+        ("signature", [[3, [2]]]),
+        ("callbacks", [["Early", 5]]),
+        ("history", [1, 2]),
+        ("step", True),
+    ],
+)
+def test_a_checkpoint_with_a_key_of_the_wrong_type_is_refused(
+    tmp_path: Path, key: str, value: object
+) -> None:
+    path = tmp_path / checkpoint.CHECKPOINT_NAME
+    checkpoint._write(path, _payload())
+    assert checkpoint.load(path)["epoch"] == 1
+    checkpoint._write(path, {**_payload(), key: value})
+    with pytest.raises(checkpoint.CheckpointError, match=f"wrong type for {key}"):
+        checkpoint.load(path)
+
+
+@contextlib.contextmanager
+def _within(seconds: int) -> Iterator[None]:
+    """Fail, instead of hanging the suite, if the block takes longer than ``seconds``."""
+
+    def late(*_: object) -> None:
+        raise TimeoutError(f"took longer than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("kind", ["fifo", "dev zero", "link to dev zero", "folder"])
+def test_a_checkpoint_that_is_not_a_regular_file_is_refused_at_once(
+    tmp_path: Path, kind: str
+) -> None:
+    """A pipe used to hang for good, /dev/zero to exhaust memory: both are refused before
+    anything is read, and so is a link (as the saved sets' files are)."""
+    path = tmp_path / checkpoint.CHECKPOINT_NAME
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev zero":
+        path = Path("/dev/zero")
+    elif kind == "link to dev zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    why = "symbolic link" if kind.startswith("link") else "not a regular file"
+    with _within(10), pytest.raises(checkpoint.CheckpointError, match=why):
+        checkpoint.load(path)
+
+
+def test_a_checkpoint_over_the_size_limit_is_refused(
+    tmp_path: Path, monkeypatch
+) -> None:
+    path = tmp_path / checkpoint.CHECKPOINT_NAME
+    checkpoint._write(path, _payload())
+    monkeypatch.setattr(checkpoint, "MAX_CHECKPOINT_BYTES", path.stat().st_size - 1)
+    with pytest.raises(checkpoint.CheckpointError, match="larger than"):
+        checkpoint.load(path)
+
+
+# ------------------------------------------------------------------------------- locks
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    link = tmp_path / "checkpoints" / "pack.lock"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    with pytest.raises(LockError, match="is a symbolic link"):
+        FileLock(link).acquire()
+    assert target.read_text() == "keep me"
+    link.unlink()
+    link.symlink_to(
+        tmp_path / "absent"
+    )  # a dangling link is not created through either
+    with pytest.raises(LockError, match="is a symbolic link"):
+        FileLock(link).acquire(blocking=False)
+    assert not (tmp_path / "absent").exists()
+
+
+@contextlib.contextmanager
+def _stopped_holder(path: Path) -> Iterator[int]:
+    """A process that takes the lock at ``path`` and is then stopped (SIGSTOP)."""
+    code = (
+        "import os, signal, sys\n"
+        "from normlab._lock import FileLock\n"
+        f"FileLock({str(path)!r}).acquire()\n"
+        "print('held', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="POSIX signals")
+def test_a_pack_waiting_on_a_stopped_holder_names_it_and_gives_up(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The next pack used to wait silently for ever: now it says whom it waits for, and
+    gives up after results.PACK_WAIT seconds with an error naming that process."""
+    folder = tmp_path / "exp" / "cpu"
+    monkeypatch.setattr(results, "PACK_WAIT", 0.5)
+    with _stopped_holder(folder / "checkpoints" / "pack.lock") as pid:
+        with _within(20), pytest.raises(LockError, match=f"process {pid}, which holds"):
+            results.pack(folder, command="c", wall_seconds=0.0, device="cpu")
+    err = capsys.readouterr().err
+    assert f"waiting for process {pid}, which is packing {folder}" in err
+    assert "giving up after 0.5 s" in err

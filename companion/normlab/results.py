@@ -81,6 +81,7 @@ __all__ = [
     "repack",
     "save",
     "finish_pending",
+    "PACK_WAIT",
     "STAGING",
     "ROOT",
     "RESULTS_ENV",
@@ -321,7 +322,7 @@ def pack(
     # shards of one set pack into it as each finishes: one at a time, and each removes
     # only the scratch records it packed (another shard may be writing more meanwhile)
     lock = FileLock(folder / "checkpoints" / "pack.lock")
-    lock.acquire()
+    lock.wait(PACK_WAIT, doing=f"packing {folder}")
     try:
         scratch = sorted((folder / "runs").glob("*.json"))
         packed = _pack_locked(folder, command, wall_seconds, device)
@@ -379,6 +380,10 @@ def _pack_locked(
     _replace_as_one(folder, {PACKED: packed, TABLE: table, MANIFEST: signed(manifest)})
     return load(folder, partial=True)
 
+
+#: How long :func:`pack` waits for another process packing the same set (a pack takes
+#: seconds) before it gives up with a :class:`~normlab._lock.LockError` naming that process.
+PACK_WAIT = 300.0
 
 #: The folder inside a set where :func:`pack` stages its three new files before it moves
 #: them into place: the set's journal (:func:`finish_pending`).
@@ -489,7 +494,7 @@ def save(
     folder = results_folder(experiment, root, profile)
     lock = FileLock(folder / "checkpoints" / "pack.lock")
     if os.path.lexists(folder / STAGING):  # a pack killed part-way: finish it first
-        lock.acquire()
+        lock.wait(PACK_WAIT, doing=f"packing {folder}")
         try:
             finish_pending(folder)
         finally:
