@@ -201,3 +201,32 @@ def test_a_pack_waiting_on_a_stopped_holder_names_it_and_gives_up(
     err = capsys.readouterr().err
     assert f"waiting for process {pid}, which is packing {folder}" in err
     assert "giving up after 0.5 s" in err
+
+
+# ------------------------------------------------------------------- PatchNorm in float16
+
+
+@pytest.mark.parametrize("mode", ["affine_like", "norm_like"])
+@pytest.mark.parametrize("pixel", [8192.0, 60000.0])
+def test_patchnorm_in_float16_is_finite_beside_one_large_pixel(
+    mode: str, pixel: float
+) -> None:
+    """One pixel of 8192 or more used to make the other patches' norms underflow float16
+    (0 / 0): the output and the gradients are finite, float16, and within float16's
+    rounding of a float64 reference."""
+    from normlab.layers import PatchNormConv2d
+
+    torch.manual_seed(0)
+    layer = PatchNormConv2d(3, 4, 3, 1, 1, mode=mode).to(torch.float16)
+    x = torch.randn(2, 3, 8, 8).to(torch.float16)
+    x[0, 0, 3, 3] = pixel
+    x.requires_grad_(True)
+    out = layer(x)
+    out.float().sum().backward()
+    assert out.dtype == torch.float16
+    assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+    assert all(torch.isfinite(p.grad).all() for p in layer.parameters())
+    reference = PatchNormConv2d(3, 4, 3, 1, 1, mode=mode).double()
+    reference.load_state_dict({k: v.double() for k, v in layer.state_dict().items()})
+    want = reference(x.detach().double())
+    assert torch.allclose(out.double(), want, rtol=2e-3, atol=2e-3)
