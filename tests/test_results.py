@@ -1257,3 +1257,50 @@ def test_a_save_killed_between_any_two_writes_resumes(
     assert _metrics(resumed) == whole
     assert not (folder / results.STAGING).exists()
     assert results.load(folder).runs == 6
+
+
+# ------------------------------------------------- issue 52: the reader's own results folder
+
+
+def test_a_broken_set_in_the_readers_folder_is_named_and_skipped(
+    made: results.SavedSet, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The reader's own set fails its checks: it is skipped with a warning naming its
+    folder, and the shipped set of the same name is read (a broken shipped set raises)."""
+    mine, shipped = tmp_path / "mine", tmp_path / "shipped"
+    monkeypatch.setattr(results, "shipped_root", lambda: shipped)
+    monkeypatch.setenv(results.RESULTS_ENV, str(mine))
+    shutil.copytree(made.folder, shipped / TINY / "cpu")
+    shutil.copytree(made.folder, mine / TINY / "cpu")
+    broken = mine / TINY / "cpu"
+    (broken / "results.csv").write_text("run_id\n")
+    with pytest.warns(results.SkippedSetWarning, match=re.escape(str(broken))) as seen:
+        assert results.largest(TINY).folder == shipped / TINY / "cpu"
+    assert "results.csv: edited since the set was made" in str(seen[0].message)
+    (shipped / TINY / "cpu" / "results.csv").write_text("run_id\n")
+    with pytest.raises(results.SetError), pytest.warns(results.SkippedSetWarning):
+        results.saved_sets(TINY)
+
+
+def test_which_of_two_sets_of_one_name_is_read_is_printed(
+    made: results.SavedSet, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    mine, shipped = tmp_path / "mine", tmp_path / "shipped"
+    monkeypatch.setattr(results, "shipped_root", lambda: shipped)
+    monkeypatch.setenv(results.RESULTS_ENV, str(mine))
+    shutil.copytree(made.folder, shipped / TINY / "cpu")
+    results.largest(TINY)
+    assert capsys.readouterr().err == ""  # one set of that name: nothing to say
+    shutil.copytree(made.folder, mine / TINY / "cpu")
+    assert results.largest(TINY).folder == mine / TINY / "cpu"
+    err = capsys.readouterr().err
+    assert f"{TINY}/cpu: reading your set in {mine / TINY / 'cpu'}" in err
+    assert f"not the one of the same name in {shipped / TINY / 'cpu'}" in err
+
+
+def test_the_scorecard_of_an_empty_root_is_an_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["scorecard", "--root", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --root ") and "holds no saved sets" in err
+    assert len(err.splitlines()) == 1

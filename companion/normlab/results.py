@@ -33,6 +33,7 @@ import platform
 import shlex
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -70,6 +71,7 @@ from .experiments.runner import (
 __all__ = [
     "SavedSet",
     "SetError",
+    "SkippedSetWarning",
     "default_root",
     "shipped_root",
     "roots",
@@ -231,24 +233,86 @@ def load(folder: str | Path, *, partial: bool = False) -> SavedSet:
     )
 
 
+class SkippedSetWarning(UserWarning):
+    """A set in the reader's own results folder that fails its checks: named and skipped,
+    so that the shipped sets are still read (a shipped set that fails raises)."""
+
+
+def _own_sets(folder: Path, pattern: str) -> list[SavedSet]:
+    """The sets under the reader's own ``folder``; one that fails its checks is skipped
+    with a :class:`SkippedSetWarning` naming it and its first problem."""
+    found = []
+    for path in sorted(folder.glob(pattern)):
+        try:
+            found.append(load(path.parent))
+        except SetError as err:
+            warnings.warn(
+                f"skipped the saved set in {path.parent} (your results folder): {err}",
+                SkippedSetWarning,
+                stacklevel=3,
+            )
+    return found
+
+
 def saved_sets(
     experiment: str | None = None, root: str | Path | None = None
 ) -> list[SavedSet]:
     """Every saved set under ``root``, by default under each of :func:`roots` (the reader's
-    own first), of one experiment when given, sorted by folder within each root; a
-    :class:`SetError` if any fails its checks."""
-    folders = [Path(root)] if root is not None else roots()
+    own first), of one experiment when given, sorted by folder within each root. A set
+    that fails its checks raises a :class:`SetError`, except one in the reader's own
+    folder when ``root`` is not given: that one is skipped with a
+    :class:`SkippedSetWarning` naming it."""
     pattern = f"{experiment}/*/{MANIFEST}" if experiment else f"*/*/{MANIFEST}"
-    return [load(p.parent) for folder in folders for p in sorted(folder.glob(pattern))]
+    if root is not None:
+        return [load(p.parent) for p in sorted(Path(root).glob(pattern))]
+    shipped = shipped_root().resolve()
+    found: list[SavedSet] = []
+    for folder in roots():
+        if folder.resolve() == shipped:
+            found += [load(p.parent) for p in sorted(folder.glob(pattern))]
+        else:
+            found += _own_sets(folder, pattern)
+    return found
+
+
+# the (chosen, passed over) folders already said, so that each is said once a process
+_SAID: set[tuple[str, ...]] = set()
+
+
+def _say_which(chosen: SavedSet, sets: list[SavedSet]) -> None:
+    """Print (to stderr, once) which of two sets of one name is read: the reader's own or
+    the shipped one."""
+    same = [
+        s
+        for s in sets
+        if (s.experiment, s.profile) == (chosen.experiment, chosen.profile)
+        and s.folder != chosen.folder
+    ]
+    key = (str(chosen.folder), *sorted(str(s.folder) for s in same))
+    if not same or key in _SAID:
+        return
+    _SAID.add(key)
+    shipped = shipped_root().resolve()
+    whose = "the shipped" if chosen.folder.resolve().is_relative_to(shipped) else "your"
+    others = ", ".join(str(s.folder) for s in same)
+    print(
+        f"{chosen.experiment}/{chosen.profile}: reading {whose} set in {chosen.folder} "
+        f"({chosen.runs} runs), not the one of the same name in {others}",
+        file=sys.stderr,
+    )
 
 
 def largest(experiment: str, root: str | Path | None = None) -> SavedSet | None:
     """The saved set of ``experiment`` with the most runs (ties: the larger profile, then
-    the reader's own over a shipped one), from :func:`saved_sets`, or None."""
+    the reader's own over a shipped one), from :func:`saved_sets`, or None. Where the
+    reader's folder and the shipped sets both hold its experiment and profile, which one
+    is read is printed (stderr)."""
     sets = saved_sets(experiment, root)
     if not sets:
         return None
-    return max(sets, key=lambda s: (s.runs, PROFILES.index(s.profile)))
+    chosen = max(sets, key=lambda s: (s.runs, PROFILES.index(s.profile)))
+    _say_which(chosen, sets)
+    return chosen
 
 
 def repack(folder: str | Path) -> SavedSet:
