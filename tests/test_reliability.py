@@ -5,6 +5,7 @@ set in the reader's folder). The saved sets' own faults are in tests/test_result
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -12,10 +13,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 import pytest
 import torch
-from normlab import analysis, checkpoint, claims, results
+from normlab import analysis, checkpoint, claims, reader, results
 from normlab._lock import FileLock, LockError
 
 
@@ -230,3 +232,122 @@ def test_patchnorm_in_float16_is_finite_beside_one_large_pixel(
     reference.load_state_dict({k: v.double() for k, v in layer.state_dict().items()})
     want = reference(x.detach().double())
     assert torch.allclose(out.double(), want, rtol=2e-3, atol=2e-3)
+
+
+# -------------------------------------------------------------- the reader-notebook build
+
+
+def _tiny_book(
+    tmp_path: Path, markdown: str, glued: dict[str, str]
+) -> tuple[Path, Path]:
+    """A one-chapter book whose chapter's Markdown is ``markdown``, and its build folder
+    with the executed chapter's glue (name -> text/plain) as myst-nb leaves it."""
+    root, build = tmp_path / "root", tmp_path / "_build"
+    (root / "book" / "images").mkdir(parents=True)
+    (root / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - caption: One\n    numbered: true\n"
+        "    chapters:\n      - file: book/01_one\n"
+    )
+    (root / "book" / "intro.md").write_text("# Intro\n")
+    (root / "book" / "images" / "fig.png").write_bytes(b"png")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell(f"# One\n\n{markdown}")]
+    (root / "book" / "01_one.ipynb").write_text(nbformat.writes(notebook))
+    executed = build / reader.EXECUTED / "book" / "01_one.ipynb"
+    executed.parent.mkdir(parents=True)
+    executed.write_text(nbformat.writes(notebook))
+    bundles = {k: {"data": {"text/plain": v}} for k, v in glued.items()}
+    executed.with_suffix(".glue.json").write_text(json.dumps(bundles))
+    return root, build
+
+
+def _reader_main(root: Path, build: Path, capsys) -> tuple[int, str]:
+    status = reader.main([str(build), "--root", str(root)])
+    return status, capsys.readouterr().err
+
+
+def test_an_image_path_that_leaves_book_is_refused(tmp_path: Path, capsys) -> None:
+    """``../`` in a chapter's image used to copy a file from outside book/ into the
+    published HTML; now the build stops, naming the chapter and the image."""
+    root, build = _tiny_book(tmp_path, "![ok](images/fig.png)", {})
+    assert _reader_main(root, build, capsys)[0] == 0
+    assert (build / "html" / "notebooks" / "images" / "fig.png").read_bytes() == b"png"
+    (root / "secret.txt").write_text("private")
+    for image in ("../secret.txt", "images/../../secret.txt"):
+        root, build = _tiny_book(tmp_path / str(len(image)), f"![x]({image})", {})
+        (root / "secret.txt").write_text("private")
+        status, err = _reader_main(root, build, capsys)
+        assert status == 1 and len(err.splitlines()) == 1
+        assert err.startswith(f"error: chapter 01_one: the image {image!r} is outside")
+        assert not list((build / "html").rglob("secret.txt"))
+
+
+def test_a_glued_value_holding_html_is_escaped(tmp_path: Path, capsys) -> None:
+    """The HTML book shows a glued value as text; the reader notebook no longer pastes it
+    as live HTML."""
+    markdown = "Value: {glue:text}`x` and {glue}`y`."
+    hostile = '<img src=x onerror="alert(1)">'
+    root, build = _tiny_book(tmp_path, markdown, {"x": hostile, "y": "<b>&</b>"})
+    assert _reader_main(root, build, capsys)[0] == 0
+    notebook = json.loads((build / "notebooks" / "01_one.ipynb").read_text())
+    text = "".join(
+        c["source"] for c in notebook["cells"] if c["cell_type"] == "markdown"
+    )
+    assert "<img" not in text and "<b>" not in text
+    assert '&lt;img src=x onerror="alert(1)"&gt;' in text
+    assert "&lt;b&gt;&amp;&lt;/b&gt;" in text
+
+
+_DAMAGE = {
+    "toc not yaml": ("_toc.yml", "root: [unclosed\n  - :"),
+    "toc nested deep": (
+        "_toc.yml",
+        "root: book/intro\nparts: " + "[" * 5000 + "]" * 5000,
+    ),
+    "toc yaml bomb": (
+        "_toc.yml",
+        "a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+            for p, c in zip("abcdefgh", "bcdefghi")
+        )
+        + "root: book/intro\n",
+    ),
+    "toc a list": ("_toc.yml", "- book/intro\n"),
+    "toc leaves the book": (
+        "_toc.yml",
+        "root: book/intro\nchapters:\n  - file: ../x\n",
+    ),
+    "glue not json": ("glue", "{not json"),
+    "glue nested deep": ("glue", "[" * 100000 + "]" * 100000),
+    "glue a list": ("glue", "[1, 2]"),
+    "glue bundle damaged": ("glue", '{"x": {"data": {"text/plain": 5}}}'),
+    "executed not json": ("executed", "\x00\xff garbage"),
+    "executed cells damaged": ("executed", '{"cells": [1, 2]}'),
+    "executed outputs damaged": (
+        "executed",
+        '{"cells": [{"cell_type": "code", "source": "", "outputs": 3}]}',
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(_DAMAGE))
+def test_a_damaged_build_file_or_toc_gives_one_clear_error(
+    tmp_path: Path, damage: str, capsys
+) -> None:
+    """No traceback, RecursionError or MemoryError: one ``error:`` line naming the file."""
+    root, build = _tiny_book(tmp_path, "Value {glue:text}`x`.", {"x": "1"})
+    assert _reader_main(root, build, capsys)[0] == 0
+    which, text = _DAMAGE[damage]
+    executed = build / reader.EXECUTED / "book" / "01_one.ipynb"
+    path = {
+        "_toc.yml": root / "_toc.yml",
+        "glue": executed.with_suffix(".glue.json"),
+        "executed": executed,
+    }[which]
+    path.write_text(text)
+    with _within(20):
+        status, err = _reader_main(root, build, capsys)
+    assert status == 1
+    assert len(err.splitlines()) == 1 and err.startswith("error: ")
+    assert path.name in err
