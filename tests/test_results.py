@@ -1253,6 +1253,12 @@ def test_a_save_killed_between_any_two_writes_resumes(
         # not committed: the old manifest and runs.jsonl stand (results.csv is the
         # runner's to rewrite while a save is under way)
         assert _saved_io.previous_manifest(folder)["runs"] == 4
+    if (folder / results.STAGING).exists():
+        with pytest.raises(results.SetError) as caught:
+            results.load(folder)
+        assert any(
+            "run the same save again" in p.problem for p in caught.value.problems
+        )
     resumed = _save_tiny(root, 3)
     assert _metrics(resumed) == whole
     assert not (folder / results.STAGING).exists()

@@ -44,6 +44,10 @@ TABLE = "results.csv"
 FORMAT = 3
 #: The most seeds a manifest may declare, checked before its grid is built.
 MAX_SEEDS = 1000
+#: The folder inside a set where a save stages its three new files before moving them into
+#: place (:func:`normlab.results.finish_pending`); present only while a save runs or after
+#: one stopped part-way.
+STAGING = ".pack-new"
 #: The largest file of each name a set may hold (the shipped sets' are a few MB at most).
 LIMITS = {MANIFEST: 8 << 20, PACKED: 64 << 20, TABLE: 16 << 20}
 
@@ -560,7 +564,7 @@ def open_set(folder: str | Path, *, partial: bool = False) -> Opened:
     folder, name = _located(folder)
     raw, refused = _read_all(folder)
     if refused:
-        raise SetError(name, refused)
+        raise SetError(name, refused + _interrupted(folder))
     key = (str(folder), *(sha(raw[f]) for f in LIMITS))
     records = None
     if key in _SOUND:
@@ -569,7 +573,7 @@ def open_set(folder: str | Path, *, partial: bool = False) -> Opened:
     else:
         found = _examine(folder, raw)
         if found.problems or found.manifest is None:
-            raise SetError(name, found.every())
+            raise SetError(name, found.every() + _interrupted(folder))
         manifest, records, missing = found.manifest, found.records, found.missing
         _SOUND[key] = missing
     if missing is not None and not partial:
@@ -577,13 +581,27 @@ def open_set(folder: str | Path, *, partial: bool = False) -> Opened:
     return Opened(folder, manifest, raw[PACKED], raw[TABLE], records)
 
 
+def _interrupted(folder: Path) -> list[Mismatch]:
+    """A problem saying that a save stopped part-way, when its staging is in ``folder``."""
+    if not os.path.lexists(folder / STAGING):
+        return []
+    return [
+        Mismatch(
+            STAGING,
+            "a save stopped part-way through replacing the set's files; run the same "
+            "save again to finish it",
+        )
+    ]
+
+
 def problems(folder: str | Path) -> list[Mismatch]:
     """Every problem of the set in ``folder``, checked afresh (none when it is sound)."""
     folder, _ = _located(folder)
     raw, refused = _read_all(folder)
     if refused:
-        return refused
-    return _examine(folder, raw).every()
+        return refused + _interrupted(folder)
+    found = _examine(folder, raw).every()
+    return found + _interrupted(folder) if found else found
 
 
 def parse_packed(packed: bytes) -> list[dict[str, Any]]:

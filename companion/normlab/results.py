@@ -51,6 +51,7 @@ from ._runtime import PROFILES, VERSION, check_profile
 from ._saved_io import (
     FORMAT,
     MANIFEST,
+    STAGING,
     TABLE,
     SetError,
     open_set,
@@ -448,10 +449,6 @@ def _pack_locked(
 #: How long :func:`pack` waits for another process packing the same set (a pack takes
 #: seconds) before it gives up with a :class:`~normlab._lock.LockError` naming that process.
 PACK_WAIT = 300.0
-
-#: The folder inside a set where :func:`pack` stages its three new files before it moves
-#: them into place: the set's journal (:func:`finish_pending`).
-STAGING = ".pack-new"
 
 
 def _move(source: Path, target: Path) -> None:
