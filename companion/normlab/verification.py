@@ -44,6 +44,7 @@ __all__ = [
     "BUDGET_GRACE",
     "OverBudget",
     "check_format",
+    "rerun_threads",
     "made_on",
     "sample",
     "verify",
@@ -100,12 +101,16 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         raise OverBudget
 
     previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, max(float(seconds), 1e-3))
+    started = time.monotonic()
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, max(float(seconds), 1e-3))
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer > 0:  # an enclosing timer keeps what was left of it
+            left = outer - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3))
 
 
 def rerun_threads(saved: SavedSet) -> int:
@@ -371,9 +376,8 @@ def verify(
     took at most that long to make, starts another re-run only while the time spent
     plus that record's own time fits the budget (the first always runs), and stops the
     re-runs at :data:`BUDGET_LIMIT` times the budget (plus :data:`BUDGET_GRACE`), a
-    problem naming the run. Sets made
-    on a GPU, and sets whose format fails (a config that is not its grid's among them),
-    are not re-run.
+    problem naming the run. Sets made on a GPU, and sets whose format fails (a config that
+    is not its grid's among them), are not re-run.
     """
     if mode not in ("auto", "exact", "tolerance"):
         raise ValueError(f"mode must be 'auto', 'exact' or 'tolerance', got {mode!r}")
