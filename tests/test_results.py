@@ -1193,9 +1193,9 @@ class _Killed(BaseException):
     """A kill, as the process would see it: nothing after it runs."""
 
 
-def _killed_at(monkeypatch, step: int) -> None:
+def _killed_at(monkeypatch, step: int, death: BaseException | None = None) -> None:
     """Make the ``step``-th write or rename of the package's files (counting from 0) die
-    before it happens."""
+    before it happens (by ``death``, a kill unless given)."""
     from normlab import _io
 
     seen = {"n": 0}
@@ -1203,7 +1203,7 @@ def _killed_at(monkeypatch, step: int) -> None:
     def dying(real):
         def call(*args, **kwargs):
             if seen["n"] == step:
-                raise _Killed(f"killed before step {step}")
+                raise death or _Killed(f"killed before step {step}")
             seen["n"] += 1
             return real(*args, **kwargs)
 
@@ -1310,3 +1310,23 @@ def test_the_scorecard_of_an_empty_root_is_an_error(tmp_path: Path, capsys) -> N
     err = capsys.readouterr().err
     assert err.startswith("error: --root ") and "holds no saved sets" in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_a_save_stopped_by_a_full_disk_resumes(
+    extended, step: int, tmp_path: Path, monkeypatch
+) -> None:
+    """The disk fills between two of the staged writes: the save fails with the OS's
+    error, the old set stands, and the same save completes it once there is room."""
+    import errno
+
+    base, whole = extended
+    root = tmp_path / "root"
+    shutil.copytree(base, root)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    with monkeypatch.context() as patch:
+        _killed_at(patch, step, full)
+        with pytest.raises(OSError, match="No space left"):
+            _save_tiny(root, 3)
+    assert _saved_io.previous_manifest(root / TINY / "cpu")["runs"] == 4
+    assert _metrics(_save_tiny(root, 3)) == whole
