@@ -186,9 +186,10 @@ def records_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def duplicated_runs(results: pd.DataFrame) -> str | None:
     """What repeats in a table of runs, or None: a run is one configuration and seed (the
-    columns from after ``profile`` to before ``metric``, as :func:`records_table` writes
-    them), else one ``run_id``. Pooling a repeated run would count one seed twice, so a
-    statistic refuses such a table (:func:`normlab.claims.judge`)."""
+    columns from after ``profile`` to before ``metric``, as
+    :func:`~normlab.analysis.records_table` writes them), else one ``run_id``. Pooling a
+    repeated run would count one seed twice, so a statistic refuses such a table
+    (:func:`normlab.claims.judge`)."""
     columns = list(results.columns)
     if {"profile", "metric", "seed"} <= set(columns):
         config = columns[columns.index("profile") + 1 : columns.index("metric")]
