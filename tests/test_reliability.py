@@ -324,6 +324,7 @@ _DAMAGE = {
     "glue bundle damaged": ("glue", '{"x": {"data": {"text/plain": 5}}}'),
     "executed not json": ("executed", "\x00\xff garbage"),
     "executed cells damaged": ("executed", '{"cells": [1, 2]}'),
+    "bibliography damaged": ("bib", "@article{x, title = {unclosed"),
     "executed outputs damaged": (
         "executed",
         '{"cells": [{"cell_type": "code", "source": "", "outputs": 3}]}',
@@ -344,6 +345,7 @@ def test_a_damaged_build_file_or_toc_gives_one_clear_error(
         "_toc.yml": root / "_toc.yml",
         "glue": executed.with_suffix(".glue.json"),
         "executed": executed,
+        "bib": root / "book" / "references.bib",
     }[which]
     path.write_text(text)
     with _within(20):

@@ -327,7 +327,13 @@ def read_book(root: str | Path) -> Book:
         _index(book, cells, chapter)
     bib = root / "book" / "references.bib"
     if bib.is_file():
-        book.bibliography = read_bib(bib)
+        try:
+            book.bibliography = read_bib(bib)
+        except ReaderError as err:
+            message = str(err)
+            raise ReaderError(
+                message if message.startswith(str(bib)) else f"{bib}: {message}"
+            ) from None
     return book
 
 
@@ -385,7 +391,7 @@ def _plain(text: str) -> str:
 def read_bib(path: str | Path) -> dict[str, dict[str, str]]:
     """The entries of a BibTeX file: key -> fields (lower-case names, braces removed, LaTeX
     accents as Unicode), with ``type`` the entry type."""
-    text = Path(path).read_text()
+    text = _read_text(Path(path))
     entries = {}
     for match in _BIB_ENTRY.finditer(text):
         fields, i = {"type": match[1].lower()}, match.end()
