@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["markdown", "schedule", "means", "verdicts", "resolve"]
+__all__ = ["markdown", "schedule", "schedule_table", "means", "verdicts", "resolve"]
 
 
 def markdown(text: str) -> Any:
@@ -37,6 +37,34 @@ def schedule(runs: pd.DataFrame) -> dict[str, float]:
     if "depth" in runs:
         found["depth"] = int(first["depth"])
     return found
+
+
+#: :func:`schedule`'s keys as a reader reads them, in the order a table shows them.
+SCHEDULE_WORDS = {
+    "depth": "blocks",
+    "epochs": "epochs",
+    "steps": "optimiser steps a run (median)",
+    "t_freeze": "AutoNorm-S decides after epoch",
+    "t_freeze_share": "... that is, this share of training",
+    "rates": "learning rates (one chosen per arm on validation)",
+    "seeds": "seeds at each rate",
+}
+
+
+def schedule_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`schedule` of a saved set's ``runs`` as a two-column table (what, value),
+    the share formatted as a percentage."""
+    found = schedule(runs)
+    return pd.DataFrame(
+        {
+            "schedule": words,
+            "value": f"{found[key]:.0%}"
+            if key == "t_freeze_share"
+            else f"{found[key]:,}",
+        }
+        for key, words in SCHEDULE_WORDS.items()
+        if key in found
+    )
 
 
 def means(table: pd.DataFrame, keys: Iterable[str], value: str = "mean") -> dict:

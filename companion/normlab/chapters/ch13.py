@@ -23,7 +23,7 @@ from scipy.optimize import brentq
 from .. import analysis, claims
 from ..experiments import part2_tasks as tasks
 from ..perplexity import binary_entropy, perplexity_bounds, smoothed_floor
-from ._common import markdown, schedule
+from ._common import markdown, resolve, schedule
 
 __all__ = [
     "PAPER_TAGGERS",
@@ -253,4 +253,5 @@ def numbers(
         found[f"entropy_{task}"] = float(row["entropy_mean"])
     found["p_ln_images"] = float(means["p_ln_final"].drop(list(TASKS)).iloc[0])
     found["progress_fraction"] = tasks.PROGRESS
+    found["resolve"] = resolve(list(CLAIMS))[1]
     return found

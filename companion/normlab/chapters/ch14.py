@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import analysis, claims
 from ..claims.tables import equivalence_table
-from ._common import markdown, means, schedule
+from ._common import markdown, means, resolve, schedule
 
 __all__ = [
     "PAPER_ENERGY_RMSE",
@@ -123,4 +123,5 @@ def numbers(saved: Any, reference_mean: float, test_rows: int) -> Mapping[str, A
         **schedule(runs),
     }
     found |= {f"rmse_{k}": v for k, v in means(summary, ["normaliser"]).items()}
+    found["resolve"] = resolve(["N12"])[1]
     return found

@@ -22,7 +22,7 @@ from ..robustness import (
     robustness_run_table,
     robustness_summary,
 )
-from ._common import markdown, schedule
+from ._common import markdown, resolve, schedule
 
 __all__ = [
     "ARMS",
@@ -170,4 +170,5 @@ def numbers(saved: Any, test_images: int) -> Mapping[str, Any]:
     found["mildest"] = ranking.index[-1].replace("_", " ")
     found["eval_images"] = int(saved.results["eval_images"].iloc[0])
     found["test_images"] = int(test_images)
+    found["resolve"] = resolve(["N7"])[1]
     return found
