@@ -27,7 +27,7 @@ from ..experiments import gate_study
 from ..names import display_name
 from ..paper import EPS_H
 from ..widgets import GateRuns, collapse_setting
-from ._common import markdown
+from .part2 import markdown
 
 __all__ = [
     "UNDECIDED",

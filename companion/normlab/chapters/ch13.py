@@ -23,13 +23,14 @@ from scipy.optimize import brentq
 from .. import analysis, claims
 from ..experiments import part2_tasks as tasks
 from ..perplexity import binary_entropy, perplexity_bounds, smoothed_floor
-from ._common import markdown, resolve, schedule
+from .part2 import markdown, resolve, schedule
 
 __all__ = [
     "PAPER_TAGGERS",
     "PTB_TAGS",
     "LABEL_SMOOTHING",
     "CLAIMS",
+    "TASKS",
     "stand_ins",
     "paper_perplexity",
     "fano_error",
@@ -48,6 +49,7 @@ PAPER_TAGGERS = (("AutoNorm-S", 0.9742, 38.6), ("FrozenLN", 0.9680, 41.9))
 PTB_TAGS, LABEL_SMOOTHING = 45, 0.1
 #: The claims this chapter tests.
 CLAIMS = ("N8", "N9", "N10", "N11")
+#: The two language tasks (stand-ins for PTB POS tagging and SST-2).
 TASKS = ("ptb_pos", "sst2")
 
 

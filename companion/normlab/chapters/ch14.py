@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import analysis, claims
 from ..claims.tables import equivalence_table
-from ._common import markdown, means, resolve, schedule
+from .part2 import markdown, means, resolve, schedule
 
 __all__ = [
     "PAPER_ENERGY_RMSE",

@@ -22,7 +22,7 @@ from ..robustness import (
     robustness_run_table,
     robustness_summary,
 )
-from ._common import markdown, resolve, schedule
+from .part2 import markdown, resolve, schedule
 
 __all__ = [
     "ARMS",

@@ -1,5 +1,6 @@
-"""What more than one chapter module needs: Markdown for ``{glue:md}``, a saved set's
-schedule, a summary's means by key, and a verdict table narrow enough for the column."""
+"""What chapters 13-15 share: Markdown for ``{glue:md}``, a saved set's schedule (as
+numbers and as a table), a summary's means by key, a verdict table narrow enough for the
+text column, and what would resolve an inconclusive claim."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["markdown", "schedule", "schedule_table", "means", "verdicts", "resolve"]
+__all__ = [
+    "SCHEDULE_WORDS",
+    "markdown",
+    "schedule",
+    "schedule_table",
+    "means",
+    "verdicts",
+    "resolve",
+]
 
 
 def markdown(text: str) -> Any:
