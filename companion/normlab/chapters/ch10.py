@@ -200,12 +200,12 @@ def finding(runs: pd.DataFrame) -> Any:
     undecided = grid["h_undecided"] > UNDECIDED
     if collapsed and undecided:
         text = (
-            "How fast the selector learns, a setting the paper never states, decides "
-            "whether AutoNorm's gates choose at all: on the 8×8 digits they end "
+            "How fast the selector learns, a setting the paper does not report, "
+            "decides whether AutoNorm's gates choose at all: on the 8×8 digits they end "
             f"undecided at ×{grid['rate_undecided']:g} the backbone's rate and "
-            f"collapse below the paper's ε_H at ×{grid['rate_collapsed']:g}, where "
-            "its freezing rule, which freezes only gates still undecided, can never "
-            "fire."
+            f"collapse below the paper's ε_H at ×{grid['rate_collapsed']:g}, where its "
+            "freezing rule, which freezes only gates still undecided, has nothing left "
+            "to freeze once they have."
         )
     else:
         text = (
