@@ -37,6 +37,7 @@ __all__ = [
     "gate_collapse",
     "widget_grid",
     "grid_table",
+    "decision_table",
     "finding",
     "numbers",
 ]
@@ -188,6 +189,30 @@ def grid_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "gates end": state,
                 }
             )
+    return pd.DataFrame(rows)
+
+
+def decision_table(runs: GateRuns, eps_h: float = EPS_H) -> pd.DataFrame:
+    """AutoNorm-S's decision at each freeze epoch of the widget's grid, on the run it
+    opens at (the collapse setting's task, temperature and gate, the selector at the
+    backbone's rate): the mean gate entropy at the end of that epoch and whether the
+    paper's rule (freeze if H >= ``eps_h``) fires there."""
+    collapse = collapse_setting(runs)
+    rows = []
+    for t in runs.values("freeze_at"):
+        if not t:
+            continue
+        setting = dataclasses.replace(
+            collapse, selector_lr=1.0, freezing=True, t_freeze=t, eps_h=eps_h
+        )
+        entropy = float(runs.select(setting).decision_entropy)
+        rows.append(
+            {
+                "T_freeze": int(t),
+                "mean entropy then": entropy,
+                "rule fires": entropy >= eps_h,
+            }
+        )
     return pd.DataFrame(rows)
 
 
