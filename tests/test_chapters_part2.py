@@ -125,6 +125,16 @@ def test_ch10_grid_table_averages_every_unfrozen_run_once_per_setting(widget) ->
         assert row[4] == expected
 
 
+def test_ch10_decision_table_applies_the_papers_rule(widget) -> None:
+    runs, _, _ = widget
+    table = ch10.decision_table(runs)
+    assert list(table["T_freeze"]) == sorted(t for t in runs.values("freeze_at") if t)
+    assert table["mean entropy then"].between(0, math.log(2) + 1e-6).all()
+    assert (table["rule fires"] == (table["mean entropy then"] >= 0.1)).all()
+    strict = ch10.decision_table(runs, eps_h=float(table["mean entropy then"].max()))
+    assert strict["rule fires"].sum() >= 1  # the most undecided epoch still fires
+
+
 def test_ch10_numbers_hold_every_name_the_chapter_glues(widget) -> None:
     runs, grid, _ = widget
     found = ch10.numbers(*_moments(), runs, grid)
@@ -270,3 +280,74 @@ def test_schedule_table_and_resolve_read_the_sets() -> None:
     verdicts = part2.verdicts(["N12", "N7"])
     assert list(verdicts["id"]) == ["N12", "N7"]
     assert len(verdicts.columns) <= MOST_COLUMNS
+
+
+def test_ch10_gate_collapse_walks_fabricated_runs() -> None:
+    from normlab.widgets import GateRuns
+
+    def record(selector_lr: float, freeze_at: int, entropy: float) -> dict:
+        gates = [
+            {"epoch": e, "layer": layer, "entropy": entropy / e}
+            for e in (1, 2)
+            for layer in ("a", "b")
+        ]
+        return {
+            "config": {
+                "data": "mnist",
+                "tau": 0.5,
+                "selector_lr": selector_lr,
+                "hard": False,
+                "freeze_at": freeze_at,
+                "seed": 0,
+            },
+            "gates": gates,
+            "metrics": {"val_metric": 0.5 + selector_lr / 100},
+            "entropy_records": [{"epoch": freeze_at, "mean": entropy / 4}],
+        }
+
+    runs = GateRuns(
+        record(lr, t, 0.6 if lr == 1.0 else 0.1)
+        for lr in (1.0, 10.0)
+        for t in (0, 1, 2)
+    )
+    found = ch10.gate_collapse(runs)
+    assert found["h_slow"] == pytest.approx(0.3) and found["h_fast"] == pytest.approx(
+        0.05
+    )
+    assert (found["fast_rate"], found["t_first"], found["t_last"]) == (10.0, 1, 2)
+    assert found["h_first"] == pytest.approx(0.15)
+    assert found["acc_fast"] == pytest.approx(0.6)
+
+
+def test_ch15_plateau_reads_the_chosen_runs_validation_curves() -> None:
+    """Two arms, two rates, two seeds: the rate with the better final validation accuracy
+    is each arm's choice, and only its curves enter the early rise and the late change."""
+
+    def record(name: str, lr: float, seed: int, curve: list[float]) -> dict:
+        return {
+            "run_id": f"{name}-{lr}-{seed}",
+            "config": {"data": "mnist", "normaliser": name, "lr": lr, "seed": seed},
+            "metric": "accuracy",
+            "higher_is_better": True,
+            "metrics": {"val_metric": curve[-1]},
+            "history": [{"val_accuracy": v} for v in curve],
+        }
+
+    records = [
+        record("frozen_ln", 0.1, 0, [0.1, 0.5, 0.7, 0.8, 0.8, 0.81]),
+        record("frozen_ln", 0.1, 1, [0.2, 0.5, 0.7, 0.8, 0.8, 0.79]),
+        record("frozen_ln", 0.01, 0, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
+        record("frozen_ln", 0.01, 1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
+        record("autonorm_s", 0.1, 0, [0.1, 0.2, 0.3, 0.4, 0.5, 0.7]),
+        record("autonorm_s", 0.1, 1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.7]),
+    ]
+    found = ch15.plateau(records)
+    assert found["late_epochs"] == 2  # a third of six epochs
+    assert found["early_frozen_ln"] == pytest.approx((0.7 + 0.6) / 2)  # to epoch 4
+    assert found["late_frozen_ln"] == pytest.approx((0.01 - 0.01) / 2)
+    assert found["late_autonorm_s"] == pytest.approx(0.3)  # still rising
+
+
+def test_part2_means_are_keyed_by_their_columns() -> None:
+    table = pd.DataFrame({"data": ["a", "b"], "normaliser": ["x", "y"], "mean": [1, 2]})
+    assert part2.means(table, ["data", "normaliser"]) == {"a_x": 1.0, "b_y": 2.0}
