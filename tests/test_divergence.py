@@ -426,3 +426,20 @@ def test_least_squares_study_runs_each_kind_at_each_rate() -> None:
     assert torch.isinf(study.curves["none"][-1])
     assert torch.isfinite(study.curves["affine_like"]).all()
     assert study.final["affine_like"].shape == (2,)
+
+
+def test_on_the_digits_the_plain_layer_blows_up_where_affine_like_trains() -> None:
+    """Chapter 1's toy: the heaviest digit caps the plain layer's rate, not the corrected."""
+    from normlab import data
+
+    digits = data.load("digits", "train")
+    x = digits.x[:32].flatten(1).double()
+    y = F.one_hot(digits.y[:32], 10).double()
+    study = least_squares_study(x, y, shared_lr=0.5, lrs=(0.05, 0.5, 1.0), epochs=3)
+    assert study.caps["none"] < 0.1 < study.shared_lr < study.caps["affine_like"]
+    assert torch.isinf(study.curves["none"][-1])
+    assert study.curves["affine_like"][-1] < study.curves["affine_like"][0]
+    assert torch.isfinite(study.final["none"][0]) and torch.isinf(
+        study.final["none"][1]
+    )
+    assert torch.isfinite(study.final["affine_like"]).all()
