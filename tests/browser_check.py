@@ -22,7 +22,7 @@ Per page it asserts:
   (:data:`LAYOUT_JS`);
 - at 1280 px and at phone width (390 px), no word of a table cell is broken across lines
   (:data:`WORDS_JS`: a Range per word, whose boxes must lie on one line);
-- in chapters 6-15 (``CAPTIONED``), every figure (an image in a cell's output) has its
+- in chapters 1-15 (``CAPTIONED``), every figure (an image in a cell's output) has its
   caption right under it: the first visible block after its cell is a paragraph beginning
   "Figure", with no table or text of its cell after its last figure (:data:`CAPTIONS_JS`);
 - every verdict cell (a table column headed "verdict") is in view without a sideways scroll,
@@ -63,7 +63,7 @@ DESKTOP = {"width": 1280, "height": 900}
 #: The smallest share of its natural width an image may be shown at (at 1280 px).
 MIN_SHOWN = 0.8
 #: Chapters whose figures need a caption (by the number their file name starts with).
-CAPTIONED = range(6, 16)
+CAPTIONED = range(1, 16)
 #: The page whose verdicts are also checked at phone width.
 SCORECARD = "book/16_scorecard"
 #: Pages that must carry interactive figures, with the fewest controls that change them.

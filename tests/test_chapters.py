@@ -1,4 +1,4 @@
-"""Chapters 6-15 as a reader sees them (from the notebooks, without running them): listings
+"""Chapters 1-15 as a reader sees them (from the notebooks, without running them): listings
 within 88 columns, a caption under every figure, no prose pointing at a printout, and in
 Part II (chapters 10-15) no check or glue left in a code cell the HTML shows."""
 
@@ -15,7 +15,7 @@ from book_figures import DIRECT, HIDDEN_TAGS, figure_functions
 ROOT = Path(__file__).resolve().parents[1]
 #: The chapters these rules cover, by number.
 CHAPTERS = sorted(
-    p for p in (ROOT / "book").glob("*.ipynb") if 6 <= int(p.name[:2]) <= 15
+    p for p in (ROOT / "book").glob("*.ipynb") if 1 <= int(p.name[:2]) <= 15
 )
 PART2 = [p for p in CHAPTERS if int(p.name[:2]) >= 10]
 #: The longest code line a listing shows without scrolling (ruff's line length).

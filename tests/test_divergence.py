@@ -9,9 +9,14 @@ import torch
 import torch.nn.functional as F
 from normlab.divergence import (
     augmented_unit,
+    kernel_sgd_least_squares,
     l1_over_l2_augmented,
+    label_gradients,
+    largest_stable_rate,
+    least_squares_study,
     measure_each_sample,
     measure_update,
+    sgd_least_squares,
     single_sample_ratios,
     tangent_kernel,
 )
@@ -331,3 +336,110 @@ def test_augmented_helpers_reject_what_is_not_a_batch_of_vectors(x: object) -> N
     for helper in (augmented_unit, l1_over_l2_augmented):
         with pytest.raises(ValueError, match="x must be a 2-D floating tensor"):
             helper(x)
+
+
+def test_label_gradients_are_cross_entropys_gradient() -> None:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(7, 5, dtype=F64, generator=gen, requires_grad=True)
+    labels = torch.randint(0, 5, (7,), generator=gen)
+    F.cross_entropy(logits, labels, reduction="sum").backward()
+    got = label_gradients(logits, labels)
+    assert torch.allclose(got, logits.grad, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(got.sum(1), torch.zeros(7, dtype=F64), atol=1e-14)
+    with pytest.raises(ValueError, match="labels"):
+        label_gradients(logits, labels[:3])
+
+
+@pytest.mark.parametrize(
+    ("cls", "cap"),
+    [(nn.Linear, None), (NormLikeLinear, 1.0), (AffineLikeLinear, 2.0)],
+)
+def test_largest_stable_rate_is_two_over_the_largest_kernel_diagonal(cls, cap) -> None:
+    gen = torch.Generator().manual_seed(1)
+    x = 3 * torch.randn(9, 6, dtype=F64, generator=gen)
+    expected = 2 / float((x.square().sum(1) + 1).max()) if cap is None else cap
+    got = largest_stable_rate(cls(6, 3, dtype=F64), x)
+    assert abs(got - expected) < 1e-12 * expected
+
+
+def _regression(n: int = 12, d: int = 20, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    x = 2 * torch.rand(n, d, dtype=F64, generator=gen)
+    return x, torch.randn(n, 3, dtype=F64, generator=gen)
+
+
+@pytest.mark.parametrize("cls", [nn.Linear, NormLikeLinear, AffineLikeLinear])
+@pytest.mark.parametrize("per_step", [False, True])
+def test_kernel_sgd_is_the_real_sgd_run_on_the_outputs(cls, per_step: bool) -> None:
+    x, y = _regression()
+    torch.manual_seed(0)
+    layer = cls(20, 3, dtype=F64)
+    lr = 0.5 * largest_stable_rate(layer, x)
+    real = sgd_least_squares(layer, x, y, lr=lr, epochs=4, per_step=per_step)
+    with torch.no_grad():
+        start = layer(x) - y
+    via_kernel = kernel_sgd_least_squares(
+        tangent_kernel(layer, x), start, lr=lr, epochs=4, per_step=per_step
+    )
+    assert len(real) == (4 * 12 + 1 if per_step else 5)
+    assert torch.allclose(real, via_kernel, rtol=1e-10, atol=0)
+    assert float(real[0]) == pytest.approx(0.5 * float(start.square().sum(1).mean()))
+
+
+def test_one_step_on_one_sample_scales_its_residual_by_one_minus_eta_k() -> None:
+    x, y = _regression(n=1)
+    for cls, k in (
+        (nn.Linear, float(x.square().sum() + 1)),
+        (NormLikeLinear, 2.0),
+        (AffineLikeLinear, 1.0),
+    ):
+        torch.manual_seed(0)
+        layer = cls(20, 3, dtype=F64)
+        loss = sgd_least_squares(layer, x, y, lr=0.3 / k * 2, epochs=1)
+        # loss ~ r^2, so one step multiplies it by (1 - eta k)^2 = 0.4^2
+        assert float(loss[1] / loss[0]) == pytest.approx(0.16, rel=1e-10)
+
+
+def test_sgd_blows_up_above_the_cap_and_layer_is_untouched() -> None:
+    x, y = _regression(n=1)
+    layer = nn.Linear(20, 3, dtype=F64)
+    before = layer.weight.clone()
+    cap = largest_stable_rate(layer, x)
+    losses = sgd_least_squares(layer, x, y, lr=1.5 * cap, epochs=60)
+    assert torch.isinf(losses[-1]) and torch.isfinite(losses[0])
+    assert torch.equal(layer.weight, before)
+    with pytest.raises(ValueError, match="one row per sample"):
+        sgd_least_squares(layer, x, y[:0], lr=0.1)
+
+
+def test_least_squares_study_runs_each_kind_at_each_rate() -> None:
+    x, y = _regression()
+    study = least_squares_study(
+        x, y, kinds=("none", "affine_like"), shared_lr=1.0, lrs=(0.01, 1.0), epochs=3
+    )
+    assert study.caps["affine_like"] == pytest.approx(2.0, rel=1e-12)
+    assert study.caps["none"] == pytest.approx(
+        2 / float((x.square().sum(1) + 1).max()), rel=1e-12
+    )
+    assert study.caps["none"] < 1.0  # the shared rate is above the plain layer's cap
+    assert len(study.curves["none"]) == 3 * 12 + 1 and study.epochs == 3
+    assert torch.isinf(study.curves["none"][-1])
+    assert torch.isfinite(study.curves["affine_like"]).all()
+    assert study.final["affine_like"].shape == (2,)
+
+
+def test_on_the_digits_the_plain_layer_blows_up_where_affine_like_trains() -> None:
+    """Chapter 1's toy: the heaviest digit caps the plain layer's rate, not the corrected."""
+    from normlab import data
+
+    digits = data.load("digits", "train")
+    x = digits.x[:32].flatten(1).double()
+    y = F.one_hot(digits.y[:32], 10).double()
+    study = least_squares_study(x, y, shared_lr=0.5, lrs=(0.05, 0.5, 1.0), epochs=3)
+    assert study.caps["none"] < 0.1 < study.shared_lr < study.caps["affine_like"]
+    assert torch.isinf(study.curves["none"][-1])
+    assert study.curves["affine_like"][-1] < study.curves["affine_like"][0]
+    assert torch.isfinite(study.final["none"][0]) and torch.isinf(
+        study.final["none"][1]
+    )
+    assert torch.isfinite(study.final["affine_like"]).all()

@@ -18,6 +18,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from normlab import figures, results
+from normlab.divergence import least_squares_study
 from normlab.figures.effects import VERDICT_COLOURS
 from PIL import Image
 
@@ -223,6 +224,13 @@ def _mechanism() -> pd.DataFrame:
     )
 
 
+def _least_squares():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(6, 8, dtype=torch.float64, generator=gen)
+    y = torch.randn(6, 2, dtype=torch.float64, generator=gen)
+    return least_squares_study(x, y, shared_lr=0.8, lrs=(0.1, 1.0, 3.0), epochs=3)
+
+
 FIGURES = {
     "lead_figure": lambda: figures.lead_figure(_fc_runs()),
     "training_curves": lambda: figures.training_curves(
@@ -262,6 +270,7 @@ FIGURES = {
         {o: {"none": 3.0, "affine_like": 1.0} for o in ("SGD", "momentum", "Adam")},
         ylabel="r",
     ),
+    "plot_least_squares": lambda: figures.plot_least_squares(_least_squares()),
     "forest": lambda: figures.forest(_outcomes(30)),
     "forest, nothing judged": lambda: figures.forest([]),
     # Part II (chapters 10-15)

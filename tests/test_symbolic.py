@@ -134,3 +134,15 @@ def test_bad_arguments_raise() -> None:
         symbolic.linear_update("none", n_in=0)
     with pytest.raises(ValueError, match="kernel_size"):
         symbolic.conv1d_update(length=2, kernel_size=3)
+
+
+@pytest.mark.parametrize("kind", symbolic.KINDS)
+def test_stable_rates_are_zero_to_two_over_the_one_sample_kernel(kind: str) -> None:
+    factor, rates = symbolic.stable_rates(kind, n_in=2)
+    one = symbolic.linear_update(kind, n_in=2, n_out=1)
+    k = one.kernel[0, 0]
+    assert sp.simplify(factor - (1 - one.eta * k)) == 0
+    assert rates == sp.Interval.open(0, sp.simplify(2 / k))
+    expected_cap = {"none": None, "norm_like": 1, "affine_like": 2}[kind]
+    if expected_cap is not None:
+        assert rates == sp.Interval.open(0, expected_cap)

@@ -21,6 +21,7 @@ satisfies the formula exactly; for other modules it is the first-order predictio
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev
 
+from . import normalisers
 from ._checks import positive_int
 
 __all__ = [
@@ -45,6 +47,12 @@ __all__ = [
     "layer_inputs",
     "augmented_unit",
     "l1_over_l2_augmented",
+    "label_gradients",
+    "largest_stable_rate",
+    "sgd_least_squares",
+    "kernel_sgd_least_squares",
+    "LeastSquaresStudy",
+    "least_squares_study",
 ]
 
 OptimizerSpec = torch.optim.Optimizer | Callable[..., torch.optim.Optimizer]
@@ -357,6 +365,201 @@ def l1_over_l2_augmented(x: Tensor) -> Tensor:
         - Output: :math:`(N,)`.
     """
     return augmented_unit(x).abs().sum(dim=1)
+
+
+def label_gradients(logits: Tensor, labels: Tensor) -> Tensor:
+    r"""The upstream gradient of each sample's cross-entropy against its real label.
+
+    .. math::
+        g_j = \frac{\partial}{\partial z_j}\bigl(-\log \mathrm{softmax}(z_j)_{y_j}\bigr)
+            = \mathrm{softmax}(z_j) - e_{y_j}
+
+    Unlike independent random vectors, these are correlated across samples: every ``g_j``
+    shares the positive softmax part, and samples of one class share the ``-e_y`` part.
+
+    Shape:
+        - logits: :math:`(B, C)`; labels: :math:`(B,)` integers in ``[0, C)``.
+        - Output: :math:`(B, C)`, detached.
+    """
+    if logits.dim() != 2 or labels.shape != logits.shape[:1]:
+        raise ValueError(
+            f"logits must be (B, C) and labels (B,), got {tuple(logits.shape)} and "
+            f"{tuple(labels.shape)}"
+        )
+    probs = torch.softmax(logits.detach(), dim=1)
+    return probs - F.one_hot(labels.long(), logits.shape[1]).to(probs.dtype)
+
+
+def largest_stable_rate(layer: nn.Module, x: Tensor) -> float:
+    r"""The largest SGD rate at which one step on any one sample of ``x`` shrinks its error.
+
+    On the squared error :math:`\tfrac12\lVert z - y\rVert^2`, one SGD step on sample
+    :math:`i` alone multiplies its residual by :math:`1 - \eta K_{ii}` (for a layer whose
+    output is linear in its parameters), which shrinks it for :math:`0 < \eta < 2/K_{ii}`.
+    Returns :math:`2 / \max_i K_{ii}`, with :math:`K` the :func:`tangent_kernel`:
+    :math:`2/\max_i(\lVert x_i\rVert^2 + 1)` for ``nn.Linear``, 2 for the affine-like layer.
+    """
+    return 2.0 / float(tangent_kernel(layer, x).diagonal().max())
+
+
+def _epoch_orders(n: int, epochs: int, seed: int) -> list[list[int]]:
+    """The seeded order in which each epoch visits the ``n`` samples."""
+    order = torch.Generator().manual_seed(seed)
+    return [torch.randperm(n, generator=order).tolist() for _ in range(epochs)]
+
+
+def sgd_least_squares(
+    layer: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    *,
+    lr: float,
+    epochs: int = 40,
+    seed: int = 0,
+    blowup: float = 1e8,
+    per_step: bool = False,
+) -> Tensor:
+    """Fit a copy of ``layer`` to ``y`` by SGD with batch size 1 on ``|z - y|^2 / 2``.
+
+    Each epoch visits every sample once in a seeded random order (the same orders for every
+    layer and rate given the same ``seed``). Returns the training loss, the mean over samples
+    of ``|layer(x_i) - y_i|^2 / 2``, before training and after each epoch (``epochs + 1``
+    values), or after each step with ``per_step`` (``epochs * len(x) + 1`` values); once it
+    passes ``blowup`` or stops being finite, the run stops and the remaining entries are
+    ``inf``. ``layer`` is not modified.
+    """
+    positive_int("epochs", epochs)
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y need one row per sample, got {x.shape}, {y.shape}")
+    work = copy.deepcopy(layer)
+    opt = torch.optim.SGD(work.parameters(), lr=lr)
+
+    def step(i: int) -> None:
+        opt.zero_grad(set_to_none=True)
+        (0.5 * (work(x[i : i + 1]) - y[i : i + 1]).square().sum()).backward()
+        opt.step()
+
+    def loss() -> float:
+        with torch.no_grad():
+            return float(0.5 * (work(x) - y).square().sum(dim=1).mean())
+
+    return _record(step, loss, len(x), epochs, seed, blowup, per_step)
+
+
+def _record(
+    step: Callable[[int], None],
+    loss: Callable[[], float],
+    n: int,
+    epochs: int,
+    seed: int,
+    blowup: float,
+    per_step: bool,
+) -> Tensor:
+    """Run ``epochs`` seeded epochs of ``step(i)`` and record ``loss()`` (see
+    :func:`sgd_least_squares`)."""
+    positive_int("epochs", epochs)
+    orders = _epoch_orders(n, epochs, seed)
+    chunks = [[i] for order in orders for i in order] if per_step else orders
+    losses = torch.full((len(chunks) + 1,), float("inf"), dtype=torch.float64)
+    losses[0] = loss()
+    for at, chunk in enumerate(chunks, start=1):
+        for i in chunk:
+            step(i)
+        current = loss()
+        if not current < blowup:
+            break
+        losses[at] = current
+    return losses
+
+
+def kernel_sgd_least_squares(
+    kernel: Tensor,
+    residual: Tensor,
+    *,
+    lr: float,
+    epochs: int = 40,
+    seed: int = 0,
+    blowup: float = 1e8,
+    per_step: bool = False,
+) -> Tensor:
+    r""":func:`sgd_least_squares` run on the outputs alone, through the tangent kernel.
+
+    For a layer whose output is linear in its parameters, with one kernel ``K`` for every
+    output unit (``nn.Linear`` and the corrected layers), a step on sample :math:`i` moves
+    every sample's residual by :math:`r_j \leftarrow r_j - \eta K_{ji} r_i`: the parameters
+    are never needed. ``residual`` is ``layer(x) - y`` before training; the epochs' orders
+    and the returned losses are those of :func:`sgd_least_squares` with the same ``seed``.
+    """
+    r = residual.detach().clone().to(kernel.dtype)
+
+    def step(i: int) -> None:
+        r.sub_(lr * kernel[:, i : i + 1] * r[i])
+
+    def loss() -> float:
+        return float(0.5 * r.square().sum(dim=1).mean())
+
+    return _record(step, loss, len(r), epochs, seed, blowup, per_step)
+
+
+@dataclass
+class LeastSquaresStudy:
+    """Plain and corrected linear layers fitted by SGD: see :func:`least_squares_study`.
+
+    Attributes:
+        caps: per layer kind, :func:`largest_stable_rate` on the data.
+        shared_lr: the one rate of ``curves``.
+        curves: per kind, the training loss after each step at ``shared_lr``
+            (``epochs * N + 1`` values for ``N`` samples).
+        lrs: the swept rates.
+        final: per kind, the training loss after the last epoch at each of ``lrs``
+            (``inf`` where the run blew up).
+        epochs: the epochs of every run.
+    """
+
+    caps: dict[str, float]
+    shared_lr: float
+    curves: dict[str, Tensor]
+    lrs: list[float]
+    final: dict[str, Tensor]
+    epochs: int
+
+
+def least_squares_study(
+    x: Tensor,
+    y: Tensor,
+    *,
+    kinds: tuple[str, ...] = ("none", "affine_like"),
+    shared_lr: float = 0.5,
+    lrs: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0),
+    epochs: int = 30,
+    seed: int = 0,
+) -> LeastSquaresStudy:
+    """The simplest model where ``|x|^2 + 1`` caps the SGD rate: a linear layer on least squares.
+
+    For each layer kind of the registry (``none``: ``nn.Linear``; ``affine_like``;
+    ``norm_like``), one seeded layer ``x.shape[1] -> y.shape[1]`` is fitted with
+    :func:`sgd_least_squares` at ``shared_lr`` (the curves, trained for real) and at every
+    rate of ``lrs`` (through the tangent kernel, :func:`kernel_sgd_least_squares`: the same
+    runs, to rounding, without the parameters).
+    """
+    caps, curves, final = {}, {}, {}
+    for kind in kinds:
+        torch.manual_seed(seed)
+        layer = normalisers.get(kind).linear_layer(
+            x.shape[1], y.shape[1], dtype=x.dtype
+        )
+        kernel = tangent_kernel(layer, x)
+        caps[kind] = 2.0 / float(kernel.diagonal().max())
+        curves[kind] = sgd_least_squares(
+            layer, x, y, lr=shared_lr, epochs=epochs, seed=seed, per_step=True
+        )
+        with torch.no_grad():
+            start = layer(x) - y
+        run = functools.partial(
+            kernel_sgd_least_squares, kernel, start, epochs=epochs, seed=seed
+        )
+        final[kind] = torch.stack([run(lr=lr)[-1] for lr in lrs])
+    return LeastSquaresStudy(caps, shared_lr, curves, list(lrs), final, epochs)
 
 
 def layer_inputs(model: nn.Module, layers: list[nn.Module], x: Tensor) -> list[Tensor]:

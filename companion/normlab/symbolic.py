@@ -32,6 +32,7 @@ __all__ = [
     "conv1d_update",
     "vector_form",
     "Forward",
+    "stable_rates",
 ]
 
 KINDS: tuple[str, ...] = (
@@ -259,3 +260,24 @@ def vector_form(n_in: int | None = None, n_out: int | None = None) -> dict[str, 
         "dz": sp.expand(z_new - z),
         "symbols": {"W": W, "b": b, "x": x, "g": g, "eta": eta},
     }
+
+
+def stable_rates(kind: str = "none", n_in: int = 2) -> tuple[sp.Expr, sp.Set]:
+    """The squared-error residual after one SGD step on one sample, and the rates that shrink it.
+
+    With the loss ``l = |z - y|^2 / 2`` the upstream gradient is the residual ``r = z - y``,
+    so one step (:func:`linear_update`, with ``g = r``) leaves the residual
+    ``r' = r + dz = (1 - eta k) r``, ``k`` the layer's one-sample kernel. Returns the factor
+    ``r'/r`` (for the first output) and the set of rates ``eta > 0`` with ``|r'/r| < 1``:
+    ``(0, 2/(|x|^2 + 1))`` for ``"none"``, ``(0, 1)`` for ``"norm_like"``, ``(0, 2)`` for
+    ``"affine_like"``.
+    """
+    one = linear_update(kind, n_in=n_in, n_out=1)
+    r = one.symbols["g"][0][0]
+    factor = sp.simplify((r + one.effective[0]) / r)
+    k = sp.simplify((1 - factor) / one.eta)  # the one-sample kernel, positive
+    kappa = sp.Symbol("kappa", positive=True)
+    rates = sp.solve_univariate_inequality(
+        sp.Abs(1 - one.eta * kappa) < 1, one.eta, relational=False
+    )
+    return factor, rates.subs(kappa, k)

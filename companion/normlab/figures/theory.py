@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from .. import normalisers
 from .._checks import one_of
-from ..divergence import measure_update
+from ..divergence import LeastSquaresStudy, measure_update
 from .column import colours, label, new_figure, style
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "plot_ratio_scatter",
     "plot_kernels",
     "plot_ratio_bars",
+    "plot_least_squares",
 ]
 
 LAYER_KINDS: dict[str, type[nn.Linear]] = {
@@ -256,4 +257,57 @@ def plot_ratio_bars(
         if log:
             ax.set_yscale("log")
         ax.legend()
+    return figure
+
+
+def plot_least_squares(study: LeastSquaresStudy) -> Figure:
+    """Two panels from :func:`normlab.divergence.least_squares_study`.
+
+    Left: the training loss per epoch of each layer kind at the study's one shared rate
+    (a run that blew up stops where it did). Right: the loss after the last epoch against
+    the rate, with each kind's one-sample stable-rate cap ``2 / max K_ii`` as a dashed line.
+    """
+    kinds = list(study.curves)
+    palette = colours(kinds)
+    finite = torch.cat([c[torch.isfinite(c)] for c in study.curves.values()])
+    finite = torch.cat([finite] + [f[torch.isfinite(f)] for f in study.final.values()])
+    top = 10 * float(finite[finite < 1e3].max())
+    with style():
+        figure, axes = new_figure(ncols=2, size=(3.6, 3.2))
+        ax_curve, ax_rate = axes[0]
+        per_epoch = (len(study.curves[kinds[0]]) - 1) / study.epochs
+        for kind in kinds:
+            curve = study.curves[kind]
+            shown = torch.isfinite(curve)
+            epochs = torch.arange(len(curve))[shown] / per_epoch
+            ax_curve.plot(epochs, curve[shown], color=palette[kind], label=label(kind))
+            if not bool(shown.all()):
+                ax_curve.annotate(
+                    "  blows up",
+                    (float(epochs[-1]), min(float(curve[shown][-1]), top) / 2),
+                    color=palette[kind],
+                    va="top",
+                )
+            final = study.final[kind].clamp(max=top)
+            ax_rate.plot(
+                study.lrs,
+                final,
+                color=palette[kind],
+                marker="o",
+                ms=3,
+                label=label(kind),
+            )
+            ax_rate.axvline(study.caps[kind], color=palette[kind], ls="--", lw=1)
+        ax_curve.set_yscale("log")
+        ax_curve.set_ylim(top=top)
+        ax_curve.set_xlabel("epoch")
+        ax_curve.set_ylabel("training loss")
+        ax_curve.set_title(f"one rate, lr = {study.shared_lr:g}")
+        ax_curve.legend()
+        ax_rate.set_xscale("log")
+        ax_rate.set_yscale("log")
+        ax_rate.set_ylim(top=top * 1.5)
+        ax_rate.set_xlabel("learning rate")
+        ax_rate.set_ylabel(f"loss after {study.epochs} epochs")
+        ax_rate.set_title("dashed: 2 / max(K_ii); top: blew up")
     return figure
