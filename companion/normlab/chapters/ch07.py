@@ -23,7 +23,7 @@ from ..analysis import batch
 from ..analysis import part1 as analysis_part1
 from ..analysis import runs as analysis_runs
 from ..experiments import part1
-from ..figures import fixed_epochs_figure, label
+from ..figures import draw_steps, fixed_epochs_figure, label, new_figure, style
 from ..stats import interval, slopes_log2
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "numbers",
     "scaling",
     "seed_slopes",
+    "steps_figure",
     "steps_table",
 ]
 
@@ -219,6 +220,16 @@ def finding_figure(table: pd.DataFrame) -> Figure:
     """Test accuracy against the batch size after a fixed number of epochs, per normaliser
     at each batch size's rate chosen on validation accuracy (the paper's quantity)."""
     return fixed_epochs_figure(_fixed(table))
+
+
+def steps_figure(table: pd.DataFrame) -> Figure:
+    """Steps to the target against the batch size (both axes log2), per normaliser at each
+    batch size's rate with the fewest steps, under the primary specification, with the
+    perfect-scaling line (:func:`normlab.figures.draw_steps`)."""
+    with style():
+        figure, axes = new_figure(size=(6.0, 3.8))
+        draw_steps(table, axes[0, 0])
+    return figure
 
 
 def numbers(table: pd.DataFrame) -> dict[str, Any]:
