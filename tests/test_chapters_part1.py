@@ -58,7 +58,7 @@ def test_ch06_ranking_is_the_chosen_rate_mean_of_every_normaliser(fc) -> None:
 
 
 def test_ch06_seed_differences_pair_by_seed(fc) -> None:
-    rows = ch06._cell(fc)
+    rows = ch06.cell_runs(fc)
     diff = ch06.seed_differences(rows, "affine_like", "none")
     a = rows[rows["normaliser"] == "affine_like"].set_index("seed")["test_metric"]
     b = rows[rows["normaliser"] == "none"].set_index("seed")["test_metric"]
@@ -85,7 +85,7 @@ def test_ch06_deficit_is_the_paired_interval(fc) -> None:
     row = table[(table["width"] == 128) & (table["normaliser"] == "affine_like")].iloc[
         0
     ]
-    rows = ch06._cell(fc, width=128)
+    rows = ch06.cell_runs(fc, width=128)
     ci = interval(ch06.seed_differences(rows, "affine_like", "none"))
     assert row["mean"] == pytest.approx(ci.mean) and row["n"] == ci.n
 

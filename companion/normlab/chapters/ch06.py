@@ -27,6 +27,7 @@ from ..stats import Interval, interval
 __all__ = [
     "CLAIMS",
     "FACTOR_LAYERS",
+    "SHAPE",
     "cell_runs",
     "coupling_at_init",
     "curve",
@@ -347,11 +348,12 @@ def coupling_at_init(images: int = 64) -> pd.DataFrame:
     import torch
     from torch import nn
 
-    from .. import data, seed_everything
+    from .._runtime import seed_everything
+    from ..data import load as load_data
     from ..divergence import layer_inputs
     from ..models import mlp_for
 
-    x = data.load("mnist_5k", "train").x.flatten(1)[:images]
+    x = load_data("mnist_5k", "train").x.flatten(1)[:images]
     rows = []
     for init in ("xavier_normal", "default"):
         for name in part1.NORMALISERS:
@@ -488,10 +490,10 @@ def _meaning(found: Mapping[str, Any]) -> str:
 
 
 def _inputs() -> dict[str, float]:
-    from .. import data
+    from ..data import load as load_data
 
-    mnist = data.load("mnist_5k", "train").x.flatten(1)
-    digits = data.load("digits", "train").x.flatten(1)
+    mnist = load_data("mnist_5k", "train").x.flatten(1)
+    digits = load_data("digits", "train").x.flatten(1)
     return {
         "ch6_sq_mnist": float((mnist**2).sum(1).mean()),
         "ch6_sq_digits": float((digits**2).sum(1).mean()),
