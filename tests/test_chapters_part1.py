@@ -171,6 +171,7 @@ def test_ch07_finding_and_numbers(bs) -> None:
     values = ch07.numbers(bs)
     _glued(values, "ch7_")
     assert values["ch7_factor"] >= 64
+    assert values["ch7_share_grows"].startswith("for ")
     assert 0 < values["ch7_share_small"] <= values["ch7_share_large"] < 1
 
 
@@ -205,3 +206,14 @@ def test_ch08_the_floor_is_what_explodes() -> None:
     assert values["ch8_bias_ratio"] > 1e6
     assert 0 < values["ch8_blank_2"] <= 1 and 0 < values["ch8_blank_1"] <= 1
     assert "parameter" in grads.columns and len(grads.columns) <= 6
+
+
+def test_band_words_name_the_arms_outside_the_band() -> None:
+    from normlab.chapters._common import CEILING, band_words
+
+    inside = pd.Series({"none": 0.8, "layernorm": 0.9})
+    assert "0.800 to 0.900" in band_words(inside, 0.1)
+    outside = pd.Series({"none": 0.8, "l2": 0.15, "layernorm": CEILING + 0.01})
+    words = band_words(outside, 0.1)
+    assert "L2" in words and "LayerNorm" in words and "0.800" not in words
+    assert "0.150" in band_words(pd.Series({"l2": 0.15, "none": 0.5}), None)

@@ -23,6 +23,7 @@ from ..claims.pairing import at_chosen_lr
 from ..experiments import part1
 from ..figures import colours, label, new_figure, style
 from ..stats import Interval, interval
+from ._common import band_words
 
 __all__ = [
     "CLAIMS",
@@ -438,6 +439,7 @@ def numbers(
     out |= _setup(table)
     out |= _verdicts()
     sgd = ranking(table).set_index("normaliser")
+    out["ch6_band"] = band_words(sgd["mean"], claims.chance_level(cell_runs(table)))
     out["ch6_none"] = float(sgd.loc["none", "mean"])
     out["ch6_best"] = label(sgd.index[0])
     out["ch6_best_acc"] = float(sgd["mean"].iloc[0])

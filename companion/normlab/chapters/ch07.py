@@ -25,6 +25,7 @@ from ..analysis import runs as analysis_runs
 from ..experiments import part1
 from ..figures import draw_steps, fixed_epochs_figure, label, new_figure, style
 from ..stats import interval, slopes_log2
+from ._common import band_words
 
 __all__ = [
     "CLAIMS",
@@ -222,6 +223,19 @@ def finding_figure(table: pd.DataFrame) -> Figure:
     return fixed_epochs_figure(_fixed(table))
 
 
+def _meaning(found: dict[str, Any]) -> str:
+    """What the finding means, in words chosen by what the data say."""
+    if not found["corrections_steepest"]:
+        return "The paper's direction does not hold on its own quantity here."
+    if found["rivals_falling"] == 0:
+        return "The paper's direction holds on its own quantity."
+    return (
+        "The paper's direction holds on its own quantity, but a fixed number of epochs "
+        f"also penalises large batches for {_count(found['rivals_falling'])} of the five "
+        "other layers: part of every fall is fewer steps, not the kernel."
+    )
+
+
 def steps_figure(table: pd.DataFrame) -> Figure:
     """Steps to the target against the batch size (both axes log2), per normaliser at each
     batch size's rate with the fewest steps, under the primary specification, with the
@@ -255,6 +269,9 @@ def numbers(table: pd.DataFrame) -> dict[str, Any]:
         "ch7_censored_runs": int(primary["steps_to_target"].isna().sum()),
         "ch7_margin": float(claims.plan("A12").margin),
     }
+    main = batch.steps_scores(primary)
+    reach = main.groupby("normaliser")["test_metric"].mean()
+    out["ch7_band"] = band_words(reach, claims.chance_level(primary))
     for claim_id in CLAIMS:
         out[f"ch7_{claim_id}"] = f"**{claims.evaluate(claim_id).verdict}**"
     contrast = fixed_contrast(table).set_index("normaliser")
@@ -263,7 +280,11 @@ def numbers(table: pd.DataFrame) -> dict[str, Any]:
     offdiag = coupling(table)
     out["ch7_share_small"] = float(offdiag.iloc[:, 0].min())
     out["ch7_share_large"] = float(offdiag.iloc[:, -1].max())
-    out["ch7_share_grows"] = bool(
-        offdiag.apply(lambda row: row.is_monotonic_increasing, axis=1).all()
+    growing = offdiag.apply(lambda row: row.is_monotonic_increasing, axis=1)
+    out["ch7_share_grows"] = (
+        "for every normaliser, the corrections included"
+        if growing.all()
+        else "for " + _join(list(growing.index[growing]))
     )
+    out["ch7_meaning"] = _meaning(found)
     return out

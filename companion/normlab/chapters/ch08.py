@@ -22,6 +22,7 @@ from ..experiments import part1, part1_conv
 from ..figures import colours, label, new_figure, style
 from ..functional import PATCHNORM_FLOOR
 from ..stats import interval
+from ._common import band_words
 
 __all__ = [
     "CLAIM",
@@ -223,6 +224,9 @@ def numbers(table: pd.DataFrame) -> dict[str, Any]:
     patch = share[list(part1.CORRECTIONS)]
     out |= {
         "ch8_A14": f"**{effect.verdict}**",
+        "ch8_band": band_words(
+            found["ranking"].set_index("normaliser")["mean"], claims.chance_level(table)
+        ),
         "ch8_effect": float(effect.interval.mean),
         "ch8_half": float(effect.interval.half),
         "ch8_sd": float(effect.seeds_only.seed_sd),
