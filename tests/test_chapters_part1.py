@@ -188,7 +188,8 @@ def test_ch08_finding_is_the_claims_effect(cnn) -> None:
     values = ch08.numbers(cnn)
     _glued(values, "ch8_")
     assert values["ch8_margin_images"] == round(0.01 * values["ch8_test_images"])
-    assert 0 < values["ch8_patch_low"] <= values["ch8_patch_high"] < 1
+    assert 0 < values["ch8_share_affine"] < 1 and 0 < values["ch8_share_norm"] < 1
+    assert 0 < values["ch8_reach_high"] < 1
 
 
 def test_ch08_margins_and_position_share(cnn) -> None:
@@ -206,6 +207,10 @@ def test_ch08_the_floor_is_what_explodes() -> None:
     assert values["ch8_bias_ratio"] > 1e6
     assert 0 < values["ch8_blank_2"] <= 1 and 0 < values["ch8_blank_1"] <= 1
     assert "parameter" in grads.columns and len(grads.columns) <= 6
+    by = grads.set_index("parameter")
+    others = by.drop(index="features.0.bias")
+    old, new = by.columns[0], by.columns[1]  # norm-like under the old floor, then 1
+    assert (others[old] < 10 * others[new]).all(), "only the first bias explodes"
 
 
 def test_band_words_name_the_arms_outside_the_band() -> None:

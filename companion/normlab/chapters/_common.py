@@ -11,16 +11,17 @@ from ..figures import label
 CEILING = 0.97
 
 
-def band_words(scores: pd.Series, chance: float | None) -> str:
+def band_words(scores: pd.Series, chance: float | None, where: str = "") -> str:
     """Whether every arm (``scores``: mean test accuracy per normaliser at its chosen rate)
     learned (chance + the learnability margin) and stays under :data:`CEILING`, in words
-    with at most two numbers."""
+    with at most two numbers; ``where`` opens the sentence (e.g. "At the chosen rates")."""
     floor = -1.0 if chance is None else chance + trained_margin(chance)
     outside = scores[(scores < floor) | (scores > CEILING)]
     if outside.empty:
+        opening = f"{where}, every" if where else "Every"
         return (
-            "Every arm learned and none reads the ceiling: mean test accuracies run from "
-            f"{scores.min():.3f} to {scores.max():.3f}."
+            f"{opening} arm learned and none reads the ceiling: mean test accuracies run "
+            f"from {scores.min():.3f} to {scores.max():.3f}."
         )
     names = ", ".join(label(n) for n in outside.index)
     return f"Outside the band from chance + 0.1 to {CEILING}: {names}."

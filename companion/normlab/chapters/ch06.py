@@ -474,7 +474,7 @@ def _meaning(found: Mapping[str, Any]) -> str:
         )
     scale = found["rms_minus_l2"].low > 0
     return (
-        "So the algebra of chapters 2 and 3 is right, and cancelling the factor "
+        "The algebra of chapters 2 and 3 is right, and cancelling the factor "
         "$\\lVert x\\rVert^2+1$ still does not make these networks train better: under "
         "SGD the layers that cancel it train worst"
         + (
@@ -483,8 +483,8 @@ def _meaning(found: Mapping[str, Any]) -> str:
             else ""
         )
         + (
-            ", and the forward scale that RMSNorm adds to L2 is worth more than the "
-            "exact step."
+            ", and the forward scale \u221ad that RMSNorm puts back on L2 is worth more "
+            "than an exact step."
             if scale
             else "."
         )

@@ -103,9 +103,10 @@ def finding(table: pd.DataFrame) -> dict[str, Any]:
         if wide and effect.n_test_needed
         else f"A14 is **{effect.verdict}**."
     )
+    last = label(order[-1]) + (" PatchNorm" if order[-1] in part1.CORRECTIONS else "")
     third = (
         f"{label(order[0])} leads every arm ({ranks['mean'].iloc[0]:.3f}) and "
-        f"{label(order[-1])} is last ({ranks['mean'].iloc[-1]:.3f})."
+        f"{last} is last ({ranks['mean'].iloc[-1]:.3f})."
     )
     return {"effect": effect, "ranking": ranks, "sentences": (first, second, third)}
 
@@ -211,6 +212,16 @@ def margins(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _needs(effect: Any) -> str:
+    """What would settle the effect, with at most two numbers."""
+    if effect.n_needed is None and effect.n_test_needed is None:
+        return "is settled by the seeds in hand"
+    seeds = f"about {effect.n_needed} seeds" if effect.n_needed else "more seeds"
+    if effect.n_test_needed:
+        return f"needs {seeds} and about {effect.n_test_needed:,} test items"
+    return f"needs {seeds}"
+
+
 def numbers(table: pd.DataFrame) -> dict[str, Any]:
     """Every value chapter 8's prose glues, by glue name (the floor section's come from
     :func:`floor_gradients`)."""
@@ -234,9 +245,9 @@ def numbers(table: pd.DataFrame) -> dict[str, Any]:
         "ch8_steps": int(table["steps"].median()),
         "ch8_test_images": test,
         "ch8_margin_images": round(claims.part1.ACCURACY_MARGIN * test),
-        "ch8_needs": effect.needs or "nothing more",
-        "ch8_patch_low": float(patch.min()),
-        "ch8_patch_high": float(patch.max()),
+        "ch8_needs": _needs(effect),
+        "ch8_share_affine": float(patch["affine_like"]),
+        "ch8_share_norm": float(patch["norm_like"]),
         "ch8_reach_high": float(1 - share.min()),
     }
     margin = margins(table).set_index("nets")["mean"]
