@@ -143,7 +143,7 @@ def test_ch07_effects_list_every_effect_of_each_claim(bs) -> None:
         mine = table[table["claim"] == claim_id]
         assert len(mine) == len(outcome.judged)
         assert mine["verdict"].tolist() == [j.verdict for j in outcome.judged]
-        assert (mine["claim verdict"] == outcome.verdict).all()
+        assert mine["margin"].tolist() == [j.margin for j in outcome.judged]
         assert mine["n"].tolist() == [j.n for j in outcome.judged]
 
 
@@ -222,3 +222,20 @@ def test_band_words_name_the_arms_outside_the_band() -> None:
     words = band_words(outside, 0.1)
     assert "L2" in words and "LayerNorm" in words and "0.800" not in words
     assert "0.150" in band_words(pd.Series({"l2": 0.15, "none": 0.5}), None)
+
+
+def test_the_appendix_worked_example_is_what_normlab_stats_computes() -> None:
+    from pathlib import Path
+
+    from normlab import stats
+
+    text = (Path(__file__).resolve().parents[1] / "book/appendix_decides.md").read_text()
+    d = [0.012, 0.008, 0.015, 0.010, 0.005]
+    seeds = stats.interval(d)
+    both = stats.interval(d, item_var=1e-6)
+    assert f"0.010 \\pm {seeds.half:.4f} = [{seeds.low:.4f}, {seeds.high:.4f}]" in text
+    assert f"$s = {seeds.sd:.4f}$" in text
+    assert f"0.010 \\pm {both.half:.4f}" in text
+    assert f"the MDE is {stats.mde(both.sd, 5, item_var=1e-6):.4f}" in text
+    levels = 1 - stats.holm_levels([0.001, 0.03])
+    assert f"on its {levels[0]:.1%} interval".replace("%", " %") in text
