@@ -15,7 +15,7 @@ NB_WORKERS ?= 2
 PROFILE ?=
 LAB_ARGS ?=
 
-.PHONY: book check-figures lint test test-unit verify test-notebooks test-structure test-browser lab book-env clean
+.PHONY: book check-figures lint test test-unit verify test-notebooks test-structure test-browser lab book-env clean publish
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,24 @@ book: $(VENV)/.book-installed
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
 	$(MAKE) check-figures
 	$(BIN)/python -m normlab.reader _build
+
+# By hand, what .github/workflows/publish.yml does on every push to main: `make book`, then
+# _build/html (reader notebooks included) committed as the whole content of the pages branch
+# (_config.yml's launch_buttons.pages_branch, which the Colab buttons open) and pushed to
+# PAGES_REMOTE, from a temporary git worktree (the checkout is left as it is). The tests
+# lint this target (tests/test_publish.py) and never run it.
+PAGES_BRANCH := $(shell sed -n 's/^ *pages_branch: *//p' _config.yml)
+PAGES_REMOTE ?= origin
+publish: book
+	@test -n "$(PAGES_BRANCH)" || { echo "error: _config.yml names no launch_buttons.pages_branch" >&2; exit 2; }
+	@test -f _build/html/index.html || { echo "error: no _build/html/index.html to publish" >&2; exit 2; }
+	set -e; made=$$(git rev-parse --short HEAD); tmp=$$(mktemp -d); \
+	trap 'git -C "$(CURDIR)" worktree remove --force "$$tmp" 2>/dev/null; rm -rf "$$tmp"; git -C "$(CURDIR)" branch -q -D normlab-publish-$$$$ 2>/dev/null || true' EXIT; \
+	git worktree add --quiet --detach "$$tmp"; \
+	cd "$$tmp"; git checkout --quiet --orphan normlab-publish-$$$$; git rm -r -q -f --ignore-unmatch .; \
+	cp -R "$(CURDIR)/_build/html/." .; touch .nojekyll; git add -A; \
+	git commit --quiet -m "Publish the book built from $$made"; \
+	git push --force $(PAGES_REMOTE) HEAD:refs/heads/$(PAGES_BRANCH)
 
 # Every chapter whose notebook draws a figure shows at least one image, and each is a valid PNG.
 check-figures:

@@ -40,3 +40,17 @@ def interruptible_children():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def unclaimed_root(tmp_path: Path) -> Path:
+    """A results folder whose one saved set (a copy of the shipped gate_widget set) no
+    claim reads: the scorecard from it has no evidence for any empirical claim, and it is
+    not empty (``scorecard --root`` of a folder without sets is an error)."""
+    import shutil
+
+    from normlab import results
+
+    folder = tmp_path / "unclaimed"
+    shutil.copytree(results.shipped_root() / "gate_widget", folder / "gate_widget")
+    return folder

@@ -488,7 +488,7 @@ def test_the_forest_colours_every_verdict_an_effect_can_have() -> None:
 
 
 def test_a_claim_declared_anywhere_reaches_the_scorecard(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, unclaimed_root: Path
 ) -> None:
     """Adding a claim is one :func:`claims.declare` call: ids, the scorecard, its markdown
     and the command line all read the registry, so nothing else needs editing."""
@@ -523,23 +523,21 @@ def test_a_claim_declared_anywhere_reaches_the_scorecard(
     assert card.loc[exact.id, "verdict"] == SUPPORTED
     assert card.loc[empirical.id, "verdict"] == "needs the cpu profile"
     assert exact.sentence in claims.markdown(card.reset_index()[["id", "claim"]])
-    assert main(["scorecard", "--json", "--root", str(tmp_path)]) == 0
+    assert main(["scorecard", "--json", "--root", str(unclaimed_root)]) == 0
     printed = [record["id"] for record in json.loads(capsys.readouterr().out)]
     assert printed == claims.ids()
 
 
-def test_cli_scorecard(tmp_path: Path, capsys) -> None:
+def test_cli_scorecard(tmp_path: Path, capsys, unclaimed_root: Path) -> None:
     out = tmp_path / "card.csv"
+    root = str(unclaimed_root)
     assert (
-        main(
-            ["scorecard", "--format", "csv", "--out", str(out), "--root", str(tmp_path)]
-        )
-        == 0
+        main(["scorecard", "--format", "csv", "--out", str(out), "--root", root]) == 0
     )
     count = len(claims.CLAIMS)
     assert len(pd.read_csv(out)) == count
     assert f"{count} claims" in capsys.readouterr().out
-    assert main(["scorecard", "--format", "markdown", "--root", str(tmp_path)]) == 0
+    assert main(["scorecard", "--format", "markdown", "--root", root]) == 0
     assert capsys.readouterr().out.startswith("| id |")
 
 

@@ -466,15 +466,14 @@ def test_a_nan_becomes_null(tmp_path: Path) -> None:
     assert _strict(text)["effects"][0]["high"] is None
 
 
-def test_cli_scorecard_json(tmp_path: Path, capsys) -> None:
-    assert main(["scorecard", "--json", "--root", str(tmp_path)]) == 0
+def test_cli_scorecard_json(tmp_path: Path, capsys, unclaimed_root: Path) -> None:
+    root = str(unclaimed_root)
+    assert main(["scorecard", "--json", "--root", root]) == 0
     printed = _strict(capsys.readouterr().out)
     assert len(printed) == len(claims.CLAIMS) and printed[0]["id"] == "A1"
-    assert printed[7]["verdict"] == "needs the cpu profile"  # no saved set in tmp_path
+    assert printed[7]["verdict"] == "needs the cpu profile"  # no claim's set in root
     out = tmp_path / "card.json"
-    assert (
-        main(["scorecard", "--json", "--out", str(out), "--root", str(tmp_path)]) == 0
-    )
+    assert main(["scorecard", "--json", "--out", str(out), "--root", root]) == 0
     assert len(_strict(out.read_text())) == len(claims.CLAIMS)
 
 

@@ -17,17 +17,6 @@ def bottleneck():
     return saved
 
 
-def test_temperature_reads_the_bias_and_the_variance_ratio() -> None:
-    moments = pd.DataFrame(
-        {"tau": [0.1, 0.5], "mean grad": [0.2, 0.19], "variance (trace)": [5.0, 0.5]}
-    )
-    soft = pd.DataFrame({"tau": [0.5], "relative bias vs p1": [-0.03]})
-    found = facts.temperature(moments, soft, exact=0.2)
-    assert found == pytest.approx(
-        {"grad_bias": -0.05, "var_ratio": 10.0, "soft_bias": -0.03}
-    )
-
-
 def test_gate_diagnostics_read_each_arm_at_its_chosen_rate(bottleneck) -> None:
     table = facts.gate_diagnostics(bottleneck.results).set_index(["data", "arm"])
     best = gs.chosen(gs.with_schedules(bottleneck.results))
@@ -98,84 +87,10 @@ def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:
     }
 
 
-def test_schedule_of_a_saved_set() -> None:
-    runs = results.largest("autonorm_language").results
-    found = facts.schedule(runs)
-    assert found["t_freeze_share"] == pytest.approx(found["t_freeze"] / found["epochs"])
-    assert found["steps"] > 0 and found["depth"] >= 1
-
-
 def test_verdict_of_a_claim_on_one_effect() -> None:
     found = facts.verdict("N12", no_note="no note")
     assert found["verdict"].data.startswith("*") and found["half"] >= 0
     assert set(found) == {"verdict", "seeds", "diff", "half", "note"}
-
-
-def test_means_are_keyed_by_their_columns() -> None:
-    table = pd.DataFrame({"data": ["a", "b"], "normaliser": ["x", "y"], "mean": [1, 2]})
-    assert facts.means(table, ["data", "normaliser"]) == {"a_x": 1.0, "b_y": 2.0}
-
-
-def test_freezing_on_off_pairs_the_language_and_gate_sets() -> None:
-    language = results.largest("autonorm_language")
-    gates = results.largest("autonorm_gates")
-    table, found = facts.freezing_on_off(language, gates)
-    assert list(table["data"]) == ["ptb_pos", "sst2"]
-    assert table["froze"].between(0, 1).all()
-    assert found["freeze_sst2"] == pytest.approx(table.iloc[1]["on minus off"])
-
-
-def test_rate_sensitivity_spreads_the_drop_over_rates() -> None:
-    runs = pd.DataFrame(
-        {
-            "normaliser": ["a"] * 3 + ["b"] * 3,
-            "lr": [1, 2, 3] * 2,
-            "val_metric": [0.9, 0.95, 0.99, 0.8, 0.97, 0.96],
-            "test_metric": [0.9] * 6,
-            "mean_corruption_accuracy": [0.5, 0.6, 0.8, 0.7, 0.7, 0.7],
-        }
-    )
-    by_rate, found = facts.rate_sensitivity(runs)
-    assert found["drop_spread"] == pytest.approx(0.3)
-    assert found["second_val"] == pytest.approx(0.95)  # a: 0.95, b: 0.96
-    assert by_rate.loc["a", ("drop", 1)] == pytest.approx(0.4)
-
-
-def test_gate_collapse_walks_the_widgets_runs() -> None:
-    from normlab.widgets import GateRuns
-
-    def record(selector_lr: float, freeze_at: int, entropy: float) -> dict:
-        gates = [
-            {"epoch": e, "layer": layer, "entropy": entropy / e}
-            for e in (1, 2)
-            for layer in ("a", "b")
-        ]
-        return {
-            "config": {
-                "data": "mnist",
-                "tau": 0.5,
-                "selector_lr": selector_lr,
-                "hard": False,
-                "freeze_at": freeze_at,
-                "seed": 0,
-            },
-            "gates": gates,
-            "metrics": {"val_metric": 0.5 + selector_lr / 100},
-            "entropy_records": [{"epoch": freeze_at, "mean": entropy / 4}],
-        }
-
-    runs = GateRuns(
-        record(lr, t, 0.6 if lr == 1.0 else 0.1)
-        for lr in (1.0, 10.0)
-        for t in (0, 1, 2)
-    )
-    found = facts.gate_collapse(runs)
-    assert found["h_slow"] == pytest.approx(0.3) and found["h_fast"] == pytest.approx(
-        0.05
-    )
-    assert (found["fast_rate"], found["t_first"], found["t_last"]) == (10.0, 1, 2)
-    assert found["h_first"] == found["decision_1"] == pytest.approx(0.15)
-    assert found["acc_fast"] == pytest.approx(0.6)
 
 
 def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
@@ -248,43 +163,6 @@ def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
         per_run = read["seconds"].mean()  # what the runs it reads took
         assert row["CPU-hours"] == pytest.approx(row["runs needed"] * per_run / 3600)
         assert row["budgets"] == pytest.approx(row["CPU-hours"] * 60 / CPU_BUDGET_MIN)
-    words = facts.resolve_plainly(cost.reset_index())
-    text = getattr(words, "data", words)
-    for claim_id, row in cost.iterrows():
-        assert (
-            f"**{claim_id}** would need about {int(row['seeds needed']):,} seeds"
-            in text
-        )
-    assert "has a verdict" in getattr(facts.resolve_plainly(cost.iloc[:0]), "data", "")
-
-
-def test_plateau_reads_the_chosen_runs_validation_curves() -> None:
-    """Two arms, two rates, two seeds: the rate with the better final validation accuracy
-    is each arm's choice, and only its curves enter the early rise and the late change."""
-
-    def record(name: str, lr: float, seed: int, curve: list[float]) -> dict:
-        return {
-            "run_id": f"{name}-{lr}-{seed}",
-            "config": {"data": "mnist", "normaliser": name, "lr": lr, "seed": seed},
-            "metric": "accuracy",
-            "higher_is_better": True,
-            "metrics": {"val_metric": curve[-1]},
-            "history": [{"val_accuracy": v} for v in curve],
-        }
-
-    records = [
-        record("frozen_ln", 0.1, 0, [0.1, 0.5, 0.7, 0.8, 0.8, 0.81]),
-        record("frozen_ln", 0.1, 1, [0.2, 0.5, 0.7, 0.8, 0.8, 0.79]),
-        record("frozen_ln", 0.01, 0, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
-        record("frozen_ln", 0.01, 1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
-        record("autonorm_s", 0.1, 0, [0.1, 0.2, 0.3, 0.4, 0.5, 0.7]),
-        record("autonorm_s", 0.1, 1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.7]),
-    ]
-    found = facts.plateau(records)
-    assert found["late_epochs"] == 2  # a third of six epochs
-    assert found["early_frozen_ln"] == pytest.approx((0.7 + 0.6) / 2)  # to epoch 4
-    assert found["late_frozen_ln"] == pytest.approx((0.01 - 0.01) / 2)
-    assert found["late_autonorm_s"] == pytest.approx(0.3)  # still rising
 
 
 def test_gate_seeds_held_names_the_cells_run_further() -> None:

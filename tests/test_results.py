@@ -1066,3 +1066,267 @@ def test_a_label_gives_the_fewest_and_most_seeds_a_configuration_ran() -> None:
     widget = results.largest("gate_widget")  # every configuration ran the same seeds
     fewest, most = widget.seed_range()
     assert fewest == most and f", {most} seeds, " in widget.label()
+
+
+# ------------------------------------------- issue 52: a record cannot lie about its config
+
+
+def _relabelled(records: list[dict]) -> list[dict]:
+    """The first record's arm relabelled (its run id kept)."""
+    first = records[0]["config"]
+    first["normaliser"] = "affine_like" if first["normaliser"] == "none" else "none"
+    return records
+
+
+def _widened(records: list[dict]) -> list[dict]:
+    """The first record's width made 2**22 (a re-run would allocate gigabytes)."""
+    records[0]["config"]["width"] = 2**22
+    return records
+
+
+def _rehashed(records: list[dict]) -> list[dict]:
+    """The first record's width made 2**22 and its run id the hash of that config, so the
+    id agrees with the config but is no run of the grid."""
+    from normlab.experiments.grid import run_id
+
+    records[0]["config"]["width"] = 2**22
+    records[0]["run_id"] = run_id(TINY, records[0]["config"])
+    return sorted(records, key=lambda r: r["run_id"])
+
+
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (_relabelled, "its config does not hash to its run id"),
+        (_widened, "its config does not hash to its run id"),
+        (_rehashed, "not in the grid"),
+    ],
+    ids=["arm relabelled", "width 2**22", "re-hashed"],
+)
+def test_a_re_signed_set_with_an_edited_config_is_refused_naming_the_run(
+    copy: results.SavedSet, edit, why: str, capsys
+) -> None:
+    """Digests, table and run count made to agree after the edit: ``load`` and ``verify``
+    still refuse the set, naming the file and the run, and nothing is re-run."""
+    _forge(copy, edit)
+    forged = [json.loads(line) for line in (copy.folder / "runs.jsonl").open()]
+    grid = {r.run_id: r.config for r in experiments.get(TINY).runs("cpu", 3)}
+    wide = next(r["run_id"] for r in forged if grid.get(r["run_id"]) != r["config"])
+    error = _refused(copy.folder, f"^{TINY}/cpu: runs.jsonl: ")
+    assert any(why in p.problem for p in error.problems)
+    outcome = verification.verify(copy, k=3)
+    assert not outcome.ok and outcome.sampled == []
+    assert any(p.where == "runs.jsonl" and wide in str(p) for p in outcome.problems)
+    root = copy.folder.parent.parent
+    assert main(["verify", "--root", str(root)]) == 1
+    assert wide in capsys.readouterr().out
+
+
+def test_the_config_check_holds_on_a_grid_value_moved_to_another_run(
+    copy: results.SavedSet,
+) -> None:
+    """A config that hashes to its id but differs from the grid's point of that id (as no
+    real run could) is named with the setting that differs."""
+    grid = {r.run_id: r.config for r in experiments.get(TINY).runs("cpu", 3)}
+    record = copy.records()[0]
+    forged = {**record, "config": {**record["config"], "lr": 0.5}}
+    own = {record["run_id"]: {**grid[record["run_id"]]}}
+    assert _saved_io._config_problem(TINY, record, own) is None
+    forged["run_id"] = experiments.grid.run_id(TINY, forged["config"])
+    mine = {forged["run_id"]: record["config"]}
+    assert "lr=0.5, the grid gives 0.1" in _saved_io._config_problem(TINY, forged, mine)
+
+
+def test_a_re_signed_thread_count_is_capped(copy: results.SavedSet) -> None:
+    """``torch_threads: 1000000`` re-signed into the manifest: re-runs use at most this
+    machine's CPUs."""
+    manifest = dict(copy.manifest)
+    manifest["hardware"] = {**manifest["hardware"], "torch_threads": 1_000_000}
+    _sign(copy.folder, manifest)
+    forged = results.load(copy.folder)
+    assert verification.rerun_threads(forged) == os.cpu_count()
+    assert verification.rerun_threads(copy) == 1
+
+
+def test_a_budget_is_enforced_on_a_re_run_that_overstays(
+    copy: results.SavedSet, monkeypatch
+) -> None:
+    """A re-run that takes far longer than its record says is stopped at the stated limit
+    (BUDGET_LIMIT times the budget plus BUDGET_GRACE), a problem naming the run."""
+    import time as _time
+
+    monkeypatch.setattr(verification, "BUDGET_GRACE", 0.0)
+    monkeypatch.setattr(verification, "_rerun", lambda *a: _time.sleep(60) or [])
+    started = _time.perf_counter()
+    with _within(20):
+        outcome = verification.verify(copy, k=3, budget=0.2)
+    assert _time.perf_counter() - started < 10
+    assert len(outcome.problems) == 1
+    problem = outcome.problems[0]
+    assert problem.where.startswith(f"re-run of {TINY}-")
+    assert "may take at most 0.6 s" in problem.problem
+
+
+def test_the_scorecard_refuses_a_re_signed_set_with_a_relabelled_arm(
+    claimed_copy: Path, capsys
+) -> None:
+    """batch_size's first record relabelled to another normaliser, every digest re-signed:
+    the scorecard stops with one error naming the set, the file and the run."""
+    saved = results.load(claimed_copy)
+    run = saved.records()[0]["run_id"]
+
+    def relabel(records: list[dict]) -> list[dict]:
+        config = records[0]["config"]
+        config["normaliser"] = "none" if config["normaliser"] != "none" else "layernorm"
+        return records
+
+    _forge(saved, relabel)
+    status, err = _scorecard_cli(claimed_copy.parent.parent, capsys)
+    assert status == 1 and len(err.splitlines()) == 1
+    assert err.startswith("error: batch_size/cpu: runs.jsonl: ") and run in err
+
+
+# ------------------------------------------------ issue 52: a save killed between its writes
+
+
+class _Killed(BaseException):
+    """A kill, as the process would see it: nothing after it runs."""
+
+
+def _killed_at(monkeypatch, step: int, death: BaseException | None = None) -> None:
+    """Make the ``step``-th write or rename of the package's files (counting from 0) die
+    before it happens (by ``death``, a kill unless given)."""
+    from normlab import _io
+
+    seen = {"n": 0}
+
+    def dying(real):
+        def call(*args, **kwargs):
+            if seen["n"] == step:
+                raise death or _Killed(f"killed before step {step}")
+            seen["n"] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(results, "write_text_atomic", dying(_io.write_text_atomic))
+    monkeypatch.setattr(results, "_move", dying(results._move))
+
+
+def _save_tiny(root: Path, seeds: int) -> results.SavedSet:
+    return results.save(
+        _tiny(), RunSettings(profile="cpu", seeds=seeds), root=root, allow_dirty=True
+    )
+
+
+def _metrics(saved: results.SavedSet) -> dict[str, dict]:
+    return {r["run_id"]: r["metrics"] for r in saved.records()}
+
+
+@pytest.fixture(scope="module")
+def extended(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
+    """A two-seed set, and the metrics of the three-seed set that extending it makes."""
+    base = tmp_path_factory.mktemp("two_seeds")
+    _save_tiny(base, 2)
+    whole = tmp_path_factory.mktemp("whole")
+    shutil.copytree(base, whole, dirs_exist_ok=True)
+    return base, _metrics(_save_tiny(whole, 3))
+
+
+@pytest.mark.parametrize("step", range(6))
+def test_a_save_killed_between_any_two_writes_resumes(
+    extended, step: int, tmp_path: Path, monkeypatch
+) -> None:
+    """Extending a two-seed set to three seeds, the save is killed before each of its
+    writes and renames in turn (three files staged, three moved into place): the old
+    set's manifest and records stand until the new manifest is staged, and the same save then completes it with
+    the records of an uninterrupted save."""
+    base, whole = extended
+    root = tmp_path / "root"
+    shutil.copytree(base, root)
+    folder = root / TINY / "cpu"
+    with monkeypatch.context() as patch:
+        _killed_at(patch, step)
+        with pytest.raises(_Killed):
+            _save_tiny(root, 3)
+    if not (folder / results.STAGING / "manifest.json").exists():
+        # not committed: the old manifest and runs.jsonl stand (results.csv is the
+        # runner's to rewrite while a save is under way)
+        assert _saved_io.previous_manifest(folder)["runs"] == 4
+    if (folder / results.STAGING).exists():
+        with pytest.raises(results.SetError) as caught:
+            results.load(folder)
+        assert any(
+            "run the same save again" in p.problem for p in caught.value.problems
+        )
+    resumed = _save_tiny(root, 3)
+    assert _metrics(resumed) == whole
+    assert not (folder / results.STAGING).exists()
+    assert results.load(folder).runs == 6
+
+
+# ------------------------------------------------- issue 52: the reader's own results folder
+
+
+def test_a_broken_set_in_the_readers_folder_is_named_and_skipped(
+    made: results.SavedSet, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The reader's own set fails its checks: it is skipped with a warning naming its
+    folder, and the shipped set of the same name is read (a broken shipped set raises)."""
+    mine, shipped = tmp_path / "mine", tmp_path / "shipped"
+    monkeypatch.setattr(results, "shipped_root", lambda: shipped)
+    monkeypatch.setenv(results.RESULTS_ENV, str(mine))
+    shutil.copytree(made.folder, shipped / TINY / "cpu")
+    shutil.copytree(made.folder, mine / TINY / "cpu")
+    broken = mine / TINY / "cpu"
+    (broken / "results.csv").write_text("run_id\n")
+    with pytest.warns(results.SkippedSetWarning, match=re.escape(str(broken))) as seen:
+        assert results.largest(TINY).folder == shipped / TINY / "cpu"
+    assert "results.csv: edited since the set was made" in str(seen[0].message)
+    (shipped / TINY / "cpu" / "results.csv").write_text("run_id\n")
+    with pytest.raises(results.SetError), pytest.warns(results.SkippedSetWarning):
+        results.saved_sets(TINY)
+
+
+def test_which_of_two_sets_of_one_name_is_read_is_printed(
+    made: results.SavedSet, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    mine, shipped = tmp_path / "mine", tmp_path / "shipped"
+    monkeypatch.setattr(results, "shipped_root", lambda: shipped)
+    monkeypatch.setenv(results.RESULTS_ENV, str(mine))
+    shutil.copytree(made.folder, shipped / TINY / "cpu")
+    results.largest(TINY)
+    assert capsys.readouterr().err == ""  # one set of that name: nothing to say
+    shutil.copytree(made.folder, mine / TINY / "cpu")
+    assert results.largest(TINY).folder == mine / TINY / "cpu"
+    err = capsys.readouterr().err
+    assert f"{TINY}/cpu: reading your set in {mine / TINY / 'cpu'}" in err
+    assert f"not the one of the same name in {shipped / TINY / 'cpu'}" in err
+
+
+def test_the_scorecard_of_an_empty_root_is_an_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["scorecard", "--root", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --root ") and "holds no saved sets" in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_a_save_stopped_by_a_full_disk_resumes(
+    extended, step: int, tmp_path: Path, monkeypatch
+) -> None:
+    """The disk fills between two of the staged writes: the save fails with the OS's
+    error, the old set stands, and the same save completes it once there is room."""
+    import errno
+
+    base, whole = extended
+    root = tmp_path / "root"
+    shutil.copytree(base, root)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    with monkeypatch.context() as patch:
+        _killed_at(patch, step, full)
+        with pytest.raises(OSError, match="No space left"):
+            _save_tiny(root, 3)
+    assert _saved_io.previous_manifest(root / TINY / "cpu")["runs"] == 4
+    assert _metrics(_save_tiny(root, 3)) == whole

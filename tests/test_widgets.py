@@ -258,8 +258,11 @@ def test_the_saved_widget_grid_has_a_rate_that_collapses_and_one_that_does_not()
     assert len({t for t in runs["freeze_at"] if t}) >= 3
 
 
-def test_the_grid_sentences_name_the_rates_that_stay_undecided_and_collapse() -> None:
-    from normlab import facts
+def test_the_grid_table_names_the_rates_that_stay_undecided_and_collapse() -> None:
+    """chapter 10's grid table (normlab.chapters.ch10): frozen runs left out, each
+    setting averaged over every other, its gates undecided above 0.3 nats and collapsed
+    below eps_H."""
+    from normlab.chapters import ch10
 
     rows = [
         dict(selector_lr=r, tau=t, hard=h, seed=s, freeze_at=f, final_entropy=e)
@@ -272,16 +275,20 @@ def test_the_grid_sentences_name_the_rates_that_stay_undecided_and_collapse() ->
     frame = pd.DataFrame(rows)
     frame.loc[frame["freeze_at"] == 3, "final_entropy"] = 0.69  # frozen: left out
     frame.loc[frame["hard"], "final_entropy"] += 0.1
-    frame.loc[frame["tau"] == 2.0, "final_entropy"] += 0.01  # too little to name
-    grid = facts.widget_grid(frame)
+    frame.loc[frame["tau"] == 2.0, "final_entropy"] += 0.01
+    grid = ch10.widget_grid(frame)
     assert grid["rate_undecided"] == 0.1 and grid["rate_collapsed"] == 10.0
     assert grid["h_undecided"] == pytest.approx(0.6 + 0.05 + 0.005)
     assert grid["unfrozen"] == 36 and grid["seeds"] == 3
-    words = str(grid["rate_words"].data)
-    assert "×0.1 keeps the gates undecided" in words
-    assert "×10 lets them collapse" in words
-    assert "hard gates end less decided" in str(grid["gate_words"].data)
-    assert "either way" in str(grid["tau_words"].data)
+    table = ch10.grid_table(frame).set_index("setting")
+    assert table.loc["selector rate ×0.1", "gates end"] == "undecided"
+    assert table.loc["selector rate ×10", "gates end"] == "collapsed"
+    assert table.loc["hard gate", "final entropy"] == pytest.approx(
+        table.loc["soft gate", "final entropy"] + 0.1
+    )
+    assert (table["runs"] == [12, 12, 12, 18, 18, 18, 18]).all()
+    text = str(getattr(ch10.finding(frame), "data", ch10.finding(frame)))
+    assert "×0.1" in text and "×10" in text
     frame["final_entropy"] = 0.2
-    flat = str(facts.widget_grid(frame)["rate_words"].data)
-    assert "no rate keeps the gates undecided" in flat and "no rate lets them" in flat
+    flat = str(getattr(ch10.finding(frame), "data", ch10.finding(frame)))
+    assert "no rate both leaves them undecided" in flat

@@ -404,13 +404,18 @@ def _check_out_file(out: str) -> None:
 
 
 def _check_root(root: str | None) -> None:
-    """A ValueError naming ``--root`` unless it is None or an existing folder."""
+    """A ValueError naming ``--root`` unless it is None or a folder holding saved sets."""
     from pathlib import Path
 
     if root is not None and not Path(root).is_dir():
         raise ValueError(
             f"--root {root!r} is not a folder; expected a saved-results folder (by default "
             "the package's saved/)"
+        )
+    if root is not None and not any(Path(root).glob("*/*/manifest.json")):
+        raise ValueError(
+            f"--root {root!r} holds no saved sets (<experiment>/<profile>/manifest.json); "
+            "expected a saved-results folder (by default the package's saved/)"
         )
 
 

@@ -36,6 +36,7 @@ from ._records import RUN_ID, RecordError, loads, parse
 from ._runtime import PROFILES
 from .analysis.runs import records_table
 from .experiments import get as get_experiment
+from .experiments.grid import run_id as _run_id
 from .experiments.runner import MANIFEST, PACKED
 
 TABLE = "results.csv"
@@ -43,6 +44,10 @@ TABLE = "results.csv"
 FORMAT = 3
 #: The most seeds a manifest may declare, checked before its grid is built.
 MAX_SEEDS = 1000
+#: The folder inside a set where a save stages its three new files before moving them into
+#: place (:func:`normlab.results.finish_pending`); present only while a save runs or after
+#: one stopped part-way.
+STAGING = ".pack-new"
 #: The largest file of each name a set may hold (the shipped sets' are a few MB at most).
 LIMITS = {MANIFEST: 8 << 20, PACKED: 64 << 20, TABLE: 16 << 20}
 
@@ -385,6 +390,53 @@ def _check_records(
     return records
 
 
+def _canonical(config: Any) -> str:
+    """``config`` as the sorted JSON its run id hashes (:func:`~normlab.experiments.grid.run_id`)."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _config_problem(
+    experiment: str, record: dict[str, Any], grid: dict[str, dict[str, Any]]
+) -> str | None:
+    """Why ``record``'s config is not the one its run id names in its grid, or None: a
+    config edited after the run (an arm relabelled, a width or target changed) no longer
+    hashes to its id, and one re-hashed to a new id is not a point of the grid."""
+    run, config = record["run_id"], record["config"]
+    if _run_id(experiment, config) != run:
+        return f"{run}: its config does not hash to its run id (edited after the run)"
+    own = grid.get(run)
+    if own is None:
+        return None  # a run outside the grid: _check_grid names it
+    differ = sorted(
+        k
+        for k in set(own) | set(config)
+        if _canonical(own.get(k)) != _canonical(config.get(k))
+    )
+    if differ:
+        key = differ[0]
+        return (
+            f"{run}: its config is not its grid's ({key}={config.get(key)!r}, the grid "
+            f"gives {own.get(key)!r})"
+        )
+    return None
+
+
+def _check_configs(
+    m: dict[str, Any], records: list[dict[str, Any]], problems: list[Mismatch]
+) -> None:
+    """A problem for each record whose config is not the grid's run of its id (so no
+    statistic and no re-run reads a config the grid did not make)."""
+    try:
+        runs = get_experiment(m["experiment"]).runs(m["profile"], m["seeds"])
+    except ValueError:
+        return  # _check_grid names the manifest's problem
+    grid = {r.run_id: r.config for r in runs}
+    for record in records:
+        problem = _config_problem(m["experiment"], record, grid)
+        if problem:
+            problems.append(Mismatch(PACKED, problem))
+
+
 def _check_grid(
     m: dict[str, Any], ids: list[str], problems: list[Mismatch]
 ) -> Mismatch | None:
@@ -475,6 +527,7 @@ def _examine(folder: Path, raw: dict[str, bytes]) -> _Checked:
     ]
     records = _check_records(raw[PACKED], m, problems)
     missing = _check_grid(m, [r["run_id"] for r in records], problems)
+    _check_configs(m, records, problems)
     problems += _check_table(raw[TABLE], records)
     return _Checked(m, records, problems, missing)
 
@@ -511,7 +564,7 @@ def open_set(folder: str | Path, *, partial: bool = False) -> Opened:
     folder, name = _located(folder)
     raw, refused = _read_all(folder)
     if refused:
-        raise SetError(name, refused)
+        raise SetError(name, refused + _interrupted(folder))
     key = (str(folder), *(sha(raw[f]) for f in LIMITS))
     records = None
     if key in _SOUND:
@@ -520,7 +573,7 @@ def open_set(folder: str | Path, *, partial: bool = False) -> Opened:
     else:
         found = _examine(folder, raw)
         if found.problems or found.manifest is None:
-            raise SetError(name, found.every())
+            raise SetError(name, found.every() + _interrupted(folder))
         manifest, records, missing = found.manifest, found.records, found.missing
         _SOUND[key] = missing
     if missing is not None and not partial:
@@ -528,13 +581,27 @@ def open_set(folder: str | Path, *, partial: bool = False) -> Opened:
     return Opened(folder, manifest, raw[PACKED], raw[TABLE], records)
 
 
+def _interrupted(folder: Path) -> list[Mismatch]:
+    """A problem saying that a save stopped part-way, when its staging is in ``folder``."""
+    if not os.path.lexists(folder / STAGING):
+        return []
+    return [
+        Mismatch(
+            STAGING,
+            "a save stopped part-way through replacing the set's files; run the same "
+            "save again to finish it",
+        )
+    ]
+
+
 def problems(folder: str | Path) -> list[Mismatch]:
     """Every problem of the set in ``folder``, checked afresh (none when it is sound)."""
     folder, _ = _located(folder)
     raw, refused = _read_all(folder)
     if refused:
-        return refused
-    return _examine(folder, raw).every()
+        return refused + _interrupted(folder)
+    found = _examine(folder, raw).every()
+    return found + _interrupted(folder) if found else found
 
 
 def parse_packed(packed: bytes) -> list[dict[str, Any]]:

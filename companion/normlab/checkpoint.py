@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import random
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_NAME",
     "CheckpointError",
+    "MAX_CHECKPOINT_BYTES",
     "REQUIRED_KEYS",
     "load",
     "model_signature",
@@ -64,6 +67,26 @@ REQUIRED_KEYS: tuple[str, ...] = (
     "stopped",
 )
 _RNG_KEYS: tuple[str, ...] = ("torch", "cuda", "shuffle", "python", "numpy")
+#: The largest checkpoint :func:`load` reads (the book's models' are a few MB; a paper-profile
+#: ViT's with its Adam state some hundreds): a larger file is refused before it is read.
+MAX_CHECKPOINT_BYTES = 4 << 30
+#: The type of each of :data:`REQUIRED_KEYS`, checked before a resume uses any of them.
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "format": int,
+    "signature": list,
+    "run_config": dict,
+    "model": dict,
+    "optimizer": dict,
+    "scheduler": dict,
+    "rng": dict,
+    "callbacks": list,
+    "history": list,
+    "epoch": int,
+    "step": int,
+    "stopped": bool,
+}
+# O_NOFOLLOW: no link is followed; O_NONBLOCK: a named pipe does not block the open.
+_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _MAGIC = b"normlab checkpoint "
 
 
@@ -142,7 +165,7 @@ def resume(
             digest differs), lacks a required key, or was written by another model or by a
             run whose record differs from ``run_record``.
     """
-    if not path.exists():
+    if not os.path.lexists(path):
         return False
     payload = load(path)
     _check_compatible(payload, path, model_signature(state.model), run_record)
@@ -209,20 +232,80 @@ def _refuse(path: Path, why: str) -> CheckpointError:
     )
 
 
+def _read(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file (not a link, pipe or device) of at most
+    :data:`MAX_CHECKPOINT_BYTES`, by a bounded read: no file can hang or exhaust memory."""
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as err:
+        why = "it is a symbolic link" if os.path.islink(path) else err.strerror or err
+        raise _refuse(path, f"it cannot be read: {why}") from err
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _refuse(
+                path, "it is not a regular file (a pipe, a device or a folder)"
+            )
+        if info.st_size > MAX_CHECKPOINT_BYTES:
+            raise _refuse(path, f"it is larger than {MAX_CHECKPOINT_BYTES >> 30} GiB")
+        chunks, left = [], MAX_CHECKPOINT_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as err:
+        raise _refuse(path, f"it cannot be read: {err.strerror or err}") from err
+    finally:
+        os.close(fd)
+    if left <= 0:
+        raise _refuse(
+            path, f"it grew past {MAX_CHECKPOINT_BYTES >> 30} GiB as it was read"
+        )
+    return b"".join(chunks)
+
+
+def _pairs(value: Any, first: type, second: tuple[type, ...]) -> bool:
+    """Whether ``value`` is a list of ``[first, second]`` pairs."""
+    return isinstance(value, list) and all(
+        isinstance(p, (list, tuple))
+        and len(p) == 2
+        and isinstance(p[0], first)
+        and isinstance(p[1], second)
+        for p in value
+    )
+
+
+def _wrong_types(payload: dict[Any, Any]) -> list[str]:
+    """The keys of ``payload`` whose values are not of their :data:`_TYPES`."""
+    wrong = [
+        k
+        for k, kind in _TYPES.items()
+        if not isinstance(payload[k], kind)
+        or (kind is int and isinstance(payload[k], bool))
+    ]
+    if "signature" not in wrong and not _pairs(
+        payload["signature"], str, (list, type(None))
+    ):
+        wrong.append("signature (not [name, shape] pairs)")
+    if "callbacks" not in wrong and not _pairs(payload["callbacks"], str, (dict,)):
+        wrong.append("callbacks (not [name, state] pairs)")
+    history = payload["history"]
+    if "history" not in wrong and not all(isinstance(h, dict) for h in history):
+        wrong.append("history (not a list of dicts)")
+    return wrong
+
+
 def load(path: str | Path) -> dict[str, Any]:
     """The state saved in checkpoint ``path``, once its digest and keys are checked.
 
     Raises:
-        CheckpointError: naming ``path``, when it cannot be read, has no normlab checkpoint
+        CheckpointError: naming ``path``, when it is not a regular file within
+            :data:`MAX_CHECKPOINT_BYTES` (a link, a pipe, a device), cannot be read, has no normlab checkpoint
             header (damaged, truncated, written by another program or by normlab before
             format 2), holds bytes whose SHA-256 differs from the digest saved with them, or
-            lacks any of :data:`REQUIRED_KEYS`.
+            lacks any of :data:`REQUIRED_KEYS` or holds one of another type.
     """
     path = Path(path)
-    try:
-        blob = path.read_bytes()
-    except OSError as err:
-        raise _refuse(path, f"it cannot be read: {err.strerror or err}") from err
+    blob = _read(path)
     first, _, rest = blob.partition(b"\n")
     second, _, body = rest.partition(b"\n")
     if first != b"%s%d" % (_MAGIC, CHECKPOINT_FORMAT) or not second.startswith(
@@ -260,6 +343,9 @@ def load(path: str | Path) -> dict[str, Any]:
         missing.append("rng (not a dict)")
     if missing:
         raise _refuse(path, f"it lacks {', '.join(missing)}")
+    wrong = _wrong_types(payload)
+    if wrong:
+        raise _refuse(path, f"wrong type for {', '.join(wrong)}")
     if payload["format"] != CHECKPOINT_FORMAT:
         raise _refuse(
             path,

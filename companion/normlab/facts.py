@@ -7,20 +7,20 @@ of findings, IPython ``Markdown`` for ``{glue:md}``), keyed by the name the chap
 under after its own prefix (``ch11_`` + ``gap_default``), and a table where the chapter
 shows the one the numbers come from.
 
-- chapter 10: :func:`temperature`, :func:`gate_collapse`, :func:`widget_grid`;
 - chapters 11 and 12: :func:`power_table`, :func:`gate_diagnostics`;
 - chapter 11: :func:`plainly`, :func:`mechanism` (the mechanism sweep),
   :func:`mechanism_selector` (its selector rates);
 - chapter 12: :func:`freeze_decisions`, :func:`freeze_effect`, :func:`freeze_plainly`,
-  :func:`lead_over_frozen_ln`;
-- chapters 13-15: :func:`schedule`, :func:`verdict`, :func:`means`,
-  :func:`resolve_cost`, :func:`resolve_plainly`, :func:`plateau`;
-- chapter 13: :func:`freezing_on_off`; chapter 15: :func:`rate_sensitivity`.
+  :func:`lead_over_frozen_ln`, :func:`verdict`;
+- every chapter with a plan: :func:`plan_cost`, :func:`plan_plainly`, and
+  :func:`resolve_cost` (which :mod:`normlab.chapters.part2` reads for chapters 13-15).
+
+Chapters 9, 10 and 13-15 take their numbers from their own modules in
+:mod:`normlab.chapters`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -30,7 +30,6 @@ import pandas as pd
 from . import claims
 from .data.sources import served_by, title
 from .experiments import gate_study as gs
-from .experiments import part2_tasks as tasks
 from .names import display_name
 from .paper import EPS_H
 
@@ -38,26 +37,17 @@ __all__ = [
     "freeze_decisions",
     "freeze_effect",
     "freeze_plainly",
-    "freezing_on_off",
-    "gate_collapse",
     "gate_diagnostics",
     "gate_seeds_held",
     "lead_over_frozen_ln",
-    "means",
     "mechanism",
     "mechanism_selector",
     "plainly",
-    "plateau",
     "power_table",
-    "rate_sensitivity",
     "plan_cost",
     "plan_plainly",
     "resolve_cost",
-    "resolve_plainly",
-    "schedule",
-    "temperature",
     "verdict",
-    "widget_grid",
 ]
 
 
@@ -68,152 +58,6 @@ def _markdown(text: str) -> Any:
     except ImportError:  # pragma: no cover - IPython comes with every notebook
         return text
     return Markdown(text)
-
-
-# ------------------------------------------------------------------------ chapter 10
-
-
-def temperature(
-    table: pd.DataFrame,
-    soft_means: pd.DataFrame,
-    exact: float,
-    tau: float = 0.5,
-    small: float = 0.1,
-) -> dict[str, float]:
-    """At temperature ``tau``: the gradient estimate's mean relative to the ``exact``
-    gradient, minus 1 (``grad_bias``); how many times its variance at ``small`` is
-    (``var_ratio``); and the soft sample's relative bias (``soft_bias``).
-
-    ``table`` has columns ``tau``, ``mean grad`` and ``variance (trace)``; ``soft_means``
-    columns ``tau`` and ``relative bias vs p1``.
-    """
-    by_tau = table.set_index("tau")
-    return {
-        "grad_bias": float(by_tau.loc[tau, "mean grad"] / exact - 1),
-        "var_ratio": float(
-            by_tau.loc[small, "variance (trace)"] / by_tau.loc[tau, "variance (trace)"]
-        ),
-        "soft_bias": float(soft_means.set_index("tau").loc[tau, "relative bias vs p1"]),
-    }
-
-
-def _final_entropy(shown: Any) -> float:
-    """The mean over layers of the gates' entropy at the last epoch of a shown run."""
-    gates = shown.record["gates"]
-    last = [g["entropy"] for g in gates if g["epoch"] == gates[-1]["epoch"]]
-    return float(sum(last) / len({g["layer"] for g in gates}))
-
-
-def gate_collapse(runs: Any) -> dict[str, float]:
-    """Chapter 10's walk through the widget's runs (a :class:`normlab.widgets.GateRuns`):
-    the mean final gate entropy and validation accuracy at the backbone's selector rate
-    (``h_slow``, ``acc_slow``) and at the collapse rate (``h_fast``, ``acc_fast``,
-    ``fast_rate``), the entropy at the grid's slowest rate (``h_slowest``,
-    ``slowest_rate``: the backbone's where it has no slower one); and AutoNorm-S's decision entropy at each freeze epoch
-    (``decision_<T>``), the first and last (``t_first``, ``h_first``, ``t_last``,
-    ``h_last``)."""
-    from .widgets import collapse_setting
-
-    collapse = collapse_setting(runs)
-    slow = runs.select(dataclasses.replace(collapse, selector_lr=1.0))
-    fast = runs.select(collapse)
-    slowest_rate = runs.values("selector_lr")[0]
-    slowest = runs.select(dataclasses.replace(collapse, selector_lr=slowest_rate))
-    decisions = {
-        t: runs.select(
-            dataclasses.replace(collapse, selector_lr=1.0, freezing=True, t_freeze=t)
-        ).decision_entropy
-        for t in runs.values("freeze_at")
-        if t
-    }
-    first, last = min(decisions), max(decisions)
-    return {
-        "h_slow": _final_entropy(slow),
-        "h_fast": _final_entropy(fast),
-        "h_slowest": _final_entropy(slowest),
-        "slowest_rate": float(slowest_rate),
-        "fast_rate": float(collapse.selector_lr),
-        "acc_slow": float(slow.record["metrics"]["val_metric"]),
-        "acc_fast": float(fast.record["metrics"]["val_metric"]),
-        **{f"decision_{t}": float(h) for t, h in decisions.items()},
-        "t_first": first,
-        "t_last": last,
-        "h_first": float(decisions[first]),
-        "h_last": float(decisions[last]),
-    }
-
-
-def _entropy_by(unfrozen: pd.DataFrame, axis: str) -> pd.Series:
-    return unfrozen.groupby(axis)["final_entropy"].mean().sort_index()
-
-
-#: Mean final entropies closer than this (nats) count as about the same in chapter 10's
-#: sentences: a tenth of the gap between the undecided and the collapsed rates there.
-_SAME_ENTROPY = 0.05
-
-
-def _contrast_words(by: pd.Series, names: Mapping[Any, str], what: str) -> str:
-    """Two settings' mean final entropies in a sentence, the higher one named where they
-    differ by :data:`_SAME_ENTROPY` or more."""
-    if len(by) < 2:
-        return ""
-    (low_key, low), (high_key, high) = list(by.items())[0], list(by.items())[-1]
-    numbers = (
-        f"{what}: {low:.3f} nats with {names[low_key]} against {high:.3f} with "
-        f"{names[high_key]}"
-    )
-    if abs(high - low) < _SAME_ENTROPY:
-        return f"{numbers}, about as decided either way."
-    more = names[high_key] if high > low else names[low_key]
-    return f"{numbers}, so {more} gates end less decided on average."
-
-
-def widget_grid(runs: pd.DataFrame) -> dict[str, Any]:
-    """Chapter 10's widget grid as a whole: the unfrozen runs (``freeze_at`` 0) of a table
-    with ``selector_lr``, ``tau``, ``hard``, ``seed`` and ``final_entropy`` (the mean gate
-    entropy at the last epoch), over every task, tau, gate and seed. The selector rate
-    whose mean final entropy is highest (``rate_undecided``, ``h_undecided``) and lowest
-    (``rate_collapsed``, ``h_collapsed``), ``seeds`` and ``unfrozen`` (runs averaged);
-    ``rate_words`` (every rate's mean, and which stay above 0.3 nats and fall below 0.1),
-    ``tau_words`` and ``gate_words`` (the same mean per temperature and per soft or hard
-    gate, where the grid has several)."""
-    unfrozen = runs[runs["freeze_at"] == 0]
-    by_rate = _entropy_by(unfrozen, "selector_lr")
-    above = [f"×{r:g}" for r, h in by_rate.items() if h > 0.3]
-    below = [f"×{r:g}" for r, h in by_rate.items() if h < 0.1]
-    listed = ", ".join(f"{h:.3f} nats at ×{r:g}" for r, h in by_rate.items())
-    split = (
-        f"{' and '.join(above) if above else 'no rate'} "
-        f"{'keep' if len(above) > 1 else 'keeps'} the gates undecided (above 0.3 nats)"
-        f", {' and '.join(below) if below else 'no rate'} "
-        f"{'let' if len(below) > 1 else 'lets'} them collapse (below 0.1)"
-    )
-    taus = _entropy_by(unfrozen, "tau")
-    gates = _entropy_by(unfrozen.assign(hard=unfrozen["hard"].astype(bool)), "hard")
-    return {
-        "rate_undecided": float(by_rate.idxmax()),
-        "h_undecided": float(by_rate.max()),
-        "rate_collapsed": float(by_rate.idxmin()),
-        "h_collapsed": float(by_rate.min()),
-        "seeds": int(unfrozen["seed"].nunique()),
-        "unfrozen": len(unfrozen),
-        "rate_words": _markdown(
-            f"Over all {len(unfrozen)} unfrozen runs of the grid (every task, τ, gate and "
-            f"seed), the mean final gate entropy is {listed}: {split}."
-        ),
-        "tau_words": _markdown(
-            _contrast_words(
-                taus,
-                {t: f"τ = {t:g}" for t in taus.index},
-                "Averaged the same way, by τ",
-            )
-        ),
-        "gate_words": _markdown(
-            _contrast_words(
-                gates, {False: "soft", True: "hard"}, "By soft against hard gates"
-            )
-        ),
-    }
 
 
 # ------------------------------------------------------------------------ chapter 11
@@ -825,23 +669,7 @@ def lead_over_frozen_ln(runs: pd.DataFrame, t_freeze: int) -> dict[str, float]:
     return found
 
 
-# -------------------------------------------------------------------- chapters 13-15
-
-
-def schedule(runs: pd.DataFrame) -> dict[str, float]:
-    """A saved Part II set's training schedule, from its results table: ``depth`` (when
-    recorded), ``epochs``, the median optimiser ``steps`` a run, AutoNorm-S's decision
-    epoch ``t_freeze`` and its share of the training, ``t_freeze_share``."""
-    first = runs.iloc[0]
-    found: dict[str, float] = {
-        "epochs": int(first["epochs"]),
-        "steps": int(runs["steps"].median()),
-        "t_freeze": int(first["t_freeze"]),
-        "t_freeze_share": float(first["t_freeze"] / first["epochs"]),
-    }
-    if "depth" in runs:
-        found["depth"] = int(first["depth"])
-    return found
+# ------------------------------------------------------- verdicts and what resolves them
 
 
 def verdict(claim_id: str, no_note: str = "") -> dict[str, Any]:
@@ -860,127 +688,6 @@ def verdict(claim_id: str, no_note: str = "") -> dict[str, Any]:
         found["half"] = float(effect.half)
         found["note"] = _markdown(outcome.notes.get(label, no_note))
     return found
-
-
-def plateau(records: Iterable[Mapping[str, Any]], share: float = 1 / 3) -> dict:
-    """Whether a saved set's runs had levelled off: per normaliser at its rate chosen on
-    validation, the mean over seeds of the validation metric's change over the last
-    ``share`` of the epochs (``late_<normaliser>``) and over the rest (``early_<...>``),
-    and ``late_epochs``, the epochs that the last share spans."""
-    records = list(records)
-    table = pd.DataFrame(
-        [
-            {
-                "run_id": r["run_id"],
-                "data": r["config"]["data"],
-                "normaliser": r["config"]["normaliser"],
-                "lr": r["config"]["lr"],
-                "seed": r["config"]["seed"],
-                "val_metric": r["metrics"]["val_metric"],
-                "higher_is_better": r["higher_is_better"],
-            }
-            for r in records
-        ]
-    )
-    chosen = set(tasks.at_chosen_lr(table)["run_id"])
-    epochs = len(records[0]["history"])
-    late = max(1, round(epochs * share))
-    found: dict[str, float] = {"late_epochs": late}
-    changes: dict[str, list[tuple[float, float]]] = {}
-    for r in records:
-        if r["run_id"] not in chosen:
-            continue
-        curve = [row[f"val_{r['metric']}"] for row in r["history"]]
-        split = curve[-late - 1]
-        changes.setdefault(r["config"]["normaliser"], []).append(
-            (split - curve[0], curve[-1] - split)
-        )
-    for name, pairs in changes.items():
-        found[f"early_{name}"] = float(sum(p[0] for p in pairs) / len(pairs))
-        found[f"late_{name}"] = float(sum(p[1] for p in pairs) / len(pairs))
-    return found
-
-
-def means(table: pd.DataFrame, keys: Iterable[str], value: str = "mean") -> dict:
-    """``value`` per row of a summary ``table``, keyed by its ``keys`` columns joined with
-    ``_`` (``ptb_pos_frozen_ln``)."""
-    keys = list(keys)
-    return {
-        "_".join(str(row[k]) for k in keys): float(row[value])
-        for _, row in table.iterrows()
-    }
-
-
-def freezing_on_off(
-    language: Any, gates: Any, names: Mapping[str, str] | None = None
-) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Chapter 13's freezing on against off on the saved sets: AutoNorm-S (the language
-    set ``language``) minus the never-frozen AutoNorm (the gates set ``gates``) at the
-    gates' learning rate, paired by seed, per language task; with the share of seeds
-    whose gates AutoNorm-S froze and the mean entropy at T_freeze. Returns the table (a
-    row per task) and the facts ``froze_<task>``, ``freeze_<task>`` and
-    ``freeze_half_<task>``."""
-    runs, gate_runs = language.results, gates.results
-    lr = float(gate_runs["lr"].iloc[0])
-    decided = pd.DataFrame(
-        [
-            {
-                "data": r["config"]["data"],
-                "froze": bool(r["frozen"]),
-                "entropy": r["entropy_records"][-1]["mean"],
-            }
-            for r in language.records()
-            if r["config"]["normaliser"] == "autonorm_s" and r["config"]["lr"] == lr
-        ]
-    )
-    rows, found = [], {}
-    for task in ("ptb_pos", "sst2"):
-        on = runs[
-            (runs["data"] == task)
-            & (runs["normaliser"] == "autonorm_s")
-            & (runs["lr"] == lr)
-        ]
-        off = gate_runs[gate_runs["data"] == task]
-        test = tasks.paired_test(
-            tasks.by_seed(on, "test_metric"), tasks.by_seed(off, "test_metric")
-        )
-        mine = decided[decided["data"] == task]
-        share = float(mine["froze"].mean())
-        found |= {
-            f"froze_{task}": share,
-            f"freeze_{task}": test.mean,
-            f"freeze_half_{task}": test.ci.half,
-        }
-        rows.append(
-            {
-                "data": task,
-                "entropy at T_freeze": float(mine["entropy"].mean()),
-                "froze": share,
-                "on minus off": test.mean,
-                "low": test.low,
-                "high": test.high,
-                "n": test.n,
-            }
-        )
-    return pd.DataFrame(rows), found
-
-
-def rate_sensitivity(results: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Chapter 15's sensitivity to the learning rate: mean clean validation accuracy and
-    drop under corruption per normaliser and rate, and the facts ``drop_spread`` (the
-    largest range of the drop over one method's rates) and ``second_val`` (the clean
-    validation accuracy every method reaches at two rates or more)."""
-    by_rate = results.assign(
-        drop=results["test_metric"] - results["mean_corruption_accuracy"]
-    ).pivot_table(
-        index="normaliser", columns="lr", values=["val_metric", "drop"], aggfunc="mean"
-    )
-    drop = by_rate["drop"]
-    second = by_rate["val_metric"].apply(lambda r: r.nlargest(2).iloc[-1], axis=1)
-    return by_rate, {
-        "drop_spread": float((drop.max(axis=1) - drop.min(axis=1)).max()),
-        "second_val": float(second.min()),
-    }
 
 
 def _claim_runs(claim_id: str, outcome: Any, table: pd.DataFrame) -> pd.DataFrame:
@@ -1186,48 +893,3 @@ def plan_plainly(cost: pd.DataFrame, whole: int | None = None) -> Any:
         )
         sentences.append(words + ".")
     return _markdown(f"The plans, computed {pilot}: " + " ".join(sentences))
-
-
-def resolve_plainly(cost: pd.DataFrame) -> Any:
-    """:func:`resolve_cost`'s table in sentences (Markdown for ``{glue:md}``): per
-    inconclusive claim, the seeds and test items that would resolve it and the CPU time
-    the seeds would take against a chapter's CPU budget."""
-    from .experiments.costs import CPU_BUDGET_MIN
-
-    if cost.empty:
-        return _markdown("Every claim of this chapter has a verdict on its saved set.")
-    sentences = []
-    for values in cost.to_dict("records"):
-        seeds, held = values["seeds needed"], values["seeds"]
-        if pd.isna(seeds):
-            needs = f"more seeds than the plan can count (the set has {held})"
-        elif seeds <= held:
-            needs = (
-                f"about {int(seeds):,} seeds, which the set has ({held}): at this spread "
-                "they resolve an effect of the margin's size with 80 % power, and this "
-                "estimate fell where neither side is excluded, so a fresh set of as many "
-                "seeds, or a few more, would settle it"
-            )
-        else:
-            needs = f"about {int(seeds):,} seeds (the set has {held})"
-        items, tested = values["test items needed"], values["test items"]
-        if pd.notna(items):
-            needs += (
-                f" and a test set of about {int(items):,} items (it has {int(tested):,}): "
-                "its test split is too small for any number of seeds"
-            )
-        if pd.notna(values["CPU-hours"]):
-            share = values["budgets"]
-            fits = (
-                "within a chapter's CPU budget"
-                if share <= 1
-                else f"{share:.1f} times a chapter's CPU budget of "
-                f"{CPU_BUDGET_MIN:.0f} CPU-minutes"
-            )
-            needs += (
-                f"; a set of that many seeds (the pilot's at every rate, the rest at "
-                f"the rates it chose) is {int(values['runs needed']):,} runs, about "
-                f"{values['CPU-hours']:.1f} CPU-hours at the saved set's pace, {fits}"
-            )
-        sentences.append(f"**{values['id']}** would need {needs}.")
-    return _markdown(" ".join(sentences))

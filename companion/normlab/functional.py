@@ -522,13 +522,47 @@ def patch_norm_conv2d(
     the floor, a positive finite number).
 
     Zero padding, as :func:`torch.nn.functional.conv2d`; see
-    :class:`~normlab.layers.PatchNormConv2d`.
+    :class:`~normlab.layers.PatchNormConv2d`. Float16 is computed in float32 and the
+    result cast back (a patch's small values would underflow beside one large pixel).
     """
     one_of("mode", mode, PATCHNORM_MODES)
     positive_number("eps", eps)
+    if x.dtype == torch.float16:
+        return _patch_norm_in_float32(
+            x, weight, bias, stride, padding, dilation, mode, eps
+        )
     if _composite(x) or isinstance(padding, str):
         return _patch_terms(x, weight, bias, (stride, padding, dilation), mode, eps)[-1]
     return _PatchNormConv2d.apply(x, weight, bias, stride, padding, dilation, mode, eps)
+
+
+def _patch_norm_in_float32(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    stride: Pair,
+    padding: Pair | str,
+    dilation: Pair,
+    mode: str,
+    eps: float,
+) -> Tensor:
+    """:func:`patch_norm_conv2d` of float16 tensors, computed in float32 (autocast off) and
+    cast back. Unlike a linear layer's sample, a patch need not hold the image's largest
+    value: at the image's power-of-two scale a patch far from one pixel of 8192 holds
+    values near 2**-14, whose squares underflow float16 to a zero norm (and 0 / 0)."""
+    wide = torch.float32
+    with torch.autocast(x.device.type, enabled=False):
+        out = patch_norm_conv2d(
+            x.to(wide),
+            weight.to(wide),
+            None if bias is None else bias.to(wide),
+            stride,
+            padding,
+            dilation,
+            mode=mode,
+            eps=eps,
+        )
+    return out.to(x.dtype)
 
 
 class _AutoNormMix(torch.autograd.Function):

@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import html
 import json
+import os
 import re
 import shutil
+import stat
 import sys
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ._io import write_text_atomic
+from ._records import RecordError, loads
 
 __all__ = [
     "NOTEBOOKS",
@@ -140,22 +144,142 @@ class Book:
 # ------------------------------------------------------------------------ the book
 
 
+#: The largest file the reader reads: a notebook with its outputs, a glue file, _toc.yml.
+_MAX_FILE_BYTES = 256 << 20
+
+
+def _read_text(path: Path) -> str:
+    """The text of ``path``, a regular file of at most 256 MiB, as UTF-8;
+    else a :class:`ReaderError` naming it."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ReaderError(f"{path} is not a regular file")
+        if info.st_size > _MAX_FILE_BYTES:
+            raise ReaderError(f"{path} is larger than {_MAX_FILE_BYTES >> 20} MiB")
+        with open(path, "rb") as f:
+            data = f.read(_MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise ReaderError(f"{path} cannot be read ({err.strerror or err})") from None
+    if len(data) > _MAX_FILE_BYTES:
+        raise ReaderError(f"{path} is larger than {_MAX_FILE_BYTES >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ReaderError(f"{path} is not UTF-8 text") from None
+
+
+def _read_json(path: Path) -> Any:
+    """``path`` parsed as JSON (nested at most :data:`normlab._records.MAX_DEPTH` deep);
+    a :class:`ReaderError` naming it when it is damaged."""
+    try:
+        return loads(_read_text(path), str(path), strict=False)
+    except RecordError as err:
+        raise ReaderError(f"{err} (rebuild the book: make book)") from None
+
+
+def _notebook_cells(path: Path) -> list[dict[str, Any]]:
+    """The cells of the notebook ``path``, each a dict with a ``cell_type`` and a text
+    ``source``; a :class:`ReaderError` naming the file when it is not one."""
+    notebook = _read_json(path)
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list) or not all(_is_cell(c) for c in cells):
+        raise ReaderError(f"{path} is not a notebook (its cells are damaged)")
+    return cells
+
+
+def _is_cell(cell: Any) -> bool:
+    source = cell.get("source", "") if isinstance(cell, dict) else None
+    return (
+        isinstance(cell, dict)
+        and isinstance(cell.get("cell_type"), str)
+        and (
+            isinstance(source, str)
+            or (isinstance(source, list) and all(isinstance(x, str) for x in source))
+        )
+        and isinstance(cell.get("outputs", []), list)
+    )
+
+
+#: The largest ``_toc.yml`` read, and the deepest its brackets may nest (a table of contents
+#: is a few hundred bytes, two or three levels deep).
+_TOC_BYTES = 1 << 20
+_TOC_DEPTH = 32
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of YAML flow brackets in ``text`` (quotes ignored: an upper
+    bound), found without parsing."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _read_toc(path: Path) -> dict[str, Any]:
+    """``_toc.yml``, checked: small, not nested deep, YAML without aliases (no expansion
+    bomb), a mapping with a ``root``."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    text = _read_text(path)
+    if len(text) > _TOC_BYTES or _bracket_depth(text) > _TOC_DEPTH:
+        raise ReaderError(
+            f"{path} is too large or nested too deep for a table of contents"
+        )
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=loader)):
+            raise ReaderError(
+                f"{path}: YAML aliases are not accepted in a table of contents"
+            )
+        toc = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader)
+    except (yaml.YAMLError, RecursionError) as err:
+        why = "nested too deep" if isinstance(err, RecursionError) else "not valid YAML"
+        raise ReaderError(
+            f"{path} is {why}: {' '.join(str(err).split())[:200]}"
+        ) from None
+    if not isinstance(toc, dict) or not isinstance(toc.get("root"), str):
+        raise ReaderError(f"{path} is not a jb-book table of contents (no root: file)")
+    return toc
+
+
+def _checked_entry(entry: Any, toc: str) -> str:
+    """A ``file`` entry of the table of contents: a relative name inside the book."""
+    if (
+        not isinstance(entry, str)
+        or not entry
+        or entry.startswith("/")
+        or ".." in Path(entry).parts
+    ):
+        raise ReaderError(
+            f"{toc} lists file {entry!r}: a file must be a path relative to the book's "
+            "root, inside it"
+        )
+    return entry
+
+
 def _toc_files(toc: dict[str, Any]) -> list[tuple[str, bool]]:
     """Every ``file`` of a jb-book table of contents, root first, with whether it is in a
     numbered part."""
     found = [(toc["root"], False)]
 
-    def walk(node: Any, numbered: bool) -> None:
+    def walk(node: Any, numbered: bool, depth: int = 0) -> None:
+        if depth > 16:
+            raise ReaderError("_toc.yml nests its parts and chapters too deep")
         if isinstance(node, dict):
             numbered = bool(node.get("numbered", numbered))
             if "file" in node:
                 found.append((node["file"], numbered))
             for key, value in node.items():
                 if key != "file":
-                    walk(value, numbered)
+                    walk(value, numbered, depth + 1)
         elif isinstance(node, list):
             for item in node:
-                walk(item, numbered)
+                walk(item, numbered, depth + 1)
 
     walk(toc.get("parts", toc.get("chapters", [])), False)
     return found
@@ -164,8 +288,8 @@ def _toc_files(toc: dict[str, Any]) -> list[tuple[str, bool]]:
 def _cells(path: Path) -> list[dict[str, Any]]:
     """The cells of a notebook, or a Markdown page as one Markdown cell."""
     if path.suffix != ".ipynb":
-        return [{"cell_type": "markdown", "source": path.read_text()}]
-    return json.loads(path.read_text())["cells"]
+        return [{"cell_type": "markdown", "source": _read_text(path)}]
+    return _notebook_cells(path)
 
 
 def _source(cell: dict[str, Any]) -> str:
@@ -179,13 +303,12 @@ def read_book(root: str | Path) -> Book:
     Numbered files count from 1 across the numbered parts, as Sphinx numbers them; an
     exercise is "Exercise <chapter>.<k>", k counting from 1 in the chapter.
     """
-    import yaml
-
     root = Path(root)
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    toc = _read_toc(root / "_toc.yml")
     book = Book(root, [])
     number = 0
     for entry, numbered in _toc_files(toc):
+        entry = _checked_entry(entry, str(root / "_toc.yml"))
         found = [root / f"{entry}{ext}" for ext in (".ipynb", ".md")]
         path = next((p for p in found if p.is_file()), None)
         if path is None:
@@ -204,7 +327,13 @@ def read_book(root: str | Path) -> Book:
         _index(book, cells, chapter)
     bib = root / "book" / "references.bib"
     if bib.is_file():
-        book.bibliography = read_bib(bib)
+        try:
+            book.bibliography = read_bib(bib)
+        except ReaderError as err:
+            message = str(err)
+            raise ReaderError(
+                message if message.startswith(str(bib)) else f"{bib}: {message}"
+            ) from None
     return book
 
 
@@ -262,7 +391,7 @@ def _plain(text: str) -> str:
 def read_bib(path: str | Path) -> dict[str, dict[str, str]]:
     """The entries of a BibTeX file: key -> fields (lower-case names, braces removed, LaTeX
     accents as Unicode), with ``type`` the entry type."""
-    text = Path(path).read_text()
+    text = _read_text(Path(path))
     entries = {}
     for match in _BIB_ENTRY.finditer(text):
         fields, i = {"type": match[1].lower()}, match.end()
@@ -323,20 +452,37 @@ def read_glue(executed: str | Path) -> dict[str, dict[str, Any]]:
     """
     executed = Path(executed)
     found: dict[str, dict[str, Any]] = {}
-    if executed.is_file():
-        for cell in json.loads(executed.read_text())["cells"]:
+    if os.path.lexists(executed):
+        for cell in _notebook_cells(executed):
             for output in cell.get("outputs", []):
-                name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+                meta = output.get("metadata") if isinstance(output, dict) else None
+                scrap = meta.get("scrapbook") if isinstance(meta, dict) else None
+                name = scrap.get("name") if isinstance(scrap, dict) else None
                 if name is not None:
-                    found[name] = _unprefixed(output.get("data", {}))
+                    found[str(name)] = _unprefixed(output, executed)
     glue_json = executed.with_suffix(".glue.json")
-    if glue_json.is_file():
-        for name, output in json.loads(glue_json.read_text()).items():
-            found[name] = _unprefixed(output.get("data", {}))
+    if os.path.lexists(glue_json):
+        values = _read_json(glue_json)
+        if not isinstance(values, dict):
+            raise ReaderError(f"{glue_json} is not a mapping of glue names to outputs")
+        for name, output in values.items():
+            found[name] = _unprefixed(output, glue_json)
     return found
 
 
-def _unprefixed(data: dict[str, Any]) -> dict[str, Any]:
+def _unprefixed(output: Any, where: Path) -> dict[str, Any]:
+    """An output's MIME bundle, prefixes removed and text joined; a :class:`ReaderError`
+    naming ``where`` when it is not one."""
+    data = output.get("data", {}) if isinstance(output, dict) else None
+    texts = (str, list)
+    if not isinstance(data, dict) or not all(
+        isinstance(v, texts)
+        and (isinstance(v, str) or all(isinstance(x, str) for x in v))
+        for v in data.values()
+    ):
+        raise ReaderError(
+            f"{where} holds a glued output that is not a MIME bundle of text"
+        )
     return {
         mime.removeprefix(GLUE_PREFIX): "".join(v) if isinstance(v, list) else v
         for mime, v in data.items()
@@ -545,7 +691,8 @@ class _Converter:
             key, spec = content.rsplit(":", 1) if ":" in content else (content, "s")
             plain = self.glue(key, "text/plain")
             try:
-                return format_plain_text(plain, spec)
+                # text, as the HTML book shows it: HTML in it is escaped, never live
+                return html.escape(format_plain_text(plain, spec), quote=False)
             except (TypeError, ValueError) as err:
                 raise self.fail(
                     f"glued {key!r} ({plain}) does not format as {spec!r}: {err}"
@@ -555,9 +702,11 @@ class _Converter:
             return self.roles(self.glue(key, "text/markdown").strip())
         if name in ("glue", "glue:any"):
             bundle = self.glue(content, None)
-            for mime in ("text/html", "text/markdown", "text/plain"):
+            if "text/markdown" in bundle:
+                return self.roles(bundle["text/markdown"].strip())
+            for mime in ("text/plain", "text/html"):  # shown as text: HTML escaped
                 if mime in bundle:
-                    return self.roles(bundle[mime].strip())
+                    return html.escape(str(bundle[mime]).strip(), quote=False)
             raise self.fail(
                 f"glued {content!r} has no text to paste (only {sorted(bundle)})"
             )
@@ -810,18 +959,33 @@ def write_notebooks(root: str | Path, build: str | Path) -> list[Path]:
     for chapter in book.chapters:
         relative = chapter.path.relative_to(root)
         glued = read_glue(build / EXECUTED / relative)
-        reader = convert(json.loads(chapter.path.read_text()), chapter, glued, book)
+        source = {"cells": _notebook_cells(chapter.path)}
+        reader = convert({**_read_json(chapter.path), **source}, chapter, glued, book)
         text = json.dumps(reader, indent=1, ensure_ascii=False) + "\n"
         for folder in (out, published):
             write_text_atomic(folder / f"{chapter.name}.ipynb", text)
         written.append(out / f"{chapter.name}.ipynb")
         for image in _local_images(reader):
-            source = chapter.path.parent / image
+            source = _inside(chapter, image, root / "book")
             if source.is_file():
                 for folder in (out, published):
                     (folder / image).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(source, folder / image)
     return written
+
+
+def _inside(chapter: Chapter, image: str, book: Path) -> Path:
+    """The file of a chapter's ``image`` (a relative path), which must lie inside ``book``
+    (links resolved): the reader notebooks and their images are published, so a path
+    with ``..`` that leaves it is a :class:`ReaderError`."""
+    source = chapter.path.parent / image
+    where = Path(os.path.realpath(source))
+    if ".." in Path(image).parts or not where.is_relative_to(os.path.realpath(book)):
+        raise ReaderError(
+            f"chapter {chapter.name}: the image {image!r} is outside {book}; a chapter's "
+            "images must be files inside book/ (they are published with the HTML)"
+        )
+    return source
 
 
 def _local_images(notebook: dict[str, Any]) -> set[str]:
@@ -899,6 +1063,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         written = write_notebooks(args.root, args.build)
     except ReaderError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # a folder that cannot be written
+        print(
+            f"error: {err.strerror or err}: {err.filename or args.build}",
+            file=sys.stderr,
+        )
         return 1
     build = Path(args.build)
     print(

@@ -33,6 +33,7 @@ import platform
 import shlex
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -50,6 +51,7 @@ from ._runtime import PROFILES, VERSION, check_profile
 from ._saved_io import (
     FORMAT,
     MANIFEST,
+    STAGING,
     TABLE,
     SetError,
     open_set,
@@ -64,11 +66,13 @@ from .experiments.runner import (
     RunSettings,
     finished_records,
     records_table,
+    results_folder,
 )
 
 __all__ = [
     "SavedSet",
     "SetError",
+    "SkippedSetWarning",
     "default_root",
     "shipped_root",
     "roots",
@@ -79,6 +83,9 @@ __all__ = [
     "pack",
     "repack",
     "save",
+    "finish_pending",
+    "PACK_WAIT",
+    "STAGING",
     "ROOT",
     "RESULTS_ENV",
     "HOME_RESULTS",
@@ -227,24 +234,86 @@ def load(folder: str | Path, *, partial: bool = False) -> SavedSet:
     )
 
 
+class SkippedSetWarning(UserWarning):
+    """A set in the reader's own results folder that fails its checks: named and skipped,
+    so that the shipped sets are still read (a shipped set that fails raises)."""
+
+
+def _own_sets(folder: Path, pattern: str) -> list[SavedSet]:
+    """The sets under the reader's own ``folder``; one that fails its checks is skipped
+    with a :class:`SkippedSetWarning` naming it and its first problem."""
+    found = []
+    for path in sorted(folder.glob(pattern)):
+        try:
+            found.append(load(path.parent))
+        except SetError as err:
+            warnings.warn(
+                f"skipped the saved set in {path.parent} (your results folder): {err}",
+                SkippedSetWarning,
+                stacklevel=3,
+            )
+    return found
+
+
 def saved_sets(
     experiment: str | None = None, root: str | Path | None = None
 ) -> list[SavedSet]:
     """Every saved set under ``root``, by default under each of :func:`roots` (the reader's
-    own first), of one experiment when given, sorted by folder within each root; a
-    :class:`SetError` if any fails its checks."""
-    folders = [Path(root)] if root is not None else roots()
+    own first), of one experiment when given, sorted by folder within each root. A set
+    that fails its checks raises a :class:`SetError`, except one in the reader's own
+    folder when ``root`` is not given: that one is skipped with a
+    :class:`SkippedSetWarning` naming it."""
     pattern = f"{experiment}/*/{MANIFEST}" if experiment else f"*/*/{MANIFEST}"
-    return [load(p.parent) for folder in folders for p in sorted(folder.glob(pattern))]
+    if root is not None:
+        return [load(p.parent) for p in sorted(Path(root).glob(pattern))]
+    shipped = shipped_root().resolve()
+    found: list[SavedSet] = []
+    for folder in roots():
+        if folder.resolve() == shipped:
+            found += [load(p.parent) for p in sorted(folder.glob(pattern))]
+        else:
+            found += _own_sets(folder, pattern)
+    return found
+
+
+# the (chosen, passed over) folders already said, so that each is said once a process
+_SAID: set[tuple[str, ...]] = set()
+
+
+def _say_which(chosen: SavedSet, sets: list[SavedSet]) -> None:
+    """Print (to stderr, once) which of two sets of one name is read: the reader's own or
+    the shipped one."""
+    same = [
+        s
+        for s in sets
+        if (s.experiment, s.profile) == (chosen.experiment, chosen.profile)
+        and s.folder != chosen.folder
+    ]
+    key = (str(chosen.folder), *sorted(str(s.folder) for s in same))
+    if not same or key in _SAID:
+        return
+    _SAID.add(key)
+    shipped = shipped_root().resolve()
+    whose = "the shipped" if chosen.folder.resolve().is_relative_to(shipped) else "your"
+    others = ", ".join(str(s.folder) for s in same)
+    print(
+        f"{chosen.experiment}/{chosen.profile}: reading {whose} set in {chosen.folder} "
+        f"({chosen.runs} runs), not the one of the same name in {others}",
+        file=sys.stderr,
+    )
 
 
 def largest(experiment: str, root: str | Path | None = None) -> SavedSet | None:
     """The saved set of ``experiment`` with the most runs (ties: the larger profile, then
-    the reader's own over a shipped one), from :func:`saved_sets`, or None."""
+    the reader's own over a shipped one), from :func:`saved_sets`, or None. Where the
+    reader's folder and the shipped sets both hold its experiment and profile, which one
+    is read is printed (stderr)."""
     sets = saved_sets(experiment, root)
     if not sets:
         return None
-    return max(sets, key=lambda s: (s.runs, PROFILES.index(s.profile)))
+    chosen = max(sets, key=lambda s: (s.runs, PROFILES.index(s.profile)))
+    _say_which(chosen, sets)
+    return chosen
 
 
 def repack(folder: str | Path) -> SavedSet:
@@ -318,7 +387,7 @@ def pack(
     # shards of one set pack into it as each finishes: one at a time, and each removes
     # only the scratch records it packed (another shard may be writing more meanwhile)
     lock = FileLock(folder / "checkpoints" / "pack.lock")
-    lock.acquire()
+    lock.wait(PACK_WAIT, doing=f"packing {folder}")
     try:
         scratch = sorted((folder / "runs").glob("*.json"))
         packed = _pack_locked(folder, command, wall_seconds, device)
@@ -338,6 +407,7 @@ def _pack_locked(
     folder: Path, command: str, wall_seconds: float, device: str
 ) -> SavedSet:
     """:func:`pack`'s work, under its lock."""
+    finish_pending(folder)
     records = list(finished_records(folder).values())
     if not records:
         raise ValueError(f"no run records in {folder}")
@@ -347,8 +417,8 @@ def _pack_locked(
     first = records[0]
     commits, exact_on = _origins(records, old)
     kind, datasets = _data_kind(records)
-    write_text_atomic(folder / PACKED, "".join(line + "\n" for line in lines))
-    write_text_atomic(folder / TABLE, records_table(records).to_csv(index=False))
+    packed = "".join(line + "\n" for line in lines)
+    table = records_table(records).to_csv(index=False)
     manifest = {
         "format": FORMAT,
         "experiment": first["experiment"],
@@ -368,15 +438,64 @@ def _pack_locked(
         "python": platform.python_version(),
         "created": old.get("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "files": {
-            PACKED: _sha((folder / PACKED).read_bytes()),
-            TABLE: _sha((folder / TABLE).read_bytes()),
-        },
+        "files": {PACKED: _sha(packed), TABLE: _sha(table)},
         "records": {i: _sha(line) for i, line in zip(ids, lines)},
         "commits": commits,
     }
-    write_text_atomic(folder / MANIFEST, signed(manifest))
+    _replace_as_one(folder, {PACKED: packed, TABLE: table, MANIFEST: signed(manifest)})
     return load(folder, partial=True)
+
+
+#: How long :func:`pack` waits for another process packing the same set (a pack takes
+#: seconds) before it gives up with a :class:`~normlab._lock.LockError` naming that process.
+PACK_WAIT = 300.0
+
+
+def _move(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target`` (atomic within a folder)."""
+    os.replace(source, target)
+
+
+def _clear_staging(stage: Path) -> None:
+    """Remove the staging folder (a link in its place is removed, not followed)."""
+    if stage.is_symlink() or not stage.is_dir():
+        stage.unlink()
+        return
+    for child in stage.iterdir():
+        child.unlink()
+    stage.rmdir()
+
+
+def finish_pending(folder: str | Path) -> None:
+    """Complete or undo a :func:`pack` that stopped part-way in ``folder``: when its staged
+    manifest was written (the journal's commit point), move the staged files still there
+    into place, the manifest last; else discard the staging, and the old set stands. Safe
+    to repeat at any point, so a killed ``save`` always resumes."""
+    folder = Path(folder)
+    stage = folder / STAGING
+    if not os.path.lexists(stage):
+        return
+    committed = (
+        stage.is_dir() and not stage.is_symlink() and (stage / MANIFEST).is_file()
+    )
+    if committed:
+        for name in (PACKED, TABLE, MANIFEST):
+            if (stage / name).is_file():
+                _move(stage / name, folder / name)
+    _clear_staging(stage)
+
+
+def _replace_as_one(folder: Path, files: dict[str, str]) -> None:
+    """Replace the set's files as one: each is written into :data:`STAGING`, the manifest
+    last (the commit point), then moved into place, the manifest last, by
+    :func:`finish_pending`, which also completes the move after a kill."""
+    stage = folder / STAGING
+    if os.path.lexists(stage):
+        _clear_staging(stage)  # an uncommitted staging: finish_pending ran before this
+    stage.mkdir()
+    for name in (PACKED, TABLE, MANIFEST):
+        write_text_atomic(stage / name, files[name])
+    finish_pending(folder)
 
 
 def _command(root: Path | None) -> str:
@@ -433,6 +552,14 @@ def save(
     root_given = Path(root) if root is not None else None
     root = root_given or default_root()
     started = time.perf_counter()
+    folder = results_folder(experiment, root, profile)
+    lock = FileLock(folder / "checkpoints" / "pack.lock")
+    if os.path.lexists(folder / STAGING):  # a pack killed part-way: finish it first
+        lock.wait(PACK_WAIT, doing=f"packing {folder}")
+        try:
+            finish_pending(folder)
+        finally:
+            lock.release()
     done = settings.run(experiment, root)
     return pack(
         done.folder,

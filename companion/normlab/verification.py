@@ -13,10 +13,15 @@ code, not the record: a number edited by hand is caught by the digests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import signal
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +40,11 @@ __all__ = [
     "TOLERANCE_Z",
     "ACCURACY_FLOOR",
     "RELATIVE_FLOOR",
+    "BUDGET_LIMIT",
+    "BUDGET_GRACE",
+    "OverBudget",
     "check_format",
+    "rerun_threads",
     "made_on",
     "sample",
     "verify",
@@ -63,6 +72,52 @@ ACCURACY_FLOOR = 0.01
 RELATIVE_FLOOR = 1e-3
 # metrics bounded in [0, 1], whose resolution is one held-out example
 _BOUNDED = ("accuracy",)
+#: With a ``budget``, :func:`verify` stops the re-runs of a set once they have taken this many
+#: times the budget plus :data:`BUDGET_GRACE` seconds (a record's ``seconds`` chose the
+#: sample, but a re-run is not trusted to take that long), and names the run it stopped.
+BUDGET_LIMIT = 3.0
+#: Seconds added to the limit, for the first re-run's start-up (its data, on a slow disk).
+BUDGET_GRACE = 10.0
+
+
+class OverBudget(Exception):
+    """A re-run stopped because the re-runs of a set ran past their time limit."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`OverBudget` in the block once ``seconds`` have passed (a POSIX
+    interval timer, so only in the main thread; elsewhere, and with None, no limit)."""
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise OverBudget
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    started = time.monotonic()
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, max(float(seconds), 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer > 0:  # an enclosing timer keeps what was left of it
+            left = outer - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3))
+
+
+def rerun_threads(saved: SavedSet) -> int:
+    """The thread count a re-run uses: the set's own, at most this machine's CPU count (a
+    manifest may not ask for more threads than there are)."""
+    asked = saved.manifest["hardware"].get("torch_threads") or 1
+    return max(1, min(int(asked), os.cpu_count() or 1))
 
 
 # ---------------------------------------------------------------------------- verify
@@ -283,23 +338,47 @@ def made_on(saved: SavedSet, record: dict[str, Any]) -> dict[str, Any] | None:
     return saved.manifest["exact_on"]
 
 
+def _rerun(saved: SavedSet, record: dict[str, Any], exact: bool) -> list[Mismatch]:
+    """Re-run ``record`` on the CPU and compare it with the saved one."""
+    from .experiments import RunContext, get
+
+    with tempfile.TemporaryDirectory() as tmp:
+        outcome = get(saved.experiment).run_one(
+            dict(record["config"]),
+            RunContext(device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"),
+        )
+    new = json.loads(dumps({**record, **outcome}))["metrics"]
+    old = json.loads(dumps(record))["metrics"]
+    bands, mixed = _bands(saved, record)
+    return _compare(
+        {k: math.nan if v is None else v for k, v in new.items()},
+        {k: math.nan if v is None else v for k, v in old.items()},
+        exact,
+        f"re-run of {record['run_id']}",
+        bands=bands,
+        mixed=mixed,
+        metric=str(record["metric"]),
+    )
+
+
 def verify(
     saved: SavedSet, *, k: int = 3, mode: str = "auto", budget: float | None = None
 ) -> Verification:
     """Check a saved set: :func:`check_format`, then re-run a :func:`sample` of ``k``
-    records on the CPU with the set's thread count and compare every metric.
+    records on the CPU with the set's thread count (:func:`rerun_threads`: at most this
+    machine's CPUs) and compare every metric.
 
     ``mode`` ``auto`` compares a re-run exactly when this machine's :func:`fingerprint`
     equals the one that made that record (:func:`made_on`; the engine is deterministic on
     the CPU), else as one more draw of its configuration: within the band of the set's
     seeds widened by :data:`TOLERANCE_Z` standard deviations and a resolution floor;
     ``exact`` and ``tolerance`` force one. ``budget`` (seconds) samples only records that
-    took at most that long to make, and starts another re-run only while the time spent
-    plus that record's own time fits the budget (the first always runs). Sets made on a
-    GPU, and sets whose format fails, are not re-run.
+    took at most that long to make, starts another re-run only while the time spent
+    plus that record's own time fits the budget (the first always runs), and stops the
+    re-runs at :data:`BUDGET_LIMIT` times the budget (plus :data:`BUDGET_GRACE`), a
+    problem naming the run. Sets made on a GPU, and sets whose format fails (a config that
+    is not its grid's among them), are not re-run.
     """
-    from .experiments import RunContext, get
-
     if mode not in ("auto", "exact", "tolerance"):
         raise ValueError(f"mode must be 'auto', 'exact' or 'tolerance', got {mode!r}")
     if budget is not None and not budget > 0:
@@ -308,7 +387,7 @@ def verify(
     if saved.on_gpu or problems:
         reason = "format only (made on a GPU)" if saved.on_gpu else "format only"
         return Verification(saved, reason, [], problems)
-    threads = int(saved.manifest["hardware"].get("torch_threads") or 1)
+    threads = rerun_threads(saved)
     here = fingerprint("cpu", threads)
     by_id = {r["run_id"]: r for r in saved.records()}
     chosen = sample(saved, k, max_seconds=budget)
@@ -317,36 +396,34 @@ def verify(
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     started = time.perf_counter()
+    limit = None if budget is None else BUDGET_LIMIT * budget + BUDGET_GRACE
     try:
-        for run_id in chosen:
-            record = by_id[run_id]
-            spent = time.perf_counter() - started
-            if ran and budget is not None and spent + float(record["seconds"]) > budget:
-                break
-            exact = mode == "exact" or (
-                mode == "auto" and made_on(saved, record) == here
-            )
-            modes.add("exact" if exact else "tolerance")
-            with tempfile.TemporaryDirectory() as tmp:
-                outcome = get(saved.experiment).run_one(
-                    dict(record["config"]),
-                    RunContext(
-                        device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"
-                    ),
+        with _time_limit(limit):
+            for run_id in chosen:
+                record = by_id[run_id]
+                spent = time.perf_counter() - started
+                if (
+                    ran
+                    and budget is not None
+                    and spent + float(record["seconds"]) > budget
+                ):
+                    break
+                exact = mode == "exact" or (
+                    mode == "auto" and made_on(saved, record) == here
                 )
-            ran.append(run_id)
-            new = json.loads(dumps({**record, **outcome}))["metrics"]
-            old = json.loads(dumps(record))["metrics"]
-            bands, mixed = _bands(saved, record)
-            problems += _compare(
-                {k: math.nan if v is None else v for k, v in new.items()},
-                {k: math.nan if v is None else v for k, v in old.items()},
-                exact,
+                modes.add("exact" if exact else "tolerance")
+                problems += _rerun(saved, record, exact)
+                ran.append(run_id)
+    except OverBudget:
+        problems.append(
+            Mismatch(
                 f"re-run of {run_id}",
-                bands=bands,
-                mixed=mixed,
-                metric=str(record["metric"]),
+                f"stopped after {time.perf_counter() - started:.3g} s: the re-runs may "
+                f"take at most {limit:.3g} s ({BUDGET_LIMIT:g} times the budget of "
+                f"{budget:g} s, plus {BUDGET_GRACE:g}); the record says it took "
+                f"{float(record['seconds']):.3g} s",
             )
+        )
     finally:
         torch.set_num_threads(previous)
     used = "exact" if modes == {"exact"} else "tolerance" if modes else "format only"

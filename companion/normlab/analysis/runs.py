@@ -18,7 +18,14 @@ import pandas as pd
 
 from ..stats import mean_ci
 
-__all__ = ["at_chosen_lr", "common_seeds", "records_table", "select_best", "summarise"]
+__all__ = [
+    "at_chosen_lr",
+    "common_seeds",
+    "duplicated_runs",
+    "records_table",
+    "select_best",
+    "summarise",
+]
 
 
 def _groups(
@@ -175,3 +182,28 @@ def records_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def duplicated_runs(results: pd.DataFrame) -> str | None:
+    """What repeats in a table of runs, or None: a run is one configuration and seed (the
+    columns from after ``profile`` to before ``metric``, as
+    :func:`~normlab.analysis.records_table` writes them), else one ``run_id``. Pooling a
+    repeated run would count one seed twice, so a statistic refuses such a table
+    (:func:`normlab.claims.judge`)."""
+    columns = list(results.columns)
+    if {"profile", "metric", "seed"} <= set(columns):
+        config = columns[columns.index("profile") + 1 : columns.index("metric")]
+    else:
+        config = ["run_id"] if "run_id" in columns else []
+    if not config or results.empty:
+        return None
+    repeated = results[results.duplicated(subset=config, keep=False)]
+    if repeated.empty:
+        return None
+    first = repeated.iloc[0]
+    shown = ["arm", "normaliser", "seed", "run_id"]
+    where = ", ".join(f"{c}={first[c]!r}" for c in shown if c in config)
+    return (
+        f"{len(repeated)} rows repeat a run (the same configuration and seed), e.g. "
+        f"{where or dict(first[config])}; each run must appear once"
+    )

@@ -30,6 +30,7 @@ from .. import results as saved_results
 from .. import stats
 from .._checks import one_of, positive_int
 from .._runtime import PROFILES
+from ..analysis.runs import duplicated_runs
 from ..stats import Interval, interval
 from . import plans
 from .plans import data_words
@@ -267,10 +268,14 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
     Each effect's interval adds the test set's noise to the seeds' spread and is read at
     its level under Holm's correction; an effect with an arm that did not train gets
     :data:`NOT_TRAINED` instead of its rule's verdict, and so does the claim; otherwise the
-    verdicts combine as :data:`~normlab.claims.rules.COMBINE_WORDS` says.
+    verdicts combine as :data:`~normlab.claims.rules.COMBINE_WORDS` says. A table that
+    repeats a run (the same configuration and seed twice) is a ValueError.
     """
     if not isinstance(claim.test, Test):
         raise ValueError(f"claim {claim.id} has no empirical test")
+    repeated = duplicated_runs(results)
+    if repeated:  # pooled, a repeated run would count one seed twice
+        raise ValueError(f"claim {claim.id}: the table cannot be judged: {repeated}")
     try:
         effects = claim.test.quantity(results)
     except Unmeasurable as err:
