@@ -279,3 +279,29 @@ def test_chapter_opens_with_its_finding_from_one_hidden_cell(name: str) -> None:
         & set(c["metadata"].get("tags", []))
     ]
     assert len(hidden) == 1 and "numbers(" in "".join(hidden[0]["source"])
+
+
+def _cited(name: str) -> set[str]:
+    import json
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "book" / f"{name}.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return set(re.findall(r"\{glue(?::\w+)?\}`(ch\d_[A-Za-z0-9_]+)", text))
+
+
+def test_each_module_returns_every_name_its_chapter_glues(fc, bs, cnn) -> None:
+    coupling = pd.DataFrame(
+        {
+            "init": ["xavier_normal"],
+            "normaliser": ["affine_like"],
+            "pair coupling": [0.5],
+            "hidden |x|": [1.0],
+        }
+    )
+    assert _cited("06_fc_normalisers") <= set(ch06.numbers(fc, coupling))
+    assert _cited("07_batch_size") <= set(ch07.numbers(bs))
+    floor = {"ch8_blank_1", "ch8_blank_2", "ch8_bias_ratio", "ch8_step_old"}
+    assert _cited("08_patchnorm_cnns") - floor <= set(ch08.numbers(cnn))
