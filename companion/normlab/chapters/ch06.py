@@ -186,10 +186,10 @@ def finding(table: pd.DataFrame) -> dict[str, Any]:
     )
     second = (
         f"{label(best).capitalize()}'s deficit "
-        f"{'grows' if grows else 'does not grow'} with width, from {-widths.iloc[0]:.3f} "
-        f"at {widths.index[0]} units to {-widths.iloc[-1]:.3f} at {widths.index[-1]}; "
+        f"{'grows' if grows else 'does not grow'} with width: {-widths.iloc[0]:.3f} at "
+        f"the narrowest, {-widths.iloc[-1]:.3f} at the widest. "
         + (
-            f"{'only ' if only else ''}Adam closes it"
+            f"{'Only Adam' if only else 'Adam'} closes it"
             if closes
             else "Adam does not close it"
         )
