@@ -175,7 +175,7 @@ def test_the_chapters_import_these_modules() -> None:
         "normlab.experiments.gate_study",  # from normlab.experiments import gate_study
         "normlab.widgets",  # from normlab.widgets import ...
         "normlab.display",
-        "normlab.claims.part1",
+        "normlab.chapters.ch06",  # from normlab.chapters import ch06
         "normlab.data.corruptions",
         "normlab.experiments.part1",
         "normlab.experiments.part1_conv",
