@@ -49,6 +49,7 @@ __all__ = [
     "FC_A11_SEEDS",
     "FC_A11_CELLS",
     "FC_CONFIRM_RATES",
+    "FC_WIDER",
     "fc_cell",
     "FC_SHAPE",
     "SPEC_AXES",
@@ -266,9 +267,24 @@ GPU_RATES = {
 STANDARD_RATES = {"sgd": (0.01, 0.1, 1.0, 10.0), "adam": (0.0001, 0.001, 0.01)}
 
 
+# The primary cells (activation, depth, width, normaliser) whose pilot chose the edge of
+# their CPU_RATES (issue 48), and the half-decade rates beyond that edge they also try, with
+# the pilot's seeds, under the primary specification: until each choice is interior.
+FC_WIDER: dict[tuple[str, int, int, str], tuple[float, ...]] = {
+    ("leaky_relu", 3, 128, "batchnorm"): (0.1,),
+    ("leaky_relu", 3, 128, "norm_like"): (3.0,),
+    ("tanh", 3, 16, "none"): (0.03,),
+    ("tanh", 3, 128, "batchnorm"): (0.1,),
+    ("tanh", 3, 128, "l2"): (0.03,),
+    ("tanh", 3, 128, "norm_like"): (0.03,),
+    ("tanh", 6, 128, "affine_like"): (0.3,),
+    ("tanh", 6, 128, "none"): (0.03,),
+    ("tanh", 6, 128, "norm_like"): (0.03,),
+}
 _cpu_rates = own_rates(rates=CPU_SGD_RATES, by="normaliser")
 _CPU_ALL_RATES = sorted(
     {lr for rates in CPU_RATES.values() for grid in rates.values() for lr in grid}
+    | {lr for rates in FC_WIDER.values() for lr in rates}
 )
 # The primary shape (the issue's independent run: 3 x 128, tanh) and the shapes of the
 # lead's claims, run with FC_CORE: width 16 and depth 6 (A9; A11 at 3 x 16), leaky-ReLU (A10).
@@ -285,14 +301,16 @@ def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
     specification and under each one-choice change of it (:data:`SPEC_AXES`: torch's
     default init, Adam, the 8x8 digits as data); the shapes of A9-A11 (:data:`FC_OTHER_SHAPES`) with :data:`FC_CORE`, and
     the corrections with a plain output layer, under the primary specification. Each
-    normaliser and optimiser runs its own rates (:data:`CPU_RATES`).
+    normaliser and optimiser runs its own rates (:data:`CPU_RATES`), and a primary cell
+    whose choice was at their edge the rates beyond it (:data:`FC_WIDER`).
     """
     name, optimizer = config["normaliser"], config["optimizer"]
-    if config["lr"] not in CPU_RATES[optimizer][name]:
-        return False
     if config["epochs"] != FC_EPOCHS[config["source"]]:
         return False
     spec = {axis: config[axis] for axis in SPEC_AXES}
+    if config["lr"] not in CPU_RATES[optimizer][name]:
+        wider = FC_WIDER.get(fc_cell(config), ())
+        return spec == FC_PRIMARY and config["head"] == "same" and config["lr"] in wider
     shape = (config["activation"], config["depth"], config["width"])
     primary = spec == FC_PRIMARY
     if sum(spec[a] != FC_PRIMARY[a] for a in ("init", "optimizer")) > 1:
