@@ -271,15 +271,15 @@ STANDARD_RATES = {"sgd": (0.01, 0.1, 1.0, 10.0), "adam": (0.0001, 0.001, 0.01)}
 # their CPU_RATES (issue 48), and the half-decade rates beyond that edge they also try, with
 # the pilot's seeds, under the primary specification: until each choice is interior.
 FC_WIDER: dict[tuple[str, int, int, str], tuple[float, ...]] = {
-    ("leaky_relu", 3, 128, "batchnorm"): (0.1,),
+    ("leaky_relu", 3, 128, "batchnorm"): (0.03, 0.1),
     ("leaky_relu", 3, 128, "norm_like"): (3.0,),
     ("tanh", 3, 16, "none"): (0.03,),
     ("tanh", 3, 128, "batchnorm"): (0.1,),
     ("tanh", 3, 128, "l2"): (0.03,),
     ("tanh", 3, 128, "norm_like"): (0.03,),
-    ("tanh", 6, 128, "affine_like"): (0.3,),
+    ("tanh", 6, 128, "affine_like"): (0.1, 0.3),
     ("tanh", 6, 128, "none"): (0.03,),
-    ("tanh", 6, 128, "norm_like"): (0.03,),
+    ("tanh", 6, 128, "norm_like"): (0.01, 0.03),
 }
 _cpu_rates = own_rates(rates=CPU_SGD_RATES, by="normaliser")
 _CPU_ALL_RATES = sorted(
