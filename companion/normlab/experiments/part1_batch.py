@@ -243,7 +243,7 @@ CPU_WIDER_EPOCHS: dict[tuple[str, int], int] = {
     ("affine_like", 4): -1,
     ("affine_like", 256): -1,
     ("batchnorm", 4): -1,
-    ("batchnorm", 64): -1,
+    ("batchnorm", 64): -2,
     ("l2", 64): -1,
     ("l2", 256): -1,
     ("layernorm", 64): -1,
