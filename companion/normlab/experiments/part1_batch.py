@@ -49,6 +49,7 @@ __all__ = [
     "BATCH_SIZE",
     "CENTRES",
     "CPU_ADAM_CENTRES",
+    "CPU_ADAM_WIDER",
     "CPU_PRIMARY_SEEDS",
     "CPU_SEEDS",
     "CPU_SGD_CENTRES",
@@ -255,11 +256,22 @@ CPU_WIDER_EPOCHS: dict[tuple[str, int], int] = {
     ("rmsnorm", 16): +1,
     ("rmsnorm", 64): -1,
 }
+# Adam (a sensitivity, steps to the target): the cells whose choice was at the edge.
+CPU_ADAM_WIDER: dict[tuple[str, int], int] = {
+    ("affine_like", 4): +1,
+    ("affine_like", 64): +1,
+    ("affine_like", 256): +1,
+    ("l2", 256): +1,
+    ("layernorm", 4): +1,
+    ("norm_like", 16): -1,
+    ("norm_like", 256): +1,
+}
 #: Per (profile, optimiser, budget): the cells that try rates beyond their three, and how
 #: many beyond which edge (+ above, - below).
 WIDER: dict[tuple[str, str, str], dict[tuple[str, int], int]] = {
     ("cpu", "sgd", "to_target"): CPU_WIDER,
     ("cpu", "sgd", "fixed_epochs"): CPU_WIDER_EPOCHS,
+    ("cpu", "adam", "to_target"): CPU_ADAM_WIDER,
 }
 
 
