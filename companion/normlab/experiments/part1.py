@@ -253,7 +253,7 @@ CPU_RATES: dict[str, dict[str, tuple[float, ...]]] = {
         **{name: (0.0003, 0.001, 0.003) for name in NORMALISERS},
         **{name: (0.003, 0.01, 0.03, 0.1) for name in CORRECTIONS},
         # the pilot chose the edge of the three: the next half-decade beyond it (issue 48)
-        "batchnorm": (0.0003, 0.001, 0.003, 0.01),
+        "batchnorm": (0.0003, 0.001, 0.003, 0.01, 0.03),
         "l2": (0.0001, 0.0003, 0.001, 0.003),
     },
 }
