@@ -259,8 +259,8 @@ CPU_WIDER_EPOCHS: dict[tuple[str, int], int] = {
 # Adam (a sensitivity, steps to the target): the cells whose choice was at the edge.
 CPU_ADAM_WIDER: dict[tuple[str, int], int] = {
     ("affine_like", 4): +1,
-    ("affine_like", 64): +1,
-    ("affine_like", 256): +1,
+    ("affine_like", 64): +2,
+    ("affine_like", 256): +2,
     ("l2", 256): +1,
     ("layernorm", 4): +1,
     ("norm_like", 16): -1,
