@@ -49,6 +49,7 @@ __all__ = [
     "FC_A11_SEEDS",
     "FC_A11_CELLS",
     "FC_CONFIRM_RATES",
+    "FC_SENSITIVITY_WIDER",
     "FC_WIDER",
     "fc_cell",
     "FC_SHAPE",
@@ -284,10 +285,27 @@ FC_WIDER: dict[tuple[str, int, int, str], tuple[float, ...]] = {
     ("tanh", 6, 128, "none"): (0.03,),
     ("tanh", 6, 128, "norm_like"): (0.01, 0.03),
 }
+# The same for the SGD sensitivities at the primary shape, by (source, init, head,
+# normaliser): the 8x8 digits, torch's default init and the plain output layer.
+FC_SENSITIVITY_WIDER: dict[tuple[str, str, str, str], tuple[float, ...]] = {
+    **{
+        (source, init, "same", name): (rate,)
+        for source, init in (("digits", VERDICT_INIT), ("mnist_5k", "default"))
+        for name, rate in (
+            ("batchnorm", 0.1),
+            ("l2", 0.03),
+            ("layernorm", 0.03),
+            ("norm_like", 0.03),
+            ("rmsnorm", 0.03),
+        )
+    },
+    ("mnist_5k", VERDICT_INIT, "plain", "norm_like"): (0.03,),
+}
 _cpu_rates = own_rates(rates=CPU_SGD_RATES, by="normaliser")
 _CPU_ALL_RATES = sorted(
     {lr for rates in CPU_RATES.values() for grid in rates.values() for lr in grid}
     | {lr for rates in FC_WIDER.values() for lr in rates}
+    | {lr for rates in FC_SENSITIVITY_WIDER.values() for lr in rates}
 )
 # The primary shape (the issue's independent run: 3 x 128, tanh) and the shapes of the
 # lead's claims, run with FC_CORE: width 16 and depth 6 (A9; A11 at 3 x 16), leaky-ReLU (A10).
@@ -295,6 +313,19 @@ FC_SHAPE = ("tanh", 3, 128)
 # Epochs per dataset at batch 32: about 1,100 steps on either (3,000 and 1,257 train images).
 FC_EPOCHS: dict[str, int] = {"mnist_5k": 12, "digits": 26}
 FC_OTHER_SHAPES = (("tanh", 3, 16), ("tanh", 6, 128), ("leaky_relu", 3, 128))
+
+
+def _fc_wider_rates(config: Mapping[str, Any]) -> tuple[float, ...]:
+    """The rates beyond its :data:`CPU_RATES` that a cpu fc point also tries: a primary
+    cell's (:data:`FC_WIDER`), or an SGD sensitivity's at the primary shape
+    (:data:`FC_SENSITIVITY_WIDER`)."""
+    spec = {axis: config[axis] for axis in SPEC_AXES}
+    if spec == FC_PRIMARY and config["head"] == "same":
+        return FC_WIDER.get(fc_cell(config), ())
+    if config["optimizer"] != "sgd" or fc_cell(config)[:3] != FC_SHAPE:
+        return ()
+    key = (config["source"], config["init"], config["head"], config["normaliser"])
+    return FC_SENSITIVITY_WIDER.get(key, ())
 
 
 def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
@@ -305,15 +336,16 @@ def _cpu_fc_point(config: Mapping[str, Any]) -> bool:
     default init, Adam, the 8x8 digits as data); the shapes of A9-A11 (:data:`FC_OTHER_SHAPES`) with :data:`FC_CORE`, and
     the corrections with a plain output layer, under the primary specification. Each
     normaliser and optimiser runs its own rates (:data:`CPU_RATES`), and a primary cell
-    whose choice was at their edge the rates beyond it (:data:`FC_WIDER`).
+    whose choice was at their edge the rates beyond it (:data:`FC_WIDER`,
+    :data:`FC_SENSITIVITY_WIDER`).
     """
     name, optimizer = config["normaliser"], config["optimizer"]
     if config["epochs"] != FC_EPOCHS[config["source"]]:
         return False
+    rates = CPU_RATES[optimizer][name]
+    if config["lr"] not in rates and config["lr"] not in _fc_wider_rates(config):
+        return False
     spec = {axis: config[axis] for axis in SPEC_AXES}
-    if config["lr"] not in CPU_RATES[optimizer][name]:
-        wider = FC_WIDER.get(fc_cell(config), ())
-        return spec == FC_PRIMARY and config["head"] == "same" and config["lr"] in wider
     shape = (config["activation"], config["depth"], config["width"])
     primary = spec == FC_PRIMARY
     if sum(spec[a] != FC_PRIMARY[a] for a in ("init", "optimizer")) > 1:
