@@ -217,10 +217,12 @@ CENTRES: dict[tuple[str, str], tuple[tuple[int, ...], dict[str, tuple[float, ...
 # The cells whose rate the set's first three seeds chose at the edge of its three (under
 # either initialisation), and which edge: the steps-to-target runs of such a cell also try
 # the next rate of the ladder beyond it, so that the search brackets the best rate; a cell
-# whose choice stayed at the new edge tries the next again (the count of rates added).
+# whose choice stayed at the new edge tries the next again (the count of rates added);
+# three cells were added when the default initialisation chose their edge (issue 48).
 CPU_WIDER: dict[tuple[str, int], int] = {
     ("affine_like", 4): +1,
     ("affine_like", 16): -1,
+    ("affine_like", 64): +1,
     ("affine_like", 128): +1,
     ("affine_like", 256): +1,
     ("batchnorm", 4): -1,
@@ -229,6 +231,8 @@ CPU_WIDER: dict[tuple[str, int], int] = {
     ("batchnorm", 256): -1,
     ("l2", 4): +1,
     ("l2", 256): +1,
+    ("layernorm", 64): -1,
+    ("layernorm", 256): -1,
     ("none", 4): -1,
     ("none", 16): +1,
     ("norm_like", 64): +1,
