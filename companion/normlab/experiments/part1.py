@@ -303,7 +303,7 @@ FC_SENSITIVITY_WIDER: dict[tuple[str, str, str, str], tuple[float, ...]] = {
     # chose the new edge: one half-decade further
     ("digits", VERDICT_INIT, "same", "l2"): (0.01, 0.03),
     ("digits", VERDICT_INIT, "same", "norm_like"): (0.01, 0.03),
-    ("mnist_5k", "default", "same", "batchnorm"): (0.03, 0.1),
+    ("mnist_5k", "default", "same", "batchnorm"): (0.01, 0.03, 0.1),
     ("mnist_5k", "default", "same", "layernorm"): (0.01, 0.03),
 }
 _cpu_rates = own_rates(rates=CPU_SGD_RATES, by="normaliser")
