@@ -821,3 +821,24 @@ def test_shipped_sets_choose_every_primary_rate_inside_its_grid() -> None:
         assert (edges["tried"] >= 3).all(), name
         at_edge = edges[edges["edge"] != ""]
         assert at_edge.empty, f"{name}: {at_edge.to_dict('records')}"
+
+
+def test_shipped_sensitivities_choose_inside_their_grids_too() -> None:
+    """Every specification of the fc and batch-size sets, not only the primary one, has its
+    rates bracket each cell's choice: a verdict read under a sensitivity compares optima."""
+    from normlab import results
+    from normlab.analysis import choice_edges, select_best
+
+    fc = results.largest("fc_normalisers").results
+    fc_by = [*part1.SPEC_AXES, "activation", "depth", "width", "head", "normaliser"]
+    runs = results.largest("batch_size").results
+    batch_by = ["optimizer", "init", "normaliser", "batch_size"]
+    steps = runs[runs["budget"] == "to_target"]
+    epochs = runs[runs["budget"] == "fixed_epochs"]
+    for name, table, chosen, by in (
+        ("fc_normalisers", fc, select_best(fc, fc_by), fc_by),
+        ("batch_size to_target", steps, batch_analysis.steps_scores(steps), batch_by),
+        ("batch_size fixed_epochs", epochs, select_best(epochs, batch_by), batch_by),
+    ):
+        edges = choice_edges(table, chosen, by)
+        assert edges["edge"].eq("").all(), f"{name}: {edges[edges['edge'] != '']}"
