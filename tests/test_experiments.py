@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from normlab import experiments
-from normlab.analysis import at_chosen_lr, select_best, summarise
+from normlab.analysis import at_chosen_lr, choice_edges, select_best, summarise
 from normlab.experiments import (
     Experiment,
     Grid,
@@ -169,6 +169,51 @@ def test_select_best_flags_a_choice_at_the_edge_of_the_grid() -> None:
     best = select_best(pd.DataFrame(rows), ["normaliser"], "lr").set_index("normaliser")
     assert best.loc["edge", "at_edge"] and best.loc["edge", "lr"] == 10.0
     assert not best.loc["inside", "at_edge"]
+
+
+def test_choice_edges_names_the_side_of_the_grid_a_choice_sits_on() -> None:
+    """Each cell's choice against the values that cell tried (not the union of all
+    cells'): the lowest, the highest, inside, a single value and no choice."""
+    tried = {
+        "low": (0.1, 0.3, 1.0),
+        "high": (1.0, 3.0),
+        "inside": (0.03, 0.1, 0.3),
+        "single": (0.1,),
+        "none": (0.1, 1.0),
+    }
+    rows = [
+        {"normaliser": n, "depth": 2, "lr": lr, "seed": s}
+        for n, rates in tried.items()
+        for lr in rates
+        for s in range(2)
+    ]
+    picks = {"low": 0.1, "high": 3.0, "inside": 0.1, "single": 0.1, "none": math.nan}
+    chosen = pd.DataFrame(
+        [{"normaliser": n, "depth": 2, "lr": lr} for n, lr in picks.items()]
+    )
+    edges = choice_edges(pd.DataFrame(rows), chosen, ["normaliser", "depth"])
+    edges = edges.set_index("normaliser")
+    assert edges["edge"].to_dict() == {
+        "low": "low",
+        "high": "high",
+        "inside": "",
+        "single": "",
+        "none": "",
+    }
+    assert edges.loc["inside", "tried"] == 3 and edges.loc["single", "tried"] == 1
+    assert (edges.loc["inside", "lowest"], edges.loc["inside", "highest"]) == (
+        0.03,
+        0.3,
+    )
+    # select_best's own at_edge agrees with it on a table it chose from
+    table = pd.DataFrame(rows).assign(val_metric=lambda t: -abs(t["lr"] - 0.2))
+    best = select_best(table.assign(test_metric=0.0), ["normaliser", "depth"])
+    flagged = choice_edges(table, best, ["normaliser", "depth"])["edge"] != ""
+    assert flagged.tolist() == best["at_edge"].tolist()
+    with pytest.raises(ValueError, match="not in the results"):
+        choice_edges(
+            pd.DataFrame(rows), chosen.assign(depth=3), ["normaliser", "depth"]
+        )
 
 
 def test_seeds_that_confirm_a_choice_cannot_move_it() -> None:

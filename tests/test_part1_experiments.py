@@ -577,29 +577,35 @@ def test_scaling_slopes_and_the_critical_batch() -> None:
 
 def test_each_cell_tries_three_rates_around_its_centre() -> None:
     """Three rates half a decade apart around the centre; a cell that chose an edge tries
-    a fourth beyond it under the steps-to-target budget, and only there."""
+    the next rates of the ladder beyond it under the budget that chose it, and only there."""
     for (profile, optimizer), (sizes, table) in part1_batch.CENTRES.items():
-        wider = part1_batch.WIDER.get((profile, optimizer), {})
         for name, centres in table.items():
             for batch, centre in zip(sizes, centres):
                 rates = part1_batch.rates_for(profile, optimizer, name, batch)
                 assert len(rates) == 3 and rates[1] == centre
                 assert rates[2] / rates[0] == pytest.approx(10, rel=0.12)
-                more = part1_batch.rates_for(
-                    profile, optimizer, name, batch, wider=True
-                )
-                side = wider.get((name, batch), 0)
-                assert set(rates) <= set(more) and len(more) == 3 + abs(side)
-                if side:
-                    extra = (set(more) - set(rates)).pop()
-                    assert (extra > rates[-1]) if side > 0 else (extra < rates[0])
+                for budget in part1_batch.BATCH_BUDGETS:
+                    wider = part1_batch.WIDER.get((profile, optimizer, budget), {})
+                    more = part1_batch.rates_for(
+                        profile, optimizer, name, batch, budget=budget
+                    )
+                    side = wider.get((name, batch), 0)
+                    assert set(rates) <= set(more) and len(more) == 3 + abs(side)
+                    lo, hi = part1_batch.LADDER.index(more[0]), len(more)
+                    assert more == part1_batch.LADDER[lo : lo + hi]  # no gap
+                    extra = set(more) - set(rates)
+                    assert all(
+                        (e > rates[-1]) if side > 0 else (e < rates[0]) for e in extra
+                    )
     cpu = experiments.get("batch_size").grid("cpu").configs(seeds=1)
     per_cell: dict[tuple, int] = {}
     for c in cpu:
         key = (c["budget"], c["optimizer"], c["init"], c["normaliser"], c["batch_size"])
         per_cell[key] = per_cell.get(key, 0) + 1
-    assert all(n == 3 for k, n in per_cell.items() if k[0] == "fixed_epochs")
-    assert {n for k, n in per_cell.items() if k[0] == "to_target"} == {3, 4}
+    for (budget, optimizer, _, name, batch), n in per_cell.items():
+        wider = part1_batch.WIDER.get(("cpu", optimizer, budget), {})
+        assert n == 3 + abs(wider.get((name, batch), 0))
+    assert any(n > 3 for k, n in per_cell.items() if k[0] == "fixed_epochs")
 
 
 def test_plateau_gap() -> None:
@@ -777,3 +783,62 @@ def test_verdict_rows_keep_the_primary_specification_on_swept_axes() -> None:
     assert len(part1.verdict_rows(other)) == 1
     specs = part1.specifications(rows)
     assert len(specs) == 8 and specs[0] == part1.FC_PRIMARY
+
+
+def _primary_choices() -> dict[str, tuple[pd.DataFrame, pd.DataFrame, list[str]]]:
+    """Per shipped set and budget, the primary specification's runs, the rate each of its
+    cells chose (as the verdicts choose it) and the cell's columns."""
+    from normlab import results
+    from normlab.analysis import select_best
+
+    fc = part1.verdict_rows(results.largest("fc_normalisers").results)
+    fc_by = ["activation", "depth", "width", "normaliser"]
+    runs = results.largest("batch_size").results
+    runs = runs[
+        (runs["optimizer"] == PRIMARY["optimizer"]) & (runs["init"] == PRIMARY["init"])
+    ]
+    steps = runs[runs["budget"] == "to_target"]
+    epochs = runs[runs["budget"] == "fixed_epochs"]
+    batch_by = ["normaliser", "batch_size"]
+    cnn = results.largest("cnn_normalisers").results
+    return {
+        "fc_normalisers": (fc, select_best(fc, fc_by), fc_by),
+        "batch_size to_target": (steps, batch_analysis.steps_scores(steps), batch_by),
+        "batch_size fixed_epochs": (epochs, select_best(epochs, batch_by), batch_by),
+        "cnn_normalisers": (cnn, select_best(cnn, ["normaliser"]), ["normaliser"]),
+    }
+
+
+def test_shipped_sets_choose_every_primary_rate_inside_its_grid() -> None:
+    """Issue 48: no primary-specification cell of the fc, batch-size (both budgets) and CNN
+    sets has its rate chosen at the edge of the rates it tried, so the grid brackets each
+    optimum the verdicts compare."""
+    from normlab.analysis import choice_edges
+
+    for name, (runs, chosen, by) in _primary_choices().items():
+        assert len(chosen) and not chosen["lr"].isna().any(), name
+        edges = choice_edges(runs, chosen, by)
+        assert (edges["tried"] >= 3).all(), name
+        at_edge = edges[edges["edge"] != ""]
+        assert at_edge.empty, f"{name}: {at_edge.to_dict('records')}"
+
+
+def test_shipped_sensitivities_choose_inside_their_grids_too() -> None:
+    """Every specification of the fc and batch-size sets, not only the primary one, has its
+    rates bracket each cell's choice: a verdict read under a sensitivity compares optima."""
+    from normlab import results
+    from normlab.analysis import choice_edges, select_best
+
+    fc = results.largest("fc_normalisers").results
+    fc_by = [*part1.SPEC_AXES, "activation", "depth", "width", "head", "normaliser"]
+    runs = results.largest("batch_size").results
+    batch_by = ["optimizer", "init", "normaliser", "batch_size"]
+    steps = runs[runs["budget"] == "to_target"]
+    epochs = runs[runs["budget"] == "fixed_epochs"]
+    for name, table, chosen, by in (
+        ("fc_normalisers", fc, select_best(fc, fc_by), fc_by),
+        ("batch_size to_target", steps, batch_analysis.steps_scores(steps), batch_by),
+        ("batch_size fixed_epochs", epochs, select_best(epochs, batch_by), batch_by),
+    ):
+        edges = choice_edges(table, chosen, by)
+        assert edges["edge"].eq("").all(), f"{name}: {edges[edges['edge'] != '']}"

@@ -34,7 +34,7 @@ from normlab import (
 from normlab.__main__ import main
 from normlab._records import MAX_DEPTH
 from normlab.experiments import RunSettings
-from normlab.experiments.grid import Grid
+from normlab.experiments.grid import Grid, run_id
 from normlab.experiments.part1 import train_mlp
 
 TINY = "_tiny_saved_set_test"
@@ -186,6 +186,29 @@ def test_save_resumes_and_says_which_commit_made_which_runs(
     ]
     assert again.manifest["exact_on"] == first.manifest["exact_on"] is not None
     assert verification.check_format(again) == []
+
+
+def test_a_pruning_save_drops_only_the_runs_its_grid_no_longer_holds(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A grid that moved some runs (here: one seed fewer) leaves a set that no longer
+    loads; ``prune`` re-packs the grid's runs, their records, digests and commits as they
+    were, and the manifest keeps its history and names the command that pruned."""
+    monkeypatch.setattr(_provenance, "git_commit", lambda: "made")
+    full = results.save(
+        _tiny(), RunSettings(profile="cpu", seeds=3), root=tmp_path, command="a"
+    )
+    monkeypatch.setattr(_provenance, "git_commit", lambda: "pruned")
+    fewer = RunSettings(profile="cpu", seeds=2)
+    kept = results.save(_tiny(), fewer, root=tmp_path, command="b", prune=True)
+    grid = {run_id(_tiny(), c) for c in experiments.get(_tiny()).grid("cpu").configs(2)}
+    assert set(kept.manifest["records"]) == grid and kept.runs == 4
+    assert kept.manifest["records"] == {
+        i: d for i, d in full.manifest["records"].items() if i in grid
+    }
+    assert kept.manifest["commits"] == {"made": sorted(grid)}
+    assert kept.manifest["commands"] == ["a", "b"]
+    assert verification.check_format(kept) == []
 
 
 def test_an_interrupted_save_keeps_its_provenance(tmp_path: Path, monkeypatch) -> None:

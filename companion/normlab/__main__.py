@@ -150,6 +150,12 @@ def _add_save(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="save from package code with uncommitted changes (recorded as +dirty)",
     )
+    save.add_argument(
+        "--prune",
+        action="store_true",
+        help="drop the set's records that its grid no longer holds (a confirmation moved "
+        "to another rate); the manifest records the command",
+    )
 
 
 def _add_verify(commands: argparse._SubParsersAction) -> None:
@@ -490,7 +496,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.root is not None:
                 _check_writable(args.root, "--root")
             saved = results.save(
-                args.name, settings, root=args.root, allow_dirty=args.allow_dirty
+                args.name,
+                settings,
+                root=args.root,
+                allow_dirty=args.allow_dirty,
+                prune=args.prune,
             )
             print(f"{saved.label()}\nin {saved.folder}")
         elif args.command == "verify":

@@ -34,6 +34,7 @@ import shlex
 import sys
 import time
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -374,9 +375,11 @@ def pack(
     command: str,
     wall_seconds: float,
     device: str,
+    keep: Collection[str] | None = None,
 ) -> SavedSet:
     """Pack every record in ``folder`` (its ``runs.jsonl`` and the runner's scratch files)
-    into ``runs.jsonl``, ``results.csv`` and ``manifest.json``, then remove the scratch.
+    into ``runs.jsonl``, ``results.csv`` and ``manifest.json``, then remove the scratch;
+    with ``keep``, only the records whose run id it holds (the others are dropped).
 
     Wall time and commands accumulate over resumed or sharded invocations. ``commits``
     and ``exact_on`` (the fingerprint on which re-runs reproduce every record exactly,
@@ -390,7 +393,7 @@ def pack(
     lock.wait(PACK_WAIT, doing=f"packing {folder}")
     try:
         scratch = sorted((folder / "runs").glob("*.json"))
-        packed = _pack_locked(folder, command, wall_seconds, device)
+        packed = _pack_locked(folder, command, wall_seconds, device, keep)
         for path in scratch:
             path.unlink(missing_ok=True)
     finally:
@@ -404,11 +407,20 @@ def pack(
 
 
 def _pack_locked(
-    folder: Path, command: str, wall_seconds: float, device: str
+    folder: Path,
+    command: str,
+    wall_seconds: float,
+    device: str,
+    keep: Collection[str] | None = None,
 ) -> SavedSet:
     """:func:`pack`'s work, under its lock."""
     finish_pending(folder)
     records = list(finished_records(folder).values())
+    if keep is not None:
+        kept = [r for r in records if r["run_id"] in keep]
+        if len(kept) < len(records):
+            print(f"dropped {len(records) - len(kept)} records outside the grid")
+        records = kept
     if not records:
         raise ValueError(f"no run records in {folder}")
     old = previous_manifest(folder)
@@ -521,6 +533,7 @@ def save(
     root: str | Path | None = None,
     command: str | None = None,
     allow_dirty: bool = False,
+    prune: bool = False,
 ) -> SavedSet:
     """Run (or resume) ``experiment`` with ``settings`` into ``root``, by default the
     reader's results folder (:func:`default_root`), then :func:`pack` it.
@@ -530,7 +543,9 @@ def save(
     the CPU. ``settings.progress`` (None: on a terminal) shows the progress bars.
     A set is evidence, so it is made from committed code: in a git checkout whose package
     code has uncommitted changes, ``save`` refuses unless ``allow_dirty`` (the manifest's
-    ``commits`` then name ``<commit>+dirty``).
+    ``commits`` then name ``<commit>+dirty``). ``prune`` drops the records the grid no
+    longer holds (a confirmation moved to the rate a widened pilot chose), keeping the
+    manifest's history; the command it is given records it.
     """
     from . import experiments
 
@@ -547,7 +562,12 @@ def save(
             "commit it first, so that the set names the code that made it, or pass "
             "allow_dirty=True (--allow-dirty), which the manifest records as +dirty"
         )
-    experiments.get(experiment).grid(profile)
+    from .experiments.grid import run_id
+
+    grid = experiments.get(experiment).grid(profile)
+    keep = (
+        {run_id(experiment, c) for c in grid.configs(settings.seeds)} if prune else None
+    )
     settings = replace(settings, profile=profile, device=settings.device or "cpu")
     root_given = Path(root) if root is not None else None
     root = root_given or default_root()
@@ -566,6 +586,7 @@ def save(
         command=command or _command(root_given),
         wall_seconds=time.perf_counter() - started,
         device=settings.device,
+        keep=keep,
     )
 
 

@@ -13,11 +13,12 @@ declare grids and run functions only: no table is built there.
 from __future__ import annotations
 
 from . import batch, mechanism, part1, runs
-from .runs import at_chosen_lr, records_table, select_best, summarise
+from .runs import at_chosen_lr, choice_edges, records_table, select_best, summarise
 
 __all__ = [
     "at_chosen_lr",
     "batch",
+    "choice_edges",
     "mechanism",
     "part1",
     "records_table",

@@ -20,6 +20,7 @@ from ..stats import mean_ci
 
 __all__ = [
     "at_chosen_lr",
+    "choice_edges",
     "common_seeds",
     "duplicated_runs",
     "records_table",
@@ -132,6 +133,46 @@ def select_best(
             }
         )
     return pd.DataFrame(rows)
+
+
+def choice_edges(
+    results: pd.DataFrame,
+    chosen: pd.DataFrame,
+    by: Sequence[str],
+    select: str = "lr",
+) -> pd.DataFrame:
+    """Where each cell's chosen ``select`` lies among the values that cell tried.
+
+    ``chosen`` has a row per cell (the ``by`` columns and its chosen ``select``, as
+    :func:`select_best` gives; NaN where no value was chosen), ``results`` the runs the
+    choice was made from. Columns: ``by``, ``select``, ``tried`` (how many values the cell
+    of ``results`` ran), ``lowest``, ``highest`` and ``edge``: ``"low"`` or ``"high"`` when
+    the choice is the smallest or largest of two or more values tried (the optimum may lie
+    beyond it: widen the grid that way), else ``""``. A cell of ``chosen`` that
+    ``results`` lacks is a ValueError.
+    """
+    by = list(by)
+    tried = results.groupby(by, dropna=False)[select].agg(["nunique", "min", "max"])
+    cells = chosen[[*by, select]].drop_duplicates(by).set_index(by)
+    lacking = cells.index.difference(tried.index)
+    if len(lacking):
+        raise ValueError(f"cells chosen but not in the results: {list(lacking)[:3]}")
+    tried = tried.reindex(cells.index)
+    value = cells[select]
+    several = tried["nunique"] > 1
+    low = several & (value == tried["min"])
+    high = several & (value == tried["max"]) & ~low
+    edge = pd.Series("", index=cells.index).mask(low, "low").mask(high, "high")
+    out = pd.DataFrame(
+        {
+            select: value,
+            "tried": tried["nunique"].astype(int),
+            "lowest": tried["min"],
+            "highest": tried["max"],
+            "edge": edge,
+        }
+    )
+    return out.reset_index()
 
 
 def at_chosen_lr(

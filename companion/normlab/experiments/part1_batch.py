@@ -49,11 +49,13 @@ __all__ = [
     "BATCH_SIZE",
     "CENTRES",
     "CPU_ADAM_CENTRES",
+    "CPU_ADAM_WIDER",
     "CPU_PRIMARY_SEEDS",
     "CPU_SEEDS",
     "CPU_SGD_CENTRES",
     "CPU_SIZES",
     "CPU_WIDER",
+    "CPU_WIDER_EPOCHS",
     "GPU_RATES",
     "LADDER",
     "PRIMARY",
@@ -214,10 +216,13 @@ CENTRES: dict[tuple[str, str], tuple[tuple[int, ...], dict[str, tuple[float, ...
 
 # The cells whose rate the set's first three seeds chose at the edge of its three (under
 # either initialisation), and which edge: the steps-to-target runs of such a cell also try
-# the next rate of the ladder beyond it, so that the search brackets the best rate.
+# the next rate of the ladder beyond it, so that the search brackets the best rate; a cell
+# whose choice stayed at the new edge tries the next again (the count of rates added);
+# three cells were added when the default initialisation chose their edge (issue 48).
 CPU_WIDER: dict[tuple[str, int], int] = {
     ("affine_like", 4): +1,
     ("affine_like", 16): -1,
+    ("affine_like", 64): +1,
     ("affine_like", 128): +1,
     ("affine_like", 256): +1,
     ("batchnorm", 4): -1,
@@ -226,6 +231,9 @@ CPU_WIDER: dict[tuple[str, int], int] = {
     ("batchnorm", 256): -1,
     ("l2", 4): +1,
     ("l2", 256): +1,
+    ("layernorm", 64): -1,
+    ("layernorm", 256): -1,
+    ("none", 4): -1,
     ("none", 16): +1,
     ("norm_like", 64): +1,
     ("norm_like", 128): +1,
@@ -234,7 +242,41 @@ CPU_WIDER: dict[tuple[str, int], int] = {
     ("rmsnorm", 32): -1,
     ("rmsnorm", 64): -1,
 }
-WIDER: dict[tuple[str, str], dict[tuple[str, int], int]] = {("cpu", "sgd"): CPU_WIDER}
+# The same under the fixed-epochs budget (plain SGD, the paper's initialisation): the cells
+# whose pilot chose the edge of their three rates on validation accuracy (issue 48).
+CPU_WIDER_EPOCHS: dict[tuple[str, int], int] = {
+    ("affine_like", 4): -1,
+    ("affine_like", 256): -1,
+    ("batchnorm", 4): -1,
+    ("batchnorm", 64): -2,
+    ("l2", 64): -1,
+    ("l2", 256): -1,
+    ("layernorm", 64): -1,
+    ("none", 4): -1,
+    ("none", 16): +1,
+    ("norm_like", 16): -1,
+    ("norm_like", 256): -1,
+    ("rmsnorm", 4): -1,
+    ("rmsnorm", 16): +1,
+    ("rmsnorm", 64): -1,
+}
+# Adam (a sensitivity, steps to the target): the cells whose choice was at the edge.
+CPU_ADAM_WIDER: dict[tuple[str, int], int] = {
+    ("affine_like", 4): +1,
+    ("affine_like", 64): +2,
+    ("affine_like", 256): +2,
+    ("l2", 256): +1,
+    ("layernorm", 4): +1,
+    ("norm_like", 16): -1,
+    ("norm_like", 256): +1,
+}
+#: Per (profile, optimiser, budget): the cells that try rates beyond their three, and how
+#: many beyond which edge (+ above, - below).
+WIDER: dict[tuple[str, str, str], dict[tuple[str, int], int]] = {
+    ("cpu", "sgd", "to_target"): CPU_WIDER,
+    ("cpu", "sgd", "fixed_epochs"): CPU_WIDER_EPOCHS,
+    ("cpu", "adam", "to_target"): CPU_ADAM_WIDER,
+}
 
 
 def rates_for(
@@ -243,32 +285,30 @@ def rates_for(
     normaliser: str,
     batch_size: int,
     *,
-    wider: bool = False,
+    budget: str | None = None,
 ) -> tuple[float, ...]:
     """The rates a cell of ``profile``'s grid tries: its centre (:data:`CENTRES`) and the
-    rates a half-decade either side of it; ``wider`` adds the next rate beyond the edge
-    that :data:`WIDER` names for the cell, if it names one."""
+    rates a half-decade either side of it; with a ``budget``, also the rates beyond the
+    edge that :data:`WIDER` names for the cell under that budget, if it names any."""
     sizes, table = CENTRES[profile, optimizer]
     centre = LADDER.index(table[normaliser][sizes.index(batch_size)])
-    side = (
-        WIDER.get((profile, optimizer), {}).get((normaliser, batch_size), 0)
-        if wider
-        else 0
-    )
-    return LADDER[centre - 1 - (side < 0) : centre + 2 + (side > 0)]
+    wider = WIDER.get((profile, optimizer, budget or ""), {})
+    side = wider.get((normaliser, batch_size), 0)
+    return LADDER[centre - 1 - max(0, -side) : centre + 2 + max(0, side)]
 
 
 def _cpu_point(config: Mapping[str, Any]) -> bool:
     """The cpu set: the primary specification (:data:`PRIMARY`) at every batch size, and
     one sensitivity at a time at :data:`SENSITIVITY_SIZES`: the package's default
-    initialisation and fixed epochs; each cell at its own rates (a fourth where
-    :data:`CPU_WIDER` says, steps to the target only)."""
+    initialisation and fixed epochs; each cell at its own rates (more where :data:`WIDER`
+    says)."""
     off = [k for k, v in PRIMARY.items() if config[k] != v]
     if len(off) > 1 or (off and config["batch_size"] not in SENSITIVITY_SIZES):
         return False
     optimizer, name = config["optimizer"], config["normaliser"]
-    wider = config["budget"] == "to_target"
-    rates = rates_for("cpu", optimizer, name, config["batch_size"], wider=wider)
+    rates = rates_for(
+        "cpu", optimizer, name, config["batch_size"], budget=config["budget"]
+    )
     return config["lr"] in rates
 
 
@@ -292,7 +332,8 @@ def _ladder_union(profile: str, optimizers: Sequence[str]) -> list[float]:
             for o in optimizers
             for n in NORMALISERS
             for b in CENTRES[profile, o][0]
-            for lr in rates_for(profile, o, n, b, wider=True)
+            for budget in BATCH_BUDGETS
+            for lr in rates_for(profile, o, n, b, budget=budget)
         }
     )
 
