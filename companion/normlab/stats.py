@@ -37,6 +37,7 @@ __all__ = [
     "paired_test",
     "difference_test",
     "slope_log2",
+    "slope_weights",
     "slopes_log2",
     "tost",
     "welch_df",
@@ -296,6 +297,18 @@ def slope_log2(x: Sequence[float], y: Sequence[float]) -> float:
             f"x and y must have equal lengths and x at least two distinct values, got x={list(x)}"
         )
     return float(np.polyfit(lx, yy, 1)[0])
+
+
+def slope_weights(x: Sequence[float]) -> np.ndarray:
+    r"""The weights ``w`` that make :func:`slope_log2` a weighted sum, ``slope = sum(w * y)``:
+    :math:`w_k = (\ell_k - \bar\ell) / \sum_j (\ell_j - \bar\ell)^2` with
+    :math:`\ell = \log_2 x` (so a test item's hits, weighted so, give its share of the
+    slope)."""
+    lx = np.log2(np.asarray(x, dtype=float))
+    centred = lx - lx.mean() if lx.size else lx
+    if lx.ndim != 1 or len(np.unique(lx)) < 2:
+        raise ValueError(f"x must hold at least two distinct values, got {list(x)}")
+    return centred / float(np.sum(centred**2))
 
 
 def slopes_log2(table: pd.DataFrame, x: str, y: str, seed: str = "seed") -> np.ndarray:  # noqa: F821

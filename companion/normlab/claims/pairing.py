@@ -39,6 +39,7 @@ __all__ = [
     "CONFIG",
     "at_chosen_lr",
     "chance_level",
+    "ceiling_level",
     "source_of",
     "test_items",
     "item_terms",
@@ -154,6 +155,30 @@ def chance_level(results: pd.DataFrame) -> float | None:
     network that learned nothing reaches; None for a metric without one or a mixed table."""
     found = _one_test_split(results)
     return None if found is None else found[0]
+
+
+@functools.cache
+def _ceiling(task: str, data_profile: str, chosen: str | None) -> float | None:
+    """The best accuracy a task's test split allows, where its data define one (a
+    generated task's ``meta["ceiling"]``); None otherwise."""
+    from .. import data
+    from ..data.sources import RESTYLED
+
+    base = task.removesuffix(RESTYLED)
+    found = data.for_profile(base, data_profile, chosen=chosen)["test"].meta
+    value = found.get("ceiling") if isinstance(found, dict) else None
+    return float(value) if value is not None else None
+
+
+def ceiling_level(results: pd.DataFrame) -> float | None:
+    """The best accuracy the table's task allows where its stand-in defines one (its Bayes
+    accuracy under label noise); None for a task without one, another metric or a mixed
+    table (then :data:`normlab.claims.rules.CEILING` serves an accuracy)."""
+    if _one_test_split(results) is None:
+        return None
+    profiles = set(results.get("data_profile", results.get("profile", ())))
+    _, chosen = _source(results)
+    return _ceiling(str(results["data"].iloc[0]), str(profiles.pop()), chosen)
 
 
 def test_items(results: pd.DataFrame) -> int | None:
@@ -289,9 +314,14 @@ def difference(
     ).dropna()
     if diff.empty:
         raise Unmeasurable(f"no seed has runs of both {left.name} and {right.name}")
-    chance = chance_level(rows)
+    chance, ceiling = chance_level(rows), ceiling_level(rows)
     arms = tuple(
-        Arm(side.name, float(np.nanmean(side.test.to_numpy(dtype=float))), chance)
+        Arm(
+            side.name,
+            float(np.nanmean(side.test.to_numpy(dtype=float))),
+            chance,
+            ceiling,
+        )
         for side in (left, right)
     )
     return diff, arms

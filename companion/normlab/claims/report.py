@@ -35,17 +35,23 @@ from . import plans
 from .plans import data_words
 from .registry import Check, Claim, Effect, Measurement, Test, Unmeasurable, get, ids
 from .rules import (
+    AT_CEILING,
+    CEILING,
+    CONCEPTUAL,
     CONTRADICTED,
     INCONCLUSIVE,
     NOT_TRAINED,
     NOT_YET_TESTED,
+    SIGN_CONTRADICTED,
     SUPPORTED,
     Equivalent,
     Rule,
+    at_ceiling,
     combine,
     holm_intervals,
     trained,
     trained_margin,
+    verdict_words,
 )
 
 __all__ = [
@@ -103,6 +109,8 @@ class Judged:
     n_test_needed: int | None = None
     note: str = ""
     equivalence: bool = False  # judged by an equivalence rule (for the plan's power)
+    p_test: str = "zero effect, two-sided"  # the test whose p-value ``p`` is
+    name: str = ""  # the effect's short name in the claim's words (else its label)
 
     @property
     def n(self) -> int:
@@ -154,6 +162,13 @@ class Outcome:
     # the plan's seeds and test items, from the pilot (:func:`planned_from`); None: not
     # computed (an outcome judged on a chapter's table), then read from ``judged``
     planned: tuple[int | None, int | None] | None = None
+    # the verdict in words, naming each effect's verdict where they differ ("" : the verdict)
+    words: str = ""
+
+    @property
+    def says(self) -> str:
+        """The verdict in words: each effect's named where they differ."""
+        return self.words or self.verdict
 
     @property
     def n_needed(self) -> int | None:
@@ -221,13 +236,52 @@ def _resolve(
     return rule.seeds_to_resolve(larger, margin, alpha), items
 
 
+#: What an inconclusive effect says when its seeds already give the plan's power.
+IN_HAND = (
+    "inconclusive with the seeds in hand that 80 % power against the margin needs: its "
+    "estimate lies between zero and the margin, and more seeds narrow the interval"
+)
+
+
+def _ceiling_of(effect: Effect) -> list[str]:
+    """The arms of ``effect`` at the task's ceiling, in words, where every one is
+    (:func:`normlab.claims.rules.at_ceiling`); empty otherwise."""
+    arms = [a for a in effect.arms if a.chance is not None or a.ceiling is not None]
+    if not arms or len(arms) < len(effect.arms):
+        return []
+    tops = {a.ceiling for a in arms}
+    if len(tops) != 1 or not at_ceiling([a.score for a in arms], tops.pop()):
+        return []
+    return [
+        f"{a.name} at {a.score:.3f} (ceiling "
+        f"{a.ceiling if a.ceiling is not None else CEILING:.4g})"
+        for a in arms
+    ]
+
+
+def _p_of(rule: Rule, ci: Interval, verdict: str) -> tuple[float, str]:
+    """The p-value of the test that matters for ``verdict``, and that test in words: for
+    a contradicted non-inferiority or equivalence effect the test that it lies beyond
+    the margin, else the rule's own test."""
+    if verdict in (CONTRADICTED, SIGN_CONTRADICTED) and hasattr(rule, "p_against"):
+        return rule.p_against(ci), "beyond the margin (the contradiction)"
+    if isinstance(rule, Equivalent):
+        return rule.p_value(ci), "inside the margin (two one-sided tests)"
+    if hasattr(rule, "p_against"):
+        return rule.p_value(ci), "not beyond the margin (one-sided)"
+    return rule.p_value(ci), "zero effect, two-sided"
+
+
 def _judge_one(
-    claim: Claim, effect: Effect, rule: Rule, ci: Interval, p: float, failed: list[str]
+    claim: Claim, effect: Effect, rule: Rule, ci: Interval, failed: list[str]
 ) -> Judged:
     margin = _margin(claim, effect, rule)
     item_var, n_test, note = _item_variance(effect)
     value = margin.margin if margin else None
-    verdict = NOT_TRAINED if failed else rule.verdict(ci, value)
+    ceiling = [] if failed else _ceiling_of(effect)
+    verdict = (
+        NOT_TRAINED if failed else AT_CEILING if ceiling else rule.verdict(ci, value)
+    )
     alpha = 1 - ci.confidence
     mde = math.nan
     if ci.n >= 2 and math.isfinite(ci.seed_sd):
@@ -235,8 +289,13 @@ def _judge_one(
     needed = items = None
     if verdict == INCONCLUSIVE:
         needed, items = _resolve(rule, ci, value, n_test, alpha)
+        if needed is not None and needed <= ci.n and items is None:
+            needed, note = None, "; ".join(filter(None, (IN_HAND, note)))
     if failed:
         note = "did not train: " + "; ".join(failed)
+    if ceiling:
+        note = "at the ceiling, where no difference can show: " + "; ".join(ceiling)
+    p, test = _p_of(rule, ci, verdict)
     return Judged(
         effect.label,
         verdict,
@@ -252,6 +311,8 @@ def _judge_one(
         items,
         note,
         isinstance(rule, Equivalent),
+        test,
+        effect.name or effect.label,
     )
 
 
@@ -294,7 +355,7 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
     judged, notes, untrained = [], {}, []
     for effect, rule, ci in zip(effects, rules, at_level):
         failed = _untrained(effect.arms)
-        one = _judge_one(claim, effect, rule, ci, rule.p_value(ci), failed)
+        one = _judge_one(claim, effect, rule, ci, failed)
         judged.append(one)
         note = one.note if failed else "; ".join(filter(None, (one.needs, one.note)))
         if note:
@@ -321,6 +382,7 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
         data=read,
         judged=judged,
         arms=compared,
+        words=verdict_words([(j.name, j.verdict) for j in judged]),
     )
 
 
@@ -396,9 +458,12 @@ def evaluate(
             c.value <= claim.test.tolerance if c.zero else c.value > claim.test.nonzero
             for c in checks
         )
+        verdict = SUPPORTED if ok else CONTRADICTED
+        if ok and claim.kind == "conceptual":
+            verdict = CONCEPTUAL
         return Outcome(
             claim,
-            SUPPORTED if ok else CONTRADICTED,
+            verdict,
             checks=checks,
             source={"profile": "exact", "data": "float64 measurement"},
         )
@@ -541,6 +606,7 @@ def _effect_record(j: Judged) -> dict[str, Any]:
         "seeds_only": {
             "low": _number(j.seeds_only.low),
             "high": _number(j.seeds_only.high),
+            "confidence": _number(j.seeds_only.confidence),
         },
         "test_items_se": _number(math.sqrt(j.item_var)),
         "margin": _number(j.margin),
@@ -548,6 +614,7 @@ def _effect_record(j: Judged) -> dict[str, Any]:
         "margin_tie": j.tie,
         "mde": _number(j.mde),
         "p": _number(j.p),
+        "p_test": j.p_test,
         "n": j.n,
         "n_needed": j.n_needed,
         "n_test": j.n_test,
@@ -608,6 +675,7 @@ def scorecard_records(
             "chapter": c.chapter,
             "paper": {k: _number(float(v)) for k, v in c.paper.items()},
             "verdict": out.verdict,
+            "verdict_words": out.says,
             "data": data,
             "stand_in": stand_in,
             "profile": out.source.get("profile") or None,
