@@ -727,7 +727,7 @@ declare(
     test=Test(
         experiment="batch_size",
         quantity=_a13,
-        rule=AtLeast(SLOPE_MARGIN, direction=-1),
+        rule=AtLeast(ACCURACY_SLOPE_MARGIN),
         says="two readings, cross-fitted as A12's. The paper's: each normaliser's slope of "
         "the test accuracy at fixed epochs per doubling of the batch, LayerNorm's within "
         f"±{ACCURACY_SLOPE_MARGIN} (equivalence), the others' not below "

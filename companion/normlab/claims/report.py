@@ -40,9 +40,12 @@ from .rules import (
     CONCEPTUAL,
     CONTRADICTED,
     INCONCLUSIVE,
+    MIXED,
     NOT_TRAINED,
     NOT_YET_TESTED,
+    SIGN_CONSISTENT,
     SIGN_CONTRADICTED,
+    SIGN_SUPPORTED,
     SUPPORTED,
     Equivalent,
     Rule,
@@ -796,11 +799,17 @@ def markdown(table: pd.DataFrame) -> str:
 #: What each verdict says about reproducing the paper, in the reproducibility table.
 REPRODUCED = {
     SUPPORTED: "reproduced",
+    SIGN_SUPPORTED: "reproduced in sign; its size unresolved",
     "consistent with": "partly: the predicted sign, not the mechanism",
+    SIGN_CONSISTENT: "partly: the predicted sign, its size unresolved",
     CONTRADICTED: "not reproduced: the opposite",
+    SIGN_CONTRADICTED: "not reproduced: the opposite sign, its size unresolved",
     "smaller than the margin": "not at a size that matters",
     INCONCLUSIVE: "not resolved",
+    MIXED: "in part: each effect's verdict is named",
     NOT_TRAINED: "no verdict: an arm did not train",
+    AT_CEILING: "no verdict: the arms are at the task's ceiling",
+    CONCEPTUAL: "a view, consistent with the algebra",
 }
 
 
@@ -817,6 +826,29 @@ def _span(effect: dict[str, Any]) -> str:
     )
 
 
+def _margin_words(e: dict[str, Any]) -> str:
+    return f"±{e['margin']:g}" if e["margin"] is not None else "its margin"
+
+
+def _effect_why(e: dict[str, Any]) -> str:
+    """Why one effect (a record of :func:`scorecard_records`) has its verdict."""
+    verdict = e["verdict"]
+    if verdict == INCONCLUSIVE:
+        return e["needs"] or e["note"] or "its interval straddles zero"
+    if verdict in (CONTRADICTED, SIGN_CONTRADICTED):
+        return f"its interval lies on the other side (margin {_margin_words(e)})"
+    if verdict == "smaller than the margin":
+        return f"its interval lies inside {_margin_words(e)} ({e['margin_tie']})"
+    if verdict in (SIGN_SUPPORTED, SIGN_CONSISTENT):
+        return (
+            f"its interval excludes zero but reaches across the margin "
+            f"{_margin_words(e)}: its size is unresolved"
+        )
+    if verdict in (NOT_TRAINED, AT_CEILING):
+        return e["note"]
+    return f"its interval clears its rule's bound (margin {_margin_words(e)})"
+
+
 def _why(record: dict[str, Any]) -> str:
     """Why the verdict is what it is, from its effects and their margins."""
     effects = record["effects"]
@@ -826,30 +858,19 @@ def _why(record: dict[str, Any]) -> str:
     if not effects:
         return record["note"]
     if verdict == INCONCLUSIVE:
-        open_ = [e for e in effects if e["verdict"] == INCONCLUSIVE and e["needs"]]
+        open_ = [e for e in effects if e["needs"]]
         if len(open_) == 1:
             return open_[0]["needs"]
         return "; ".join(f"{e['label']}: {e['needs']}" for e in open_) or record["note"]
-
-    def margin(e: dict[str, Any]) -> str:
-        return f"±{e['margin']:g}" if e["margin"] is not None else "its margin"
-
-    deciding = [e for e in effects if e["verdict"] == verdict] or effects
-    if verdict == CONTRADICTED:
-        return "; ".join(
-            f"{e['label']}: its interval lies on the other side (margin {margin(e)})"
-            for e in deciding
+    if len(effects) == 1:
+        return _effect_why(effects[0])
+    if verdict == SUPPORTED:
+        return (
+            "every effect's interval clears its rule's bound (margin "
+            + ", ".join(dict.fromkeys(_margin_words(e) for e in effects))
+            + ")"
         )
-    if verdict == "smaller than the margin":
-        return "; ".join(
-            f"{e['label']}: its interval lies inside {margin(e)} ({e['margin_tie']})"
-            for e in deciding
-        )
-    return (
-        "every effect's interval clears its rule's bound (margin "
-        + ", ".join(dict.fromkeys(margin(e) for e in effects))
-        + ")"
-    )
+    return "; ".join(f"{e['label']}: {_effect_why(e)}" for e in effects)
 
 
 def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -880,7 +901,7 @@ def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
             reproduced += " (mechanism, on a stand-in)"
         rows.append(
             {
-                "verdict": r["verdict"],
+                "verdict": r.get("verdict_words") or r["verdict"],
                 "id": r["id"],
                 "reproduced": reproduced,
                 "paper": paper,
