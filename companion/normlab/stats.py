@@ -43,6 +43,7 @@ __all__ = [
     "welch_df",
     "accuracy_item_variance",
     "items_needed",
+    "item_level_variance",
     "power_directional",
     "power_equivalence",
     "mde",
@@ -406,6 +407,32 @@ def paired_item_variance(
     sizes = np.bincount(group, minlength=count)
     mean = d.mean()
     return float(count / (count - 1) * np.sum((sums - mean * sizes) ** 2) / d.size**2)
+
+
+def item_level_variance(per_run: np.ndarray, starts: np.ndarray | None = None) -> float:
+    r"""The test set's own share of :func:`paired_item_variance`, run-to-run disagreement
+    taken out: ``per_run`` holds one row per seed of per-item differences :math:`d_{is}`
+    (or of groups' items, with ``starts``). Over :math:`S` seeds the items' means
+    :math:`\bar d_i` vary by :math:`\operatorname{var}(\mu_i) + \overline{\sigma^2_i}/S`:
+    the items' true differences and the runs' disagreement on each item, which the seeds'
+    spread already holds. Returned: :func:`paired_item_variance` of :math:`\bar d_i` less
+    the disagreement's share, :math:`\sum_g s^2_g / (S N^2)` over the groups' (or items')
+    summed differences' variances :math:`s^2_g` across seeds (:math:`N` items), at least 0;
+    the variance to plan a test set's size with. With one seed, the whole of it."""
+    runs = np.asarray(per_run, dtype=float)
+    if runs.ndim != 2 or runs.shape[0] < 1:
+        raise ValueError(f"per_run must be (seeds, items), got shape {runs.shape}")
+    whole = paired_item_variance(runs.mean(axis=0), starts)
+    seeds, size = runs.shape
+    if seeds < 2:
+        return whole
+    if starts is None:
+        sums = runs
+    else:
+        group = np.cumsum(np.asarray(starts, dtype=bool).ravel()) - 1
+        sums = np.stack([np.bincount(group, weights=row) for row in runs])
+    disagreement = float(np.sum(sums.var(axis=0, ddof=1))) / (seeds * size**2)
+    return max(0.0, whole - disagreement)
 
 
 def items_needed(

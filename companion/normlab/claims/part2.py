@@ -24,11 +24,15 @@ from .pairing import (
     at_chosen_lr,
     chance_level,
     difference,
+    item_level_variance,
     item_terms,
     only,
     paired,
     per_seed,
     test_items,
+)
+from .pairing import (
+    paired_item_variance as pairing_item_variance,
 )
 from .registry import Arm, Effect, Test, Unmeasurable, declare
 from .rules import AtLeast, Directional, Equivalent
@@ -486,9 +490,25 @@ def _n14_gate(results: pd.DataFrame) -> list[Effect]:
             paired_differences(_gate_lead(best, a), _gate_lead(best, b)),
             data=(a, b),
             items=_lead_items(best, a, b, by="arm"),
+            item_var=_leads_item_variance(best, a, b, pairing_item_variance),
+            item_level=_leads_item_variance(best, a, b, item_level_variance),
         )
         for a, b in pairs
     ]
+
+
+def _leads_item_variance(
+    best: pd.DataFrame, a: str, b: str, variance: Callable[..., float | None]
+) -> float | None:
+    """The test sets' variance of (autonorm_s - frozen_ln on ``a``) - (the same on ``b``),
+    measured item by item from the runs' hits by ``variance`` (the paired variance, or its
+    item-level share): the two tasks' test sets are drawn apart, so their variances add
+    (None where a run lacks its hits)."""
+    found = [
+        variance(best, "autonorm_s", "frozen_ln", by="arm", within={"data": data})
+        for data in (a, b)
+    ]
+    return None if None in found else float(sum(found))
 
 
 # ---------------------------------------------------------------------- the claims

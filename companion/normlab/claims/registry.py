@@ -77,7 +77,9 @@ class Effect:
     hits, is that noise measured item by item (:func:`normlab.stats.paired_item_variance`),
     which replaces the bound. ``name`` is the effect's short name in its claim's verdict
     words ("supported for norm_like; ...", :func:`normlab.claims.rules.verdict_words`;
-    empty: the label)."""
+    empty: the label). ``item_level`` is the test set's own share of ``item_var``, the
+    runs' disagreement item by item taken out (:func:`normlab.stats.item_level_variance`),
+    which sizes a test set in a plan (None: ``item_var`` does)."""
 
     label: str
     samples: np.ndarray
@@ -87,6 +89,7 @@ class Effect:
     items: tuple[tuple[float, float, int], ...] = ()
     item_var: float | None = None
     name: str = ""
+    item_level: float | None = None
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,9 @@ class Judged:
     equivalence: bool = False  # judged by an equivalence rule (for the plan's power)
     p_test: str = "zero effect, two-sided"  # the test whose p-value ``p`` is
     name: str = ""  # the effect's short name in the claim's words (else its label)
+    # the test set's own share of ``item_var``, the runs' disagreement taken out (None:
+    # not measured), which sizes a test set
+    item_level: float | None = None
 
     @property
     def n(self) -> int:
@@ -222,11 +225,20 @@ def _item_variance(effect: Effect) -> tuple[float, int | None, str]:
 
 
 def _resolve(
-    rule: Rule, ci: Interval, margin: float | None, n_test: int | None, alpha: float
+    rule: Rule,
+    ci: Interval,
+    margin: float | None,
+    n_test: int | None,
+    alpha: float,
+    level: float | None = None,
 ) -> tuple[int | None, int | None]:
     """Seeds (and test items, where this test set is too small for any number of seeds)
     to resolve ``ci``: the test set is sized so that its own noise takes at most half of
-    the effect the seeds must resolve (:func:`normlab.stats.items_needed`)."""
+    the effect the seeds must resolve (:func:`normlab.stats.items_needed`), that noise
+    being its item-level share ``level`` where known (the runs' disagreement item by item
+    is in the seeds' spread already)."""
+    if level is not None:
+        ci = dataclasses.replace(ci, item_var=level)
     margin = getattr(rule, "margin", margin)
     if margin is None or not ci.defined or not math.isfinite(ci.seed_sd):
         return None, None
@@ -291,7 +303,7 @@ def _judge_one(
         mde = stats.mde(ci.seed_sd, ci.n, item_var=ci.item_var, alpha=alpha)
     needed = items = None
     if verdict == INCONCLUSIVE:
-        needed, items = _resolve(rule, ci, value, n_test, alpha)
+        needed, items = _resolve(rule, ci, value, n_test, alpha, effect.item_level)
         if needed is not None and needed <= ci.n and items is None:
             needed, note = None, "; ".join(filter(None, (IN_HAND, note)))
     if failed:
@@ -316,6 +328,7 @@ def _judge_one(
         isinstance(rule, Equivalent),
         test,
         effect.name or effect.label,
+        effect.item_level,
     )
 
 
@@ -502,7 +515,13 @@ def _spreads(
 ) -> list[tuple[float, float, float, int | None, bool]]:
     """What :func:`normlab.claims.plans.planned` reads of each effect with a margin."""
     return [
-        (j.seeds_only.seed_sd, j.item_var, j.margin, j.n_test, j.equivalence)
+        (
+            j.seeds_only.seed_sd,
+            j.item_var if j.item_level is None else j.item_level,
+            j.margin,
+            j.n_test,
+            j.equivalence,
+        )
         for j in judged
         if j.margin is not None
     ]
@@ -612,6 +631,9 @@ def _effect_record(j: Judged) -> dict[str, Any]:
             "confidence": _number(j.seeds_only.confidence),
         },
         "test_items_se": _number(math.sqrt(j.item_var)),
+        "test_items_se_item_level": None
+        if j.item_level is None
+        else _number(math.sqrt(j.item_level)),
         "margin": _number(j.margin),
         "units": j.units,
         "margin_tie": j.tie,
