@@ -31,7 +31,7 @@ from .. import stats
 from .._checks import one_of, positive_int
 from .._runtime import PROFILES
 from ..stats import Interval, interval
-from . import plans
+from . import plans, robust
 from .plans import data_words
 from .registry import Check, Claim, Effect, Measurement, Test, Unmeasurable, get, ids
 from .rules import (
@@ -170,11 +170,27 @@ class Outcome:
     planned: tuple[int | None, int | None] | None = None
     # the verdict in words, naming each effect's verdict where they differ ("" : the verdict)
     words: str = ""
+    # the verdict at each close arm's runner-up rate (:func:`normlab.claims.robust.
+    # rate_choices`), and the declared specifications that flip an effect's verdict
+    rates: list[Any] = field(default_factory=list)
+    flips: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def says(self) -> str:
-        """The verdict in words: each effect's named where they differ."""
-        return self.words or self.verdict
+        """The verdict in words: each effect's named where they differ, "rate-dependent"
+        where a close runner-up rate gives another, and "specification-dependent" where a
+        declared specification flips an effect."""
+        words = self.words or self.verdict
+        moved = [r for r in self.rates if r.says != words]
+        if moved:
+            words += "; rate-dependent: " + "; ".join(r.words for r in moved)
+        if self.flips:
+            words += "; specification-dependent: " + "; ".join(
+                f"{_spec_words(f['specification'])}: "
+                + ", ".join(f"{v} for {k}" for k, v in f["effects"].items())
+                for f in self.flips
+            )
+        return words
 
     @property
     def n_needed(self) -> int | None:
@@ -187,6 +203,10 @@ class Outcome:
         """The most test items any inconclusive effect needs (None where none needs more)."""
         found = [j.n_test_needed for j in self.judged if j.n_test_needed is not None]
         return max(found) if found else None
+
+
+def _spec_words(spec: Mapping[str, Any]) -> str:
+    return "under " + ", ".join(f"{k} {v}" for k, v in spec.items())
 
 
 def chapter_notebook(number: int, book: str | Path | None = None) -> Path | None:
@@ -494,6 +514,9 @@ def evaluate(
         return Outcome(claim, f"needs the {test.min_profile} profile", note=command)
     table = saved.results
     outcome = judge(claim, table)
+    if outcome.judged:
+        outcome.rates = robust.rate_choices(claim, table, outcome.arms, judge)
+        outcome.flips = robust.specification_flips(claim, table, outcome, judge)
     if plans.plan(claim.id) is not None:
         outcome.planned = planned_from(claim, table, outcome)
     tasks = outcome.data or (sorted(set(table["data"])) if "data" in table else ())
@@ -710,6 +733,21 @@ def scorecard_records(
             "n_test_needed": out.n_test_needed,
             "effects": [_effect_record(j) for j in out.judged],
         }
+        if out.rates:
+            record["rate_choices"] = [
+                {
+                    "arm": r.arm,
+                    "where": r.config,
+                    "chosen": r.chosen,
+                    "runner_up": r.runner_up,
+                    "validation_gap": _number(r.gap),
+                    "validation_half_width": _number(r.half),
+                    "verdict_words": r.says,
+                }
+                for r in out.rates
+            ]
+        if out.flips:
+            record["specification_dependent"] = out.flips
         if out.checks:
             record["checks"] = [
                 {"label": k.label, "value": _number(k.value), "zero": k.zero}
