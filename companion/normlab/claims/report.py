@@ -672,6 +672,28 @@ def _effect_record(j: Judged) -> dict[str, Any]:
     }
 
 
+def _robustness(out: Outcome) -> dict[str, Any]:
+    """An outcome's close rate choices and flipping specifications, as plain data (empty
+    where it has none)."""
+    found: dict[str, Any] = {}
+    if out.rates:
+        found["rate_choices"] = [
+            {
+                "arm": r.arm,
+                "where": r.config,
+                "chosen": r.chosen,
+                "runner_up": r.runner_up,
+                "validation_gap": _number(r.gap),
+                "validation_half_width": _number(r.half),
+                "verdict_words": r.says,
+            }
+            for r in out.rates
+        ]
+    if out.flips:
+        found["specification_dependent"] = out.flips
+    return found
+
+
 def _data_of(out: Outcome) -> tuple[str, bool | None]:
     """The data an outcome read, in words, and whether a stand-in served it."""
     from ..data import title
@@ -733,21 +755,7 @@ def scorecard_records(
             "n_test_needed": out.n_test_needed,
             "effects": [_effect_record(j) for j in out.judged],
         }
-        if out.rates:
-            record["rate_choices"] = [
-                {
-                    "arm": r.arm,
-                    "where": r.config,
-                    "chosen": r.chosen,
-                    "runner_up": r.runner_up,
-                    "validation_gap": _number(r.gap),
-                    "validation_half_width": _number(r.half),
-                    "verdict_words": r.says,
-                }
-                for r in out.rates
-            ]
-        if out.flips:
-            record["specification_dependent"] = out.flips
+        record.update(_robustness(out))
         if out.checks:
             record["checks"] = [
                 {"label": k.label, "value": _number(k.value), "zero": k.zero}

@@ -97,14 +97,8 @@ def close_runner_ups(
             continue
         values = key if isinstance(key, tuple) else (key,)
         where = dict(zip(config, values[:-1]))
-        shown = {
-            k: v for k, v in where.items() if group[k].nunique() == 1 and k != "data"
-        }
-        found.append(
-            RateChoice(
-                str(values[-1]), shown | _data(where), best, second, ci.mean, ci.half
-            )
-        )
+        shown = {k: v for k, v in where.items() if rows[k].nunique() > 1}
+        found.append(RateChoice(str(values[-1]), shown, best, second, ci.mean, ci.half))
     return sorted(found, key=lambda c: abs(c.gap) / c.half)
 
 
