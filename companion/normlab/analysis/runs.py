@@ -159,12 +159,16 @@ def at_chosen_lr(
 
 
 def seed_halves(seeds: Iterable[int]) -> tuple[list[int], list[int]]:
-    """The seeds in two halves that alternate by rank (0, 2, 4, ... and 1, 3, 5, ... of
-    the sorted seeds): the folds of :func:`cross_fit`. A ValueError below two seeds."""
+    """The seeds in two halves, the folds of :func:`cross_fit`: even and odd seeds, so
+    that leaving a seed out moves no other seed to the other half (by alternate rank, 0,
+    2, 4, ... and 1, 3, 5, ... of the sorted seeds, where one parity would be empty). A
+    ValueError below two seeds."""
     ranked = sorted({int(s) for s in seeds})
     if len(ranked) < 2:
         raise ValueError(f"seeds must hold at least two seeds to split, got {ranked}")
-    return ranked[0::2], ranked[1::2]
+    even = [s for s in ranked if s % 2 == 0]
+    odd = [s for s in ranked if s % 2 == 1]
+    return (even, odd) if even and odd else (ranked[0::2], ranked[1::2])
 
 
 def cross_fit(

@@ -1,0 +1,159 @@
+"""Robust choices: a verdict at a close runner-up rate, and one under each declared
+specification, on constructed tables; and removing a seed from the shipped sets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from normlab import claims
+from normlab.claims import report, robust
+from normlab.experiments.part1 import verdict_rows
+
+
+def _rows(
+    arms: dict[tuple[str, float], tuple[float, float]],
+    *,
+    seeds: int = 6,
+    optimizer: str = "sgd",
+) -> list[dict]:
+    """One row per (arm, rate, seed): ``arms[(arm, lr)] = (val, test)`` mean accuracies,
+    with a seed wobble of +-0.01 shared by the val and test metrics."""
+    rows = []
+    for (arm, lr), (val, test) in arms.items():
+        for seed in range(seeds):
+            wobble = 0.01 * (((seed * 7 + int(lr * 10)) % 5) - 2) / 2
+            rows.append(
+                {
+                    "data": "mnist",
+                    "data_profile": "cpu",
+                    "source": "mnist_5k",
+                    "init": "xavier_normal",
+                    "optimizer": optimizer,
+                    "normaliser": arm,
+                    "lr": lr,
+                    "seed": seed,
+                    "metric": "accuracy",
+                    "higher_is_better": True,
+                    "val_metric": val + wobble,
+                    "test_metric": test + wobble,
+                }
+            )
+    return rows
+
+
+def _claim() -> claims.Claim:
+    """A8 with a quantity of two arms: ``a - b`` at the rates chosen on val."""
+
+    def quantity(results: pd.DataFrame) -> list[claims.Effect]:
+        best = claims.at_chosen_lr(verdict_rows(results))
+        return [claims.paired(best, "a", "b", label="a - b")]
+
+    base = claims.get("A8")
+    return dataclasses.replace(
+        base, test=dataclasses.replace(base.test, quantity=quantity)
+    )
+
+
+# a's two rates are alike on val (0.801 against 0.800) but not on test
+CLOSE = {
+    ("a", 0.1): (0.800, 0.75),
+    ("a", 0.3): (0.801, 0.90),
+    ("b", 0.1): (0.850, 0.85),
+    ("b", 0.3): (0.700, 0.70),
+}
+
+
+def test_a_runner_up_within_validation_noise_is_found() -> None:
+    table = pd.DataFrame(_rows(CLOSE))
+    found = robust.close_runner_ups(table, ("a", "b"), "normaliser")
+    assert [(c.arm, c.chosen, c.runner_up) for c in found] == [("a", 0.3, 0.1)]
+    assert abs(found[0].gap) < found[0].half  # b's 0.15 gap is decided on val
+
+
+def test_the_verdict_is_shown_at_the_runner_up_rate() -> None:
+    """At a's chosen rate a leads b; at its runner-up, as good on val, it trails: the
+    outcome says the verdict is rate-dependent and gives both."""
+    claim, table = _claim(), pd.DataFrame(_rows(CLOSE))
+    outcome = claims.judge(claim, table)
+    assert outcome.verdict == claims.SUPPORTED
+    choices = robust.rate_choices(claim, table, outcome.arms, claims.judge)
+    assert [c.arm for c in choices] == ["a"] and choices[0].says == claims.CONTRADICTED
+    outcome.rates = choices
+    assert outcome.says.startswith("supported; rate-dependent: a at its runner-up")
+    # a decided choice on val is not judged again
+    apart = {**CLOSE, ("a", 0.1): (0.70, 0.75)}
+    assert (
+        robust.rate_choices(claim, pd.DataFrame(_rows(apart)), ("a", "b"), claims.judge)
+        == []
+    )
+
+
+def test_a_flip_under_a_declared_specification_is_named() -> None:
+    """a leads b under SGD (the primary specification) and trails under Adam: the outcome
+    is specification-dependent, naming Adam; with Adam agreeing, nothing is named."""
+    claim = _claim()
+    sgd = _rows({("a", 0.1): (0.9, 0.9), ("b", 0.1): (0.8, 0.8)})
+    adam = _rows({("a", 0.1): (0.8, 0.8), ("b", 0.1): (0.9, 0.9)}, optimizer="adam")
+    table = pd.DataFrame(sgd + adam)
+    outcome = claims.judge(claim, table)
+    assert outcome.verdict == claims.SUPPORTED  # the primary specification's
+    flips = robust.specification_flips(claim, table, outcome, claims.judge)
+    assert flips == [
+        {
+            "specification": {"optimizer": "adam"},
+            "says": claims.CONTRADICTED,
+            "effects": {"a - b": claims.CONTRADICTED},
+        }
+    ]
+    outcome.flips = flips
+    assert "specification-dependent: under optimizer adam: contradicted for a - b" in (
+        outcome.says
+    )
+    agree = _rows({("a", 0.1): (0.9, 0.9), ("b", 0.1): (0.8, 0.8)}, optimizer="adam")
+    same = pd.DataFrame(sgd + agree)
+    assert (
+        robust.specification_flips(claim, same, claims.judge(claim, same), claims.judge)
+        == []
+    )
+
+
+# ------------------------------------------------- removing a seed from the shipped sets
+
+#: Claims whose shipped sets are cheap to judge again, one seed left out at a time.
+DROP_CLAIMS = ("A12", "A13", "N7", "N8", "N9", "N12")
+
+
+@pytest.mark.parametrize("claim_id", DROP_CLAIMS)
+def test_removing_a_seed_from_a_shipped_set_never_decides_an_unresolved_size(
+    claim_id: str,
+) -> None:
+    """Each of the pilot's seeds (the first five, which every cell ran) left out of the
+    shipped set in turn: an effect whose size the whole set leaves unresolved
+    (inconclusive, or decided in sign only) is never given a decided size by less data."""
+    from normlab import results
+
+    claim = claims.get(claim_id)
+    saved = results.largest(claim.test.experiment)
+    if saved is None:
+        pytest.skip(f"no saved set of {claim.test.experiment}")
+    table = saved.results
+    whole = {j.label: j.verdict for j in claims.judge(claim, table).judged}
+    open_ = {k for k, v in whole.items() if not claims.size_decided(v)}
+    for seed in sorted(table["seed"].unique())[:5]:
+        less = claims.judge(claim, table[table["seed"] != seed])
+        for j in less.judged:
+            if j.label in open_:
+                assert not claims.size_decided(j.verdict), (claim_id, seed, j.label)
+
+
+def test_report_attaches_robustness_on_evaluate() -> None:
+    """evaluate() fills an outcome's rate choices and flips from its saved set; the JSON
+    record carries them where there are any."""
+    outcome = report.evaluate("A15")
+    record = report.scorecard_records(outcomes=[outcome])[0]
+    assert ("specification_dependent" in record) == bool(outcome.flips)
+    assert record["verdict_words"] == outcome.says
+    assert np.isfinite(record["effects"][0]["seeds_only"]["confidence"])
