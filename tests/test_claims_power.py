@@ -355,12 +355,26 @@ def test_a_margin_is_tied_to_the_papers_gap() -> None:
 
 def test_the_primary_specification_is_read_from_the_grid() -> None:
     spec = claims.specification("A8", "cpu")
-    assert set(spec) == {"data", "model", "init", "optimiser", "budget"}
+    assert set(spec) == {"data", "model", "init", "optimiser", "budget", "rates"}
     assert spec["data"] == "real MNIST, 5,000 digits, a stand-in for CIFAR-10"
     assert spec["init"] == "xavier_normal" and spec["optimiser"].startswith("SGD")
     assert "12 epochs" in spec["budget"] and spec["model"].startswith("MLP")
+    # each arm's own rates, from the grid's points (not the union of every arm's)
+    from normlab import experiments
+
+    grid = experiments.get("fc_normalisers").grid("cpu")
+    ours = {
+        c["lr"]
+        for c in grid.configs(1)
+        if c["normaliser"] == "affine_like"
+        and all(c.get(k) == v for k, v in claims.plan("A8").primary.items())
+    }
+    assert spec["rates"]["affine_like"] == "/".join(map(str, sorted(ours)))
+    assert len(set(spec["rates"].values())) > 1
+    # A12: the paper's reading (fixed epochs) first, then the steps to the target
     a12 = claims.specification("A12", "cpu")
-    assert a12["budget"].startswith("steps to 0.85 val accuracy")
+    assert a12["budget"].startswith("fixed epochs")
+    assert "steps to 0.85 val accuracy" in a12["budget"]
     assert a12["data"] == "real MNIST, 5,000 digits, a stand-in for CIFAR-10"
     assert claims.specification("N8", "cpu")["optimiser"].startswith("AdamW")
     assert "stand-in" not in claims.specification("N4", "standard")["data"]

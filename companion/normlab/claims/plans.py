@@ -38,7 +38,6 @@ from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS, whose
 from .part1 import (
     ACCURACY_MARGIN,
     ACCURACY_SLOPE_MARGIN,
-    PRIMARY_BUDGET,
     SLOPE_MARGIN,
     STEPS_READING,
 )
@@ -147,7 +146,8 @@ _STEPS_MARGIN = Margin(
     STEPS_READING,
 )
 # A12, A13: SGD, Xavier-normal weights, steps to a target accuracy (chapter 7)
-_BATCH = {**BATCH_PRIMARY, "budget": PRIMARY_BUDGET}
+# both budget conventions: the paper's reading (fixed epochs) and the mechanism's
+_BATCH = {k: v for k, v in BATCH_PRIMARY.items() if k != "budget"}
 # N7: the paper's drop under corruption, clean accuracy (N3's table) minus CIFAR-10-C's mean
 _DROP = {
     "AutoNorm-S": get("N3").paper["AutoNorm-S"]
@@ -421,11 +421,12 @@ def _values(items: Sequence[Any]) -> str:
     return "/".join(str(v) for v in items)
 
 
-def specification(claim_id: str, profile: str) -> dict[str, str]:
+def specification(claim_id: str, profile: str) -> dict[str, Any]:
     """The claim's primary specification in ``profile``, read from its experiment's grid:
     ``data`` (the task, named as the stand-in that serves it where one does), ``model``,
-    ``init``, ``optimiser`` and ``budget`` (convention, epochs, batch size and the rates
-    the validation split chooses from); an axis the grid sweeps shows every value."""
+    ``init``, ``optimiser``, ``budget`` (each convention, epochs, batch size and the rates
+    the validation split chooses from) and ``rates``, the rates each arm tried; an axis
+    the grid sweeps shows every value."""
     from .. import experiments
 
     claim = get(claim_id)
@@ -487,29 +488,85 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
     if "weight_decay" in values:
         optimiser += f", weight decay {_values(values['weight_decay'])}"
     schedule = values.get("schedule", ["warm-up + cosine"])
-    budget = values.get("budget", ["fixed_epochs"])
+    tried = _tried(grid, values)
     return {
         "data": data_words(claim, tasks, data_profile, chosen)[0],
         "model": f"{kind}, {shape}",
         "init": _values(values.get("init", ["PyTorch default"])),
         "optimiser": f"{optimiser}, {_values(schedule)} schedule",
-        "budget": _to_target(values)
-        if budget == ["to_target"]
-        else (
-            f"{_values(budget).replace('_', ' ')}: {_values(values.get('epochs', ['?']))} "
-            f"epochs, batch {_values(values.get('batch_size', ['?']))}; lr chosen on val "
-            f"from {_values(values.get('lr', ['?']))}"
+        "budget": "; ".join(
+            _budget(values, budget, tried.get(budget), grid)
+            # the paper's convention (fixed epochs) first where a grid has several
+            for budget in sorted(
+                values.get("budget", ["fixed_epochs"]),
+                key=lambda b: b != "fixed_epochs",
+            )
         ),
+        "rates": {arm: _values(rates) for arm, rates in tried.get(None, {}).items()},
     }
 
 
-def _to_target(values: Mapping[str, list[Any]]) -> str:
+def _tried(grid: Any, values: Mapping[str, list[Any]]) -> dict[Any, dict[str, list]]:
+    """The rates each arm (a value of the grid's ``normaliser`` or ``arm`` axis) tries in
+    the configurations of ``values`` (the grid's points that the primary specification
+    keeps), per budget convention and over all of them (key None)."""
+    tried: dict[Any, dict[str, set]] = {}
+    for config in _kept(grid, values):
+        arm = config.get("normaliser", config.get("arm"))
+        if arm is None or "lr" not in config:
+            continue
+        for key in (None, config.get("budget")):
+            tried.setdefault(key, {}).setdefault(str(arm), set()).add(config["lr"])
+    return {k: {a: sorted(r) for a, r in v.items()} for k, v in tried.items()}
+
+
+def _kept(grid: Any, values: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
+    """The grid's points (one seed each) that the primary specification's ``values``
+    keep."""
+    keep = {k: v for k, v in values.items() if k not in ("lr", "seed")}
+    return [
+        c
+        for c in grid.configs(1)
+        if not any(k in c and c[k] not in v for k, v in keep.items())
+    ]
+
+
+def _budget(
+    values: Mapping[str, list[Any]],
+    budget: str,
+    tried: Mapping[str, list] | None,
+    grid: Any = None,
+) -> str:
+    """One budget convention of the specification in words, with the rates its arms
+    tried: each arm's own (see the specification's ``rates``), or one list they share."""
+    lists = {tuple(r) for r in (tried or {}).values()}
+    rates = (
+        _values(lists.pop())
+        if len(lists) == 1
+        else f"each arm's own {min(map(len, lists))} to {max(map(len, lists))} rates"
+        if lists
+        else _values(values.get("lr", ["?"]))
+    )
+    if grid is not None and "budget" in values:
+        sizes = sorted(
+            {c["batch_size"] for c in _kept(grid, values) if c["budget"] == budget}
+        )
+        values = {**values, "batch_size": sizes or values.get("batch_size", ["?"])}
+    if budget == "to_target":
+        return _to_target(values, rates)
+    return (
+        f"{budget.replace('_', ' ')}: {_values(values.get('epochs', ['?']))} epochs, "
+        f"batch {_values(values.get('batch_size', ['?']))}; lr chosen on val from {rates}"
+    )
+
+
+def _to_target(values: Mapping[str, list[Any]], rates: str) -> str:
     """The steps-to-target budget of A12 and A13 (chapter 7) in words."""
     return (
         f"steps to {_values(values['target'])} val accuracy (cap: "
         f"{_values(values['cap_epochs'])} epochs and at least "
         f"{_values(values['cap_steps'])} steps), batch {_values(values['batch_size'])}; "
-        f"per batch size the lr with the fewest steps, from {_values(values['lr'])}"
+        f"per batch size the lr with the fewest steps, from {rates}"
     )
 
 
