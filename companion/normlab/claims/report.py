@@ -65,12 +65,15 @@ __all__ = [
     "evaluate",
     "judge",
     "Judged",
+    "KIND_WORDS",
+    "kind_counts",
     "markdown",
     "Outcome",
     "planned_from",
     "part_markdown",
     "plan_table",
     "primary_source",
+    "reading_table",
     "REPRODUCED",
     "reproducibility_table",
     "scorecard",
@@ -598,8 +601,10 @@ def scorecard(
     outcomes: Sequence[Outcome] | None = None,
 ) -> pd.DataFrame:
     """One row per claim: id, part, kind, claim, paper's number, ours, n, profile, data,
-    tested (exact, paper's data or mechanism on a stand-in), verdict, chapter, rule, note
-    (what would resolve an inconclusive claim, or why there is no verdict)."""
+    tested (exact, paper's data or mechanism on a stand-in), verdict (in words, each
+    effect's named where they differ: :attr:`Outcome.says`), category (the verdict
+    alone, :func:`normlab.claims.rules.combine`'s), chapter, rule, note (what would
+    resolve an inconclusive claim, or why there is no verdict)."""
     outcomes = (
         outcomes
         if outcomes is not None
@@ -621,7 +626,8 @@ def scorecard(
                 "profile": out.source.get("profile", ""),
                 "data": out.source.get("data", ""),
                 "tested": _tested(out),
-                "verdict": out.verdict,
+                "verdict": out.says,
+                "category": out.verdict,
                 "chapter": c.chapter,
                 "rule": c.rule_words,
                 "note": out.note or _pieces(out.notes.values()),
@@ -830,6 +836,31 @@ def verdict_table(
     return frame
 
 
+def reading_table(
+    records: Sequence[dict[str, Any]], claim_ids: Sequence[str] = ("A12", "A13")
+) -> pd.DataFrame:
+    """Every effect of ``claim_ids`` from :func:`scorecard_records`, one row each: the
+    claim, the effect, its verdict, the interval its verdict read (at its Holm level),
+    its margin and units; for the claims read two ways (A12, A13: accuracy at fixed
+    epochs, the paper's quantity, and steps to a target, the mechanism) both readings."""
+    rows = []
+    for r in records:
+        if r["id"] not in claim_ids:
+            continue
+        for e in r["effects"]:
+            rows.append(
+                {
+                    "id": r["id"],
+                    "effect": e["label"],
+                    "verdict": e["verdict"],
+                    "interval": _span(e),
+                    "margin": "-" if e["margin"] is None else f"±{e['margin']:g}",
+                    "units": e["units"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
 #: The verdict table's columns in a chapter: the verdict, what was measured and on what data.
 BRIEF_COLUMNS = ("verdict", "id", "effect", "ours", "n", "data", "note")
 
@@ -980,6 +1011,32 @@ def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+#: The kinds of claim, each counted apart: what a verdict of each kind can show.
+KIND_WORDS = {
+    "exact": "the algebra is right (exact claims, measured in float64)",
+    "conceptual": "a way of seeing it (conceptual claims: consistent, never supported)",
+    "empirical": "the algebra explains performance (empirical claims, trained nets)",
+}
+
+
+def kind_counts(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Chapter 16's first table from :func:`scorecard_records`: per kind of claim
+    (:data:`KIND_WORDS`), how many claims have each verdict, so that an exact identity is
+    never added to an empirical finding. One row per kind, one column per verdict that
+    occurs (the claims' verdicts, "differs by effect" where their effects' verdicts
+    differ), and ``claims``, the kind's total."""
+    rows = []
+    for kind, words in KIND_WORDS.items():
+        mine = [r for r in records if r["kind"] == kind]
+        if not mine:
+            continue
+        counts = pd.Series([r["verdict"] for r in mine]).value_counts()
+        rows.append({"kind": words, "claims": len(mine), **counts.to_dict()})
+    table = pd.DataFrame(rows).fillna(0)
+    numbers = [c for c in table.columns if c != "kind"]
+    return table.astype({c: int for c in numbers})
 
 
 def plan_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
