@@ -138,7 +138,13 @@ class Judged:
         """What would resolve it, in words ("" once resolved)."""
         if self.n_needed is None and self.n_test_needed is None:
             return ""
-        seeds = f"about {self.n_needed} seeds" if self.n_needed else "more seeds"
+        seeds = (
+            f"about {self.n_needed} seeds"
+            if self.n_needed
+            else f"the {self.n} seeds in hand"
+            if self.n_test_needed
+            else "more seeds"
+        )
         margin = f" for the margin ±{self.margin:g}" if self.margin else ""
         if self.n_test_needed:
             return (
@@ -327,8 +333,10 @@ def _judge_one(
     needed = items = None
     if verdict == INCONCLUSIVE:
         needed, items = _resolve(rule, ci, value, n_test, alpha, effect.item_level)
-        if needed is not None and needed <= ci.n and items is None:
-            needed, note = None, "; ".join(filter(None, (IN_HAND, note)))
+        if needed is not None and needed <= ci.n:  # the seeds in hand would do
+            if items is None:
+                note = "; ".join(filter(None, (IN_HAND, note)))
+            needed = None
     if failed:
         note = "did not train: " + "; ".join(failed)
     if ceiling:
