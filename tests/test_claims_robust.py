@@ -157,3 +157,61 @@ def test_report_attaches_robustness_on_evaluate() -> None:
     assert ("specification_dependent" in record) == bool(outcome.flips)
     assert record["verdict_words"] == outcome.says
     assert np.isfinite(record["effects"][0]["seeds_only"]["confidence"])
+
+
+# ---------------------------------------------------------------- chapter 16's tables
+
+
+def _record(claim_id: str, kind: str, verdict: str, effects: list[dict] = ()) -> dict:
+    return {"id": claim_id, "kind": kind, "verdict": verdict, "effects": list(effects)}
+
+
+def test_the_kinds_are_counted_apart() -> None:
+    """Exact, conceptual and empirical claims are counted in rows of their own: seven
+    identities never add to one empirical finding as "8 supported"."""
+    records = [
+        *[_record(f"A{i}", "exact", claims.SUPPORTED) for i in range(1, 7)],
+        _record("A7", "conceptual", claims.CONCEPTUAL),
+        _record("A8", "empirical", claims.SUPPORTED),
+        _record("A9", "empirical", claims.MIXED),
+    ]
+    table = report.kind_counts(records)
+    assert list(table["claims"]) == [6, 1, 2]
+    assert list(table[claims.SUPPORTED]) == [6, 0, 1]
+    assert list(table[claims.CONCEPTUAL]) == [0, 1, 0]
+    assert (
+        table.loc[2, claims.MIXED] == 1
+        and "explains performance" in table.loc[2, "kind"]
+    )
+
+
+def test_the_reading_table_shows_every_effect_of_both_readings() -> None:
+    effect = {
+        "estimate": -0.03,
+        "low": -0.04,
+        "high": -0.02,
+        "confidence": 0.975,
+        "margin": 0.005,
+        "units": "accuracy per doubling",
+    }
+    records = [
+        _record(
+            "A12",
+            "empirical",
+            claims.MIXED,
+            [
+                {**effect, "label": "x: accuracy", "verdict": claims.SUPPORTED},
+                {**effect, "label": "x: steps", "verdict": claims.SIGN_SUPPORTED},
+            ],
+        ),
+        _record(
+            "A8",
+            "empirical",
+            claims.SUPPORTED,
+            [{**effect, "label": "other", "verdict": "x"}],
+        ),
+    ]
+    table = claims.reading_table(records)
+    assert list(table["effect"]) == ["x: accuracy", "x: steps"]
+    assert list(table["verdict"]) == [claims.SUPPORTED, claims.SIGN_SUPPORTED]
+    assert table.loc[0, "interval"] == "-0.0300 [-0.0400, -0.0200] (97.5 %)"

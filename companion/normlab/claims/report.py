@@ -829,7 +829,7 @@ def verdict_table(
                 "effect": label,
                 "ours": _interval_words(ci) if ci is not None else "",
                 "n": ci.n if ci is not None else "",
-                "claim verdict": outcome.verdict,
+                "claim verdict": outcome.says,
                 "claim": claim.sentence,
                 "profile": outcome.source.get("profile", ""),
                 "data": outcome.source.get("data", ""),
