@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
-from normlab import claims
+from normlab import claims, stats
 from normlab.claims import report, robust
 from normlab.experiments.part1 import verdict_rows
 
@@ -215,3 +215,41 @@ def test_the_reading_table_shows_every_effect_of_both_readings() -> None:
     assert list(table["effect"]) == ["x: accuracy", "x: steps"]
     assert list(table["verdict"]) == [claims.SUPPORTED, claims.SIGN_SUPPORTED]
     assert table.loc[0, "interval"] == "-0.0300 [-0.0400, -0.0200] (97.5 %)"
+
+
+def _judge_samples(samples: np.ndarray, rule: claims.Directional | None = None):
+    """A8 (margin 0.01) judged on one effect of ``samples`` (seeds' spread only)."""
+    base = claims.get("A8")
+    effect = claims.Effect("x", samples, rule)
+    test = dataclasses.replace(base.test, quantity=lambda _: [effect])
+    return claims.judge(dataclasses.replace(base, test=test), pd.DataFrame())
+
+
+def test_no_seeds_are_asked_for_that_are_in_hand() -> None:
+    """30 seeds with 80 % power against the margin whose interval still straddles zero
+    (its estimate between zero and the margin): the effect says the seeds are in hand
+    instead of asking for about 30 of them."""
+    from scipy import stats as sps
+
+    z = sps.norm.ppf((np.arange(30) + 0.5) / 30)
+    samples = 0.005 + 0.018 * z / z.std(ddof=1)
+    judged = _judge_samples(samples).judged[0]
+    assert judged.verdict == claims.INCONCLUSIVE
+    assert stats.n_needed(judged.interval.seed_sd, 0.01) <= 30
+    assert judged.n_needed is None and "seeds in hand" in judged.note
+    assert judged.needs == ""
+
+
+def test_a_contradicted_effect_reports_the_p_of_its_contradiction() -> None:
+    """A non-inferiority effect well below its margin: its p is that of the test that it
+    lies beyond the margin (small), named, not the support test's 1.0."""
+    samples = np.array([-0.05, -0.045, -0.04, -0.048, -0.052])
+    judged = _judge_samples(samples, claims.AtLeast(0.01)).judged[0]
+    assert judged.verdict == claims.CONTRADICTED
+    assert judged.p < 0.01 and judged.p_test == "beyond the margin (the contradiction)"
+    assert claims.AtLeast(0.01).p_value(judged.interval) == 1.0  # the support test's
+    record = report.scorecard_records(
+        outcomes=[_judge_samples(samples, claims.AtLeast(0.01))]
+    )
+    assert record[0]["effects"][0]["p_test"] == judged.p_test
+    assert record[0]["effects"][0]["seeds_only"]["confidence"] == 0.95
