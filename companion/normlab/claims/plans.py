@@ -464,6 +464,34 @@ def specification(claim_id: str, profile: str) -> dict[str, Any]:
             if c["data"] in values["data"] and c["source"] in sources
         }
         tasks = [str(t) for t in values["data"] if t in chosen]
+    optimiser = (
+        _values(values["optimizer"]).upper().replace("ADAM", "Adam")
+        if "optimizer" in values
+        else "AdamW"
+    )
+    if "weight_decay" in values:
+        optimiser += f", weight decay {_values(values['weight_decay'])}"
+    schedule = values.get("schedule", ["warm-up + cosine"])
+    tried = _tried(grid, values)
+    return {
+        "data": data_words(claim, tasks, data_profile, chosen)[0],
+        "model": _model(values),
+        "init": _values(values.get("init", ["PyTorch default"])),
+        "optimiser": f"{optimiser}, {_values(schedule)} schedule",
+        "budget": "; ".join(
+            _budget(values, budget, tried.get(budget), grid)
+            # the paper's convention (fixed epochs) first where a grid has several
+            for budget in sorted(
+                values.get("budget", ["fixed_epochs"]),
+                key=lambda b: b != "fixed_epochs",
+            )
+        ),
+        "rates": {arm: _values(rates) for arm, rates in tried.get(None, {}).items()},
+    }
+
+
+def _model(values: Mapping[str, list[Any]]) -> str:
+    """The network of a specification in words: its kind and shape."""
     kind = (
         "MLP"
         if "width" in values
@@ -480,30 +508,7 @@ def specification(claim_id: str, profile: str) -> dict[str, Any]:
         for key, name in _MODEL
         if key in values and values[key] != [None]
     )
-    optimiser = (
-        _values(values["optimizer"]).upper().replace("ADAM", "Adam")
-        if "optimizer" in values
-        else "AdamW"
-    )
-    if "weight_decay" in values:
-        optimiser += f", weight decay {_values(values['weight_decay'])}"
-    schedule = values.get("schedule", ["warm-up + cosine"])
-    tried = _tried(grid, values)
-    return {
-        "data": data_words(claim, tasks, data_profile, chosen)[0],
-        "model": f"{kind}, {shape}",
-        "init": _values(values.get("init", ["PyTorch default"])),
-        "optimiser": f"{optimiser}, {_values(schedule)} schedule",
-        "budget": "; ".join(
-            _budget(values, budget, tried.get(budget), grid)
-            # the paper's convention (fixed epochs) first where a grid has several
-            for budget in sorted(
-                values.get("budget", ["fixed_epochs"]),
-                key=lambda b: b != "fixed_epochs",
-            )
-        ),
-        "rates": {arm: _values(rates) for arm, rates in tried.get(None, {}).items()},
-    }
+    return f"{kind}, {shape}"
 
 
 def _tried(grid: Any, values: Mapping[str, list[Any]]) -> dict[Any, dict[str, list]]:
