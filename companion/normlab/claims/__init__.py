@@ -1,7 +1,8 @@
 """Every claim of the two papers as data, each with the test that settles it.
 
-- :mod:`~normlab.claims.rules`: how an interval across seeds becomes a verdict, how a claim's
-  effects combine, and the learnability rule that comes first;
+- :mod:`~normlab.claims.rules`: how an interval across seeds becomes a verdict (of sign
+  alone where it reaches across the margin), how a claim's effects combine (each named
+  where they differ), and the learnability and ceiling rules that come first;
 - :mod:`~normlab.claims.registry`: :class:`Claim`, :class:`Test`, :class:`Measurement`,
   :class:`Effect` and the table :data:`CLAIMS`, filled by :func:`declare`;
 - :mod:`~normlab.claims.pairing`: the one paired comparison every rule and chapter uses;
@@ -10,6 +11,8 @@
 - :mod:`~normlab.claims.plans`: each empirical claim's plan: estimand, primary
   specification, margin (the smallest effect that matters, tied to the paper's number) and
   the seeds a pilot spread says it needs;
+- :mod:`~normlab.claims.robust`: the verdict at a close runner-up rate and under each
+  declared specification;
 - :mod:`~normlab.claims.report`: :func:`evaluate`, :func:`judge`, the scorecard (also as
   JSON records) and the chapters' verdict tables.
 
