@@ -7,11 +7,15 @@ real difference, TOST-style), :class:`AtLeast` (not worse by more than a margin)
 mechanism). A directional claim also has a margin, the smallest effect that matters
 (:mod:`normlab.claims.plans`): an interval inside ``±margin`` is :data:`NEGLIGIBLE`, a
 decided verdict, and "inconclusive" is left for an interval that reaches past the margin
-and still straddles zero. Each rule gives the p-value of its own test (for Holm's
+and still straddles zero; one that excludes zero but reaches across the margin decides the
+sign alone (:data:`SIGN_SUPPORTED`, :data:`SIGN_CONTRADICTED`), never a size, so that less
+data (a wider interval) never decides a size that more data left open. Each rule gives the p-value of its own test (for Holm's
 correction across a claim's effects, :func:`holm_intervals`) and the seeds that would
 resolve an inconclusive effect (``seeds_to_resolve``). :func:`combine` joins the verdicts
-of a claim's several effects; :func:`trained` is the learnability rule that comes before
-any of them: a comparison whose arm did not beat chance gets no verdict.
+of a claim's several effects, and :func:`verdict_words` names each where they differ;
+:func:`trained` is the learnability rule that comes before any of them (a comparison whose
+arm did not beat chance gets no verdict), and :func:`at_ceiling` the ceiling rule (arms at
+the task's ceiling cannot show a difference).
 """
 
 from __future__ import annotations
