@@ -178,7 +178,7 @@ def specification_flips(
             and j.verdict != primary[j.label]
         }
         if changed:
-            shown = {k: v for k, v in spec.items() if table[k].nunique() > 1}
+            shown = {k: v for k, v in spec.items() if v != specs[0][k]}
             flips.append(
                 {"specification": shown, "says": other.says, "effects": changed}
             )
