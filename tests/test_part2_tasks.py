@@ -297,7 +297,7 @@ def test_gate_claims_follow_their_rules_and_name_the_stand_ins() -> None:
     # supported, and the claim's words name both (no effect hides another)
     reversed_ = claims.judge(n11, gate_results(0.6, 0.2, -0.3))
     assert reversed_.verdict == claims.MIXED
-    assert "contradicted for slope of the final weight on DyT" in reversed_.says
+    assert "contradicted for DyT's depth slope on ptb_pos" in reversed_.says
     labels = " ".join(label for label, _, _ in supported.effects)
     assert "synthetic tagging grammar (standing in for PTB POS tagging)" in labels
     assert "synthetic shapes in one style" in labels

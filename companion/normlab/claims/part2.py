@@ -336,6 +336,7 @@ def _n10(results: pd.DataFrame) -> list[Effect]:
             ),
             arms=(_gate_arm(results, t), _gate_arm(results, vision)),
             data=(t, vision),
+            name=f"{what} on {t}",
         )
         for key, what in measures
         for t in LANGUAGE
@@ -350,15 +351,22 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
             np.array(list(_gate_metric(results, vision, "p_ln_final").values())) - 0.5,
             arms=(_gate_arm(results, vision),),
             data=(vision,),
+            name=f"LayerNorm's final weight on {vision}",
         )
     ]
     for task in LANGUAGE:
-        for label, key, shift in (
-            (f"final gate entropy - eps_H ({EPS_H})", "entropy_final", EPS_H),
+        for label, key, shift, short in (
+            (
+                f"final gate entropy - eps_H ({EPS_H})",
+                "entropy_final",
+                EPS_H,
+                "final entropy",
+            ),
             (
                 "slope of the final weight on DyT over relative depth",
                 "depth_slope",
                 0.0,
+                "DyT's depth slope",
             ),
         ):
             effects.append(
@@ -367,6 +375,7 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
                     np.array(list(_gate_metric(results, task, key).values())) - shift,
                     arms=(_gate_arm(results, task),),
                     data=(task,),
+                    name=f"{short} on {task}",
                 )
             )
     return effects
