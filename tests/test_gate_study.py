@@ -320,7 +320,9 @@ def test_gate_claims_on_constructed_data() -> None:
         },
         entropy=0.05,
     )
-    assert claims.judge(claims.get("N3"), quiet).verdict == claims.CONTRADICTED
+    quiet_n3 = claims.judge(claims.get("N3"), quiet)
+    assert quiet_n3.judged[0].verdict == claims.CONTRADICTED  # below FrozenLN
+    assert quiet_n3.says.startswith("contradicted for autonorm_s - frozen_ln")
 
 
 def test_n2_reads_the_exact_gradient_control() -> None:

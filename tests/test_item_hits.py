@@ -128,6 +128,44 @@ def test_without_hits_the_bound_is_kept() -> None:
     assert paired_item_variance(best, "a", "b") is None
 
 
+def test_the_item_level_share_takes_out_the_runs_disagreement() -> None:
+    """Items whose true differences are all zero, on which runs disagree at random: the
+    paired variance of their mean over S seeds is the disagreement's sigma^2/(S n), and
+    the item-level share is about 0; items with a fixed true difference keep theirs."""
+    rng = np.random.default_rng(3)
+    seeds, n = 8, 4000
+    noise = rng.choice([-1.0, 0.0, 1.0], p=[0.05, 0.9, 0.05], size=(seeds, n))
+    whole = stats.paired_item_variance(noise.mean(axis=0))
+    assert whole == pytest.approx(0.1 / (seeds * n), rel=0.1)
+    assert stats.item_level_variance(noise) < whole / 10
+    true = rng.choice([-1.0, 0.0, 1.0], p=[0.1, 0.8, 0.1], size=n)  # var 0.2
+    level = stats.item_level_variance(true + noise)
+    assert level == pytest.approx(0.2 / n, rel=0.1)
+    # one seed: nothing to tell apart, the whole variance
+    assert stats.item_level_variance(noise[:1]) == stats.paired_item_variance(noise[0])
+    # grouped items (sentences): the same holds over groups
+    starts = np.zeros(n, dtype=bool)
+    starts[::4] = True
+    grouped = stats.item_level_variance(noise, starts)
+    assert grouped < stats.paired_item_variance(noise.mean(axis=0), starts) / 5
+    with pytest.raises(ValueError, match="seeds, items"):
+        stats.item_level_variance(np.ones(5))
+
+
+def test_a_paired_effect_with_some_seeds_hits_reads_them() -> None:
+    """A set where one seed lost its hits: the effect's test-set noise is the item-level
+    share on the seeds that kept them, not the per-arm bound."""
+    frame = _table_with_hits(agree=0.95)
+    full = claims.paired(claims.at_chosen_lr(frame), "a", "b")
+    frame.loc[frame["seed"] == 2, "test_hits"] = None
+    effect = claims.paired(claims.at_chosen_lr(frame), "a", "b")
+    assert effect.item_var is not None and effect.item_var == effect.item_level
+    assert effect.item_var < stats.accuracy_item_variance(effect.items)
+    assert full.item_level is not None and full.item_level <= full.item_var
+    frame.loc[frame["seed"] == 1, "test_hits"] = None  # one seed left: no estimate
+    assert claims.paired(claims.at_chosen_lr(frame), "a", "b").item_var is None
+
+
 def test_hits_of_different_test_sets_are_not_paired() -> None:
     frame = _table_with_hits(agree=0.95)
     frame.loc[0, "test_hits"] = encode_hits(np.ones(300, dtype=bool))

@@ -293,9 +293,11 @@ def test_gate_claims_follow_their_rules_and_name_the_stand_ins() -> None:
     assert claims.judge(n10, gate_results(0.2, 0.6, 0.3)).verdict == claims.CONTRADICTED
     supported = claims.judge(n11, gate_results(0.6, 0.2, 0.3))
     assert supported.verdict == claims.SUPPORTED and len(supported.effects) == 5
-    assert (
-        claims.judge(n11, gate_results(0.6, 0.2, -0.3)).verdict == claims.CONTRADICTED
-    )
+    # the DyT slopes' sign reversed: those effects contradicted, the others still
+    # supported, and the claim's words name both (no effect hides another)
+    reversed_ = claims.judge(n11, gate_results(0.6, 0.2, -0.3))
+    assert reversed_.verdict == claims.MIXED
+    assert "contradicted for DyT's depth slope on ptb_pos" in reversed_.says
     labels = " ".join(label for label, _, _ in supported.effects)
     assert "synthetic tagging grammar (standing in for PTB POS tagging)" in labels
     assert "synthetic shapes in one style" in labels

@@ -374,9 +374,11 @@ def _scorecard_text(table: pd.DataFrame, width: int = 100) -> str:
     lines: list[str] = []
     for row in table.itertuples(index=False):
         lines.append(
-            f"{row.id:<4} {row.verdict.upper():<24} {row.kind} (chapter {row.chapter}): {row.claim}"
+            f"{row.id:<4} {row.category.upper():<24} {row.kind} (chapter {row.chapter}): {row.claim}"
         )
         fields = [("paper", row.paper), ("ours", row.ours)]
+        if row.verdict != row.category:  # each effect's verdict, named
+            fields.insert(0, ("says", row.verdict))
         if row.n not in ("", "-"):
             fields.append(
                 ("from", f"n={row.n}, {row.profile} profile, {row.data} data")

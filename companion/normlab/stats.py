@@ -37,11 +37,13 @@ __all__ = [
     "paired_test",
     "difference_test",
     "slope_log2",
+    "slope_weights",
     "slopes_log2",
     "tost",
     "welch_df",
     "accuracy_item_variance",
     "items_needed",
+    "item_level_variance",
     "power_directional",
     "power_equivalence",
     "mde",
@@ -298,6 +300,18 @@ def slope_log2(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.polyfit(lx, yy, 1)[0])
 
 
+def slope_weights(x: Sequence[float]) -> np.ndarray:
+    r"""The weights ``w`` that make :func:`slope_log2` a weighted sum, ``slope = sum(w * y)``:
+    :math:`w_k = (\ell_k - \bar\ell) / \sum_j (\ell_j - \bar\ell)^2` with
+    :math:`\ell = \log_2 x` (so a test item's hits, weighted so, give its share of the
+    slope)."""
+    lx = np.log2(np.asarray(x, dtype=float))
+    centred = lx - lx.mean() if lx.size else lx
+    if lx.ndim != 1 or len(np.unique(lx)) < 2:
+        raise ValueError(f"x must hold at least two distinct values, got {list(x)}")
+    return centred / float(np.sum(centred**2))
+
+
 def slopes_log2(table: pd.DataFrame, x: str, y: str, seed: str = "seed") -> np.ndarray:  # noqa: F821
     """One :func:`slope_log2` of column ``y`` against ``x`` per seed of ``table``."""
     return np.array(
@@ -393,6 +407,32 @@ def paired_item_variance(
     sizes = np.bincount(group, minlength=count)
     mean = d.mean()
     return float(count / (count - 1) * np.sum((sums - mean * sizes) ** 2) / d.size**2)
+
+
+def item_level_variance(per_run: np.ndarray, starts: np.ndarray | None = None) -> float:
+    r"""The test set's own share of :func:`paired_item_variance`, run-to-run disagreement
+    taken out: ``per_run`` holds one row per seed of per-item differences :math:`d_{is}`
+    (or of groups' items, with ``starts``). Over :math:`S` seeds the items' means
+    :math:`\bar d_i` vary by :math:`\operatorname{var}(\mu_i) + \overline{\sigma^2_i}/S`:
+    the items' true differences and the runs' disagreement on each item, which the seeds'
+    spread already holds. Returned: :func:`paired_item_variance` of :math:`\bar d_i` less
+    the disagreement's share, :math:`\sum_g s^2_g / (S N^2)` over the groups' (or items')
+    summed differences' variances :math:`s^2_g` across seeds (:math:`N` items), at least 0;
+    the variance to plan a test set's size with. With one seed, the whole of it."""
+    runs = np.asarray(per_run, dtype=float)
+    if runs.ndim != 2 or runs.shape[0] < 1:
+        raise ValueError(f"per_run must be (seeds, items), got shape {runs.shape}")
+    whole = paired_item_variance(runs.mean(axis=0), starts)
+    seeds, size = runs.shape
+    if seeds < 2:
+        return whole
+    if starts is None:
+        sums = runs
+    else:
+        group = np.cumsum(np.asarray(starts, dtype=bool).ravel()) - 1
+        sums = np.stack([np.bincount(group, weights=row) for row in runs])
+    disagreement = float(np.sum(sums.var(axis=0, ddof=1))) / (seeds * size**2)
+    return max(0.0, whole - disagreement)
 
 
 def items_needed(

@@ -4,7 +4,9 @@
 rates at which every seed reached the target, as Shallue et al. (2019) choose it);
 :func:`scaling_slopes` fits, per seed, the slope of log2(epochs to the target) against
 log2(batch size): 0 under perfect scaling, 1 where a doubling of the batch saves no step;
-:func:`scaling_summary` averages the slopes across seeds; :func:`critical_batch` reads
+:func:`scaling_summary` averages the slopes across seeds; :func:`accuracy_scores` and
+:func:`accuracy_slopes` give the paper's own quantity, the test accuracy after a fixed
+number of epochs per doubling of the batch, each cell's rate chosen on validation; :func:`critical_batch` reads
 where the data needed has doubled (McCandlish et al., 2018). The runs are
 :mod:`normlab.experiments.part1_batch`'s.
 """
@@ -12,14 +14,18 @@ where the data needed has doubled (McCandlish et al., 2018). The runs are
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..stats import mean_ci, slope_log2
+from .runs import cross_fit, seed_halves, select_best
 
 __all__ = [
     "CELL",
+    "accuracy_scores",
+    "accuracy_slopes",
     "critical_batch",
     "scaling_slopes",
     "scaling_summary",
@@ -34,43 +40,116 @@ def _cell(results: pd.DataFrame) -> list[str]:
     return [c for c in CELL if c in results.columns]
 
 
-def steps_scores(results: pd.DataFrame) -> pd.DataFrame:
+def _fewest_steps(cell: pd.DataFrame, seeds: Sequence[int] | None) -> float:
+    """The rate of ``cell`` with the fewest mean steps over ``seeds`` (None: every seed)
+    among the rates at which every seed of the cell reached the target; NaN where none
+    did (ties go to the smaller rate)."""
+    reached = cell["steps_to_target"].notna().groupby(cell["lr"]).all()
+    rows = cell if seeds is None else cell[cell["seed"].isin(seeds)]
+    means = rows.groupby("lr")["steps_to_target"].mean()
+    means = means[reached.reindex(means.index, fill_value=False)]
+    return float(means.idxmin()) if not means.empty else math.nan
+
+
+def steps_scores(results: pd.DataFrame, *, cross_fitted: bool = False) -> pd.DataFrame:
     """Per seed, the steps to the target at the rate chosen per cell (:data:`CELL`).
 
     A cell's rate is the one with the fewest mean steps across seeds among the rates at
     which every seed reached the target (a rate with a censored or diverged seed is no
     rate to recommend, as :func:`~normlab.analysis.select_best` treats a diverged one);
-    ties go to the smaller rate. A cell where no rate qualifies is *censored*: its rows
-    keep the seeds, with ``lr`` and the steps NaN. Columns: the cell's axes, ``lr``,
-    ``at_edge`` (the choice is the smallest or largest rate tried), ``censored``, ``seed``,
-    ``steps_to_target``, ``epochs_to_target``, ``val_metric`` and ``test_metric``.
+    ties go to the smaller rate. ``cross_fitted``: each half of the seeds
+    (:func:`~normlab.analysis.runs.seed_halves`) at the rate with the fewest mean steps
+    over the other half, so that no seed's steps choose the rate they are read at (which
+    rates every seed reached stays a fact of the whole cell). A cell where no rate
+    qualifies is *censored*: its rows keep the seeds, with ``lr`` and the steps NaN.
+    Columns: the cell's axes, ``lr``, ``at_edge`` (the choice is the smallest or largest
+    rate tried), ``censored``, ``seed``, ``steps_to_target``, ``epochs_to_target``,
+    ``val_metric`` and ``test_metric``, and ``test_hits`` where the runs kept them.
     """
     runs = results[results["budget"] == "to_target"] if "budget" in results else results
     if runs.empty:
         raise ValueError("steps_scores needs runs under the to_target budget")
     by = _cell(runs)
     keep = ["seed", "steps_to_target", "epochs_to_target", "val_metric", "test_metric"]
+    keep += [c for c in ("test_hits",) if c in runs]
+    folds = seed_halves(runs["seed"]) if cross_fitted else None
     parts = []
     for key, cell in runs.groupby(by, sort=True):
-        reached = cell["steps_to_target"].notna().groupby(cell["lr"]).all()
-        means = cell.groupby("lr")["steps_to_target"].mean()[reached]
         keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        if means.empty:
-            seeds = cell.drop_duplicates("seed")[keep].assign(
-                steps_to_target=math.nan, epochs_to_target=math.nan
-            )
-            parts.append(
-                seeds.assign(**keys, lr=math.nan, at_edge=False, censored=True)
-            )
-            continue
-        lr = float(means.idxmin())
         rates = sorted(cell["lr"].unique())
-        edge = len(rates) > 1 and lr in (rates[0], rates[-1])
-        chosen = cell[cell["lr"] == lr][keep]
-        parts.append(chosen.assign(**keys, lr=lr, at_edge=edge, censored=False))
+        pairs = [(None, None)] if folds is None else [folds, folds[::-1]]
+        for estimate, chooser in pairs:
+            lr = _fewest_steps(cell, chooser)
+            rows = cell if estimate is None else cell[cell["seed"].isin(estimate)]
+            if math.isnan(lr):
+                seeds = rows.drop_duplicates("seed")[keep].assign(
+                    steps_to_target=math.nan, epochs_to_target=math.nan
+                )
+                parts.append(
+                    seeds.assign(**keys, lr=math.nan, at_edge=False, censored=True)
+                )
+                continue
+            edge = len(rates) > 1 and lr in (rates[0], rates[-1])
+            chosen = rows[rows["lr"] == lr][keep]
+            parts.append(chosen.assign(**keys, lr=lr, at_edge=edge, censored=False))
     columns = [*by, "lr", "at_edge", "censored", *keep]
     table = pd.concat(parts, ignore_index=True)[columns]
     return table.sort_values([*by, "seed"]).reset_index(drop=True)
+
+
+def accuracy_scores(
+    results: pd.DataFrame, *, cross_fitted: bool = True
+) -> pd.DataFrame:
+    """Per seed, the test accuracy at the end of a ``fixed_epochs`` run, at the rate
+    chosen per cell (:data:`CELL`) on the validation accuracy (the paper's convention;
+    :func:`~normlab.analysis.select_best`'s rule, a rate with a diverged seed never
+    chosen while another qualifies). ``cross_fitted`` (the default): each half of the
+    seeds at the rate chosen on the other half (:func:`~normlab.analysis.cross_fit`).
+    Columns: the cell's axes, ``lr``, ``at_edge``, ``seed``, ``val_metric``,
+    ``test_metric`` and ``test_hits`` where the runs kept them."""
+    runs = (
+        results[results["budget"] == "fixed_epochs"] if "budget" in results else results
+    )
+    if runs.empty:
+        raise ValueError("accuracy_scores needs runs under the fixed_epochs budget")
+    by = _cell(runs)
+
+    def choose(rows: pd.DataFrame) -> pd.DataFrame:
+        return select_best(rows, by, "lr", higher_is_better=True)
+
+    if cross_fitted:
+        table = cross_fit(runs, choose, [*by, "lr"])
+        edges = pd.concat(
+            [choose(runs[runs["seed"].isin(h)]) for h in seed_halves(runs["seed"])]
+        )
+        edge = edges.groupby(by)["at_edge"].any().rename("at_edge").reset_index()
+        table = table.merge(edge, on=by)
+    else:
+        chosen = choose(runs)[[*by, "lr", "at_edge"]]
+        table = runs.merge(chosen, on=[*by, "lr"])
+    keep = ["seed", "val_metric", "test_metric"]
+    keep += [c for c in ("test_hits",) if c in table]
+    table = table[[*by, "lr", "at_edge", *keep]]
+    return table.sort_values([*by, "seed"]).reset_index(drop=True)
+
+
+def accuracy_slopes(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per seed, the least-squares slope of the test accuracy against log2(batch size),
+    per cell without its batch size (:func:`accuracy_scores`'s table): the paper's
+    quantity, negative where accuracy falls as the batch grows. Columns: the cell's other
+    axes, ``seed``, ``slope`` (NaN for a seed with fewer than two batch sizes) and
+    ``weakest`` (the lowest mean test accuracy of its batch sizes, for learnability)."""
+    by = [c for c in _cell(scores) if c != "batch_size"]
+    rows = []
+    for key, group in scores.groupby(by, sort=True):
+        keys = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        weakest = float(group.groupby("batch_size")["test_metric"].mean().min())
+        for seed, part in group.groupby("seed", sort=True):
+            slope = math.nan
+            if part["batch_size"].nunique() > 1:
+                slope = slope_log2(part["batch_size"], part["test_metric"])
+            rows.append({**keys, "seed": int(seed), "slope": slope, "weakest": weakest})
+    return pd.DataFrame(rows)
 
 
 def scaling_slopes(scores: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -22,8 +22,10 @@ __all__ = [
     "at_chosen_lr",
     "choice_edges",
     "common_seeds",
+    "cross_fit",
     "duplicated_runs",
     "records_table",
+    "seed_halves",
     "select_best",
     "summarise",
 ]
@@ -196,6 +198,46 @@ def at_chosen_lr(
     )
     keep = best[[*by, "lr", "at_edge", "candidates", "all_diverged"]]
     return results.merge(keep, on=[*by, "lr"], how="inner")
+
+
+def seed_halves(seeds: Iterable[int]) -> tuple[list[int], list[int]]:
+    """The seeds in two halves, the folds of :func:`cross_fit`: even and odd seeds, so
+    that leaving a seed out moves no other seed to the other half (by alternate rank, 0,
+    2, 4, ... and 1, 3, 5, ... of the sorted seeds, where one parity would be empty). A
+    ValueError below two seeds."""
+    ranked = sorted({int(s) for s in seeds})
+    if len(ranked) < 2:
+        raise ValueError(f"seeds must hold at least two seeds to split, got {ranked}")
+    even = [s for s in ranked if s % 2 == 0]
+    odd = [s for s in ranked if s % 2 == 1]
+    return (even, odd) if even and odd else (ranked[0::2], ranked[1::2])
+
+
+def cross_fit(
+    results: pd.DataFrame,
+    choose: Callable[[pd.DataFrame], pd.DataFrame],
+    on: Sequence[str],
+) -> pd.DataFrame:
+    """Cross-fitting: each half of the seeds (:func:`seed_halves`) at the choice made on
+    the other half, so that no seed's value is read at a choice it took part in.
+
+    ``choose`` takes the rows of one half and returns the choice, a table whose columns
+    ``on`` (the cell's axes and the chosen value, e.g. ``lr``) say which rows of a cell
+    are kept; the other half's rows that match a row of it are returned, each with
+    ``fold`` (0 or 1, the half it belongs to)."""
+    if "seed" not in results:
+        raise ValueError("results must have a 'seed' column to cross-fit")
+    missing = [c for c in on if c not in results]
+    if missing:
+        raise ValueError(f"on names columns the results lack: {missing}")
+    first, second = seed_halves(results["seed"])
+    parts = []
+    for fold, (estimate, chooser) in enumerate(((first, second), (second, first))):
+        chosen = choose(results[results["seed"].isin(chooser)])
+        keep = chosen[list(on)].drop_duplicates()
+        rows = results[results["seed"].isin(estimate)].merge(keep, on=list(on))
+        parts.append(rows.assign(fold=fold))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _table_value(value: Any) -> Any:

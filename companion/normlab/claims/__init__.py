@@ -1,7 +1,8 @@
 """Every claim of the two papers as data, each with the test that settles it.
 
-- :mod:`~normlab.claims.rules`: how an interval across seeds becomes a verdict, how a claim's
-  effects combine, and the learnability rule that comes first;
+- :mod:`~normlab.claims.rules`: how an interval across seeds becomes a verdict (of sign
+  alone where it reaches across the margin), how a claim's effects combine (each named
+  where they differ), and the learnability and ceiling rules that come first;
 - :mod:`~normlab.claims.registry`: :class:`Claim`, :class:`Test`, :class:`Measurement`,
   :class:`Effect` and the table :data:`CLAIMS`, filled by :func:`declare`;
 - :mod:`~normlab.claims.pairing`: the one paired comparison every rule and chapter uses;
@@ -10,6 +11,8 @@
 - :mod:`~normlab.claims.plans`: each empirical claim's plan: estimand, primary
   specification, margin (the smallest effect that matters, tied to the paper's number) and
   the seeds a pilot spread says it needs;
+- :mod:`~normlab.claims.robust`: the verdict at a close runner-up rate and under each
+  declared specification;
 - :mod:`~normlab.claims.report`: :func:`evaluate`, :func:`judge`, the scorecard (also as
   JSON records) and the chapters' verdict tables.
 
@@ -42,9 +45,11 @@ from .report import (
     chapter_notebook,
     evaluate,
     judge,
+    kind_counts,
     markdown,
     part_markdown,
     plan_table,
+    reading_table,
     reproducibility_table,
     scorecard,
     scorecard_records,
@@ -53,13 +58,19 @@ from .report import (
     verdict_table,
 )
 from .rules import (
+    AT_CEILING,
+    CONCEPTUAL,
     CONSISTENT,
     CONTRADICTED,
     DECIDED,
     INCONCLUSIVE,
+    MIXED,
     NEGLIGIBLE,
     NOT_TRAINED,
     NOT_YET_TESTED,
+    SIGN_CONTRADICTED,
+    SIGN_SUPPORTED,
+    SIZE_DECIDED,
     SUPPORTED,
     VERDICTS,
     AtLeast,
@@ -68,6 +79,8 @@ from .rules import (
     Equivalent,
     combine,
     holm_intervals,
+    size_decided,
+    verdict_words,
 )
 
 __all__ = [
@@ -77,7 +90,15 @@ __all__ = [
     "INCONCLUSIVE",
     "CONSISTENT",
     "NEGLIGIBLE",
+    "SIGN_SUPPORTED",
+    "SIGN_CONTRADICTED",
+    "MIXED",
+    "AT_CEILING",
+    "CONCEPTUAL",
     "DECIDED",
+    "SIZE_DECIDED",
+    "size_decided",
+    "verdict_words",
     "NOT_TRAINED",
     "NOT_YET_TESTED",
     "VERDICTS",
@@ -118,6 +139,8 @@ __all__ = [
     "scorecard",
     "scorecard_records",
     "reproducibility_table",
+    "reading_table",
+    "kind_counts",
     "plan_table",
     "verdict_table",
     "markdown",

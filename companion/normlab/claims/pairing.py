@@ -36,9 +36,11 @@ from .rules import Rule
 __all__ = [
     "item_differences",
     "paired_item_variance",
+    "item_level_variance",
     "CONFIG",
     "at_chosen_lr",
     "chance_level",
+    "ceiling_level",
     "source_of",
     "test_items",
     "item_terms",
@@ -154,6 +156,30 @@ def chance_level(results: pd.DataFrame) -> float | None:
     network that learned nothing reaches; None for a metric without one or a mixed table."""
     found = _one_test_split(results)
     return None if found is None else found[0]
+
+
+@functools.cache
+def _ceiling(task: str, data_profile: str, chosen: str | None) -> float | None:
+    """The best accuracy a task's test split allows, where its data define one (a
+    generated task's ``meta["ceiling"]``); None otherwise."""
+    from .. import data
+    from ..data.sources import RESTYLED
+
+    base = task.removesuffix(RESTYLED)
+    found = data.for_profile(base, data_profile, chosen=chosen)["test"].meta
+    value = found.get("ceiling") if isinstance(found, dict) else None
+    return float(value) if value is not None else None
+
+
+def ceiling_level(results: pd.DataFrame) -> float | None:
+    """The best accuracy the table's task allows where its stand-in defines one (its Bayes
+    accuracy under label noise); None for a task without one, another metric or a mixed
+    table (then :data:`normlab.claims.rules.CEILING` serves an accuracy)."""
+    if _one_test_split(results) is None:
+        return None
+    profiles = set(results.get("data_profile", results.get("profile", ())))
+    _, chosen = _source(results)
+    return _ceiling(str(results["data"].iloc[0]), str(profiles.pop()), chosen)
 
 
 def test_items(results: pd.DataFrame) -> int | None:
@@ -289,9 +315,14 @@ def difference(
     ).dropna()
     if diff.empty:
         raise Unmeasurable(f"no seed has runs of both {left.name} and {right.name}")
-    chance = chance_level(rows)
+    chance, ceiling = chance_level(rows), ceiling_level(rows)
     arms = tuple(
-        Arm(side.name, float(np.nanmean(side.test.to_numpy(dtype=float))), chance)
+        Arm(
+            side.name,
+            float(np.nanmean(side.test.to_numpy(dtype=float))),
+            chance,
+            ceiling,
+        )
         for side in (left, right)
     )
     return diff, arms
@@ -305,11 +336,13 @@ def item_differences(
     by: str = "normaliser",
     within: Mapping[str, Any] | None = None,
     config: Sequence[str] | None = None,
+    partial: bool = False,
 ) -> pd.DataFrame | None:
     """Per (configuration, seed), each test item's hit of ``a`` minus ``b`` (1, 0 or -1;
     each side the arm :func:`difference` takes): one row per pair that both sides ran,
     one column per test item, from the runs' ``test_hits`` column. None where a run lacks
-    its hits or the runs were scored on test sets of different sizes."""
+    its hits (``partial``: the pairs whose runs kept them, None where none did) or the
+    runs were scored on test sets of different sizes."""
     if "test_hits" not in best:
         return None
     rows, names, left, right = _sides(
@@ -317,8 +350,9 @@ def item_differences(
     )
     index = [*names, "seed"]
     hits = rows.set_index([*index, by])["test_hits"]
-    if hits.index.has_duplicates or hits.isna().any():
+    if hits.index.has_duplicates or (hits.isna().any() and not partial):
         return None
+    hits = hits.dropna()
 
     def at(key: Any, arm: str) -> Any:
         return hits.get((*key, arm) if isinstance(key, tuple) else (key, arm))
@@ -374,6 +408,35 @@ def paired_item_variance(
     return stats.paired_item_variance(per_item, starts)
 
 
+def item_level_variance(
+    best: pd.DataFrame,
+    a: str | Sequence[str],
+    b: str | Sequence[str],
+    *,
+    by: str = "normaliser",
+    within: Mapping[str, Any] | None = None,
+    config: Sequence[str] | None = None,
+    partial: bool = False,
+) -> float | None:
+    """The test set's own share of :func:`paired_item_variance` for ``a - b``, the runs'
+    disagreement item by item taken out (:func:`normlab.stats.item_level_variance`, each
+    seed's per-item differences averaged over its configurations): the variance to plan a
+    test set's size with. None where the runs lack their hits (``partial``: read on the
+    seeds that kept them, None below two such seeds)."""
+    per_pair = item_differences(
+        best, a, b, by=by, within=within, config=config, partial=partial
+    )
+    if per_pair is None:
+        return None
+    per_seed = per_pair.groupby(level="seed").mean().to_numpy()
+    if partial and per_seed.shape[0] < 2:
+        return None
+    starts = _starts(only(best, **dict(within or {})), per_seed.shape[1])
+    if starts is False:
+        return None
+    return stats.item_level_variance(per_seed, starts)
+
+
 def _starts(rows: pd.DataFrame, size: int) -> np.ndarray | None | bool:
     """The sentences' starts of tagging runs' hits (the ``test_hit_starts`` column): None
     where the items are independent (no such column, or none filled), False where the runs
@@ -412,6 +475,9 @@ def paired(
     validation per configuration). The sign is turned so that positive means ``a`` is better:
     by the table's metric direction, or by ``higher_is_better`` for a ``value`` that is not
     the metric. The effect's arms hold each side's mean test metric and the chance level.
+    For a test accuracy, the test set's noise is measured item by item where the runs kept
+    their hits (:func:`paired_item_variance`, and its item-level share to plan with); where
+    only some seeds did, the item-level share on those seeds serves for both.
     """
     diff, arms = difference(
         best,
@@ -425,12 +491,16 @@ def paired(
     )
     seeds = per_seed(diff)
     items: tuple[tuple[float, float, int], ...] = ()
-    item_var = None
+    item_var = level = None
     if value == "test_metric":
         items = item_terms(
             arms, (1.0, -1.0), test_items(only(best, **dict(within or {})))
         )
-        item_var = paired_item_variance(best, a, b, by=by, within=within, config=config)
+        kw: dict[str, Any] = {"by": by, "within": within, "config": config}
+        item_var = paired_item_variance(best, a, b, **kw)
+        level = item_level_variance(best, a, b, **kw)
+        if item_var is None:  # some seeds kept their hits: the test set's own share
+            item_var = level = item_level_variance(best, a, b, **kw, partial=True)
     where = ", ".join(f"{k} {v}" for k, v in (within or {}).items())
     text = label or f"{arms[0].name} - {arms[1].name}" + (
         f" ({where})" if where else ""
@@ -440,4 +510,4 @@ def paired(
     else:
         data = tuple(sorted(set(best["data"]))) if "data" in best else ()
     samples = np.array([seeds[s] for s in sorted(seeds)])
-    return Effect(text, samples, rule, arms, data, items, item_var)
+    return Effect(text, samples, rule, arms, data, items, item_var, item_level=level)

@@ -24,11 +24,15 @@ from .pairing import (
     at_chosen_lr,
     chance_level,
     difference,
+    item_level_variance,
     item_terms,
     only,
     paired,
     per_seed,
     test_items,
+)
+from .pairing import (
+    paired_item_variance as pairing_item_variance,
 )
 from .registry import Arm, Effect, Test, Unmeasurable, declare
 from .rules import AtLeast, Directional, Equivalent
@@ -332,6 +336,7 @@ def _n10(results: pd.DataFrame) -> list[Effect]:
             ),
             arms=(_gate_arm(results, t), _gate_arm(results, vision)),
             data=(t, vision),
+            name=f"{what} on {t}",
         )
         for key, what in measures
         for t in LANGUAGE
@@ -346,15 +351,22 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
             np.array(list(_gate_metric(results, vision, "p_ln_final").values())) - 0.5,
             arms=(_gate_arm(results, vision),),
             data=(vision,),
+            name=f"LayerNorm's final weight on {vision}",
         )
     ]
     for task in LANGUAGE:
-        for label, key, shift in (
-            (f"final gate entropy - eps_H ({EPS_H})", "entropy_final", EPS_H),
+        for label, key, shift, short in (
+            (
+                f"final gate entropy - eps_H ({EPS_H})",
+                "entropy_final",
+                EPS_H,
+                "final entropy",
+            ),
             (
                 "slope of the final weight on DyT over relative depth",
                 "depth_slope",
                 0.0,
+                "DyT's depth slope",
             ),
         ):
             effects.append(
@@ -363,6 +375,7 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
                     np.array(list(_gate_metric(results, task, key).values())) - shift,
                     arms=(_gate_arm(results, task),),
                     data=(task,),
+                    name=f"{short} on {task}",
                 )
             )
     return effects
@@ -486,9 +499,25 @@ def _n14_gate(results: pd.DataFrame) -> list[Effect]:
             paired_differences(_gate_lead(best, a), _gate_lead(best, b)),
             data=(a, b),
             items=_lead_items(best, a, b, by="arm"),
+            item_var=_leads_item_variance(best, a, b, pairing_item_variance),
+            item_level=_leads_item_variance(best, a, b, item_level_variance),
         )
         for a, b in pairs
     ]
+
+
+def _leads_item_variance(
+    best: pd.DataFrame, a: str, b: str, variance: Callable[..., float | None]
+) -> float | None:
+    """The test sets' variance of (autonorm_s - frozen_ln on ``a``) - (the same on ``b``),
+    measured item by item from the runs' hits by ``variance`` (the paired variance, or its
+    item-level share): the two tasks' test sets are drawn apart, so their variances add
+    (None where a run lacks its hits)."""
+    found = [
+        variance(best, "autonorm_s", "frozen_ln", by="arm", within={"data": data})
+        for data in (a, b)
+    ]
+    return None if None in found else float(sum(found))
 
 
 # ---------------------------------------------------------------------- the claims

@@ -35,7 +35,12 @@ from ..data.sources import STAND_INS
 from ..experiments.part1 import FC_EPOCHS, FC_PRIMARY
 from ..experiments.part1_batch import PRIMARY as BATCH_PRIMARY
 from . import part1, part2  # noqa: F401  (their declarations fill CLAIMS, whose numbers we read)
-from .part1 import ACCURACY_MARGIN, PRIMARY_BUDGET, SLOPE_MARGIN
+from .part1 import (
+    ACCURACY_MARGIN,
+    ACCURACY_SLOPE_MARGIN,
+    SLOPE_MARGIN,
+    STEPS_READING,
+)
 from .registry import MARGIN_WORDS, Claim, get
 
 __all__ = [
@@ -128,8 +133,21 @@ _GATE = _gate_defaults()
 # the gate grids' task that stands in for each paper dataset (data.sources.STAND_INS)
 _GATE_TASK = {name: s.task for name, s in STAND_INS.items() if s.task is not None}
 _SLOPE = "log2(epochs to the target) per doubling of the batch size"
+_PER_DOUBLING = "accuracy per doubling of the batch size (0.01 = one point)"
+_ACCURACY_SLOPE_TIE = (
+    "half an accuracy point per doubling of the batch, three points over the 64-fold "
+    f"range of batch sizes; {_OURS}"
+)
+_STEPS_MARGIN = Margin(
+    SLOPE_MARGIN,
+    "a tenth of a doubling of the data needed per doubling of the batch, a factor of "
+    f"about 1.5 over a 64-fold range of batch sizes; {_OURS}",
+    _SLOPE,
+    STEPS_READING,
+)
 # A12, A13: SGD, Xavier-normal weights, steps to a target accuracy (chapter 7)
-_BATCH = {**BATCH_PRIMARY, "budget": PRIMARY_BUDGET}
+# both budget conventions: the paper's reading (fixed epochs) and the mechanism's
+_BATCH = {k: v for k, v in BATCH_PRIMARY.items() if k != "budget"}
 # N7: the paper's drop under corruption, clean accuracy (N3's table) minus CIFAR-10-C's mean
 _DROP = {
     "AutoNorm-S": get("N3").paper["AutoNorm-S"]
@@ -166,23 +184,33 @@ PLANS: dict[str, Plan] = {
         primary=_FC,
     ),
     "A12": Plan(
-        "each correction's slope of log2(epochs to a target validation accuracy) against "
-        "log2(batch size), minus the other normalisers' mean slope, paired by seed: positive "
-        "when the correction leaves perfect scaling at a smaller batch",
-        SLOPE_MARGIN,
-        "a tenth of a doubling of the data needed per doubling of the batch, a factor of "
-        f"about 1.5 over a 64-fold range of batch sizes; {_OURS}",
-        units=_SLOPE,
+        "each correction's slope of the test accuracy after a fixed number of epochs "
+        "against log2(batch size), per seed (the paper's quantity: negative when accuracy "
+        "falls); and, as the mechanism, its slope of log2(epochs to a target validation "
+        "accuracy) minus the other normalisers' mean slope, paired by seed",
+        ACCURACY_SLOPE_MARGIN,
+        _ACCURACY_SLOPE_TIE,
+        units=_PER_DOUBLING,
         primary=_BATCH,
+        others=(_STEPS_MARGIN,),
     ),
     "A13": Plan(
-        "each rival normaliser's own slope of log2(epochs to a target validation accuracy) "
-        "against log2(batch size): 0 under perfect scaling",
-        SLOPE_MARGIN,
-        "the rule's 'roughly flat', a tenth of a doubling of the data needed per doubling "
-        "of the batch; our choice",
-        units=_SLOPE,
+        "each rival normaliser's own slope of the test accuracy at fixed epochs against "
+        "log2(batch size) (the paper's quantity: 0 when flat); and, as the mechanism, its "
+        "slope of log2(epochs to a target validation accuracy): 0 under perfect scaling",
+        ACCURACY_SLOPE_MARGIN,
+        f"the rule's 'roughly flat'; {_ACCURACY_SLOPE_TIE}",
+        units=_PER_DOUBLING,
         primary=_BATCH,
+        others=(
+            Margin(
+                SLOPE_MARGIN,
+                "the rule's 'roughly flat', a tenth of a doubling of the data needed per "
+                "doubling of the batch; our choice",
+                _SLOPE,
+                STEPS_READING,
+            ),
+        ),
     ),
     "A14": Plan(
         "test accuracy of PatchNorm's better mode minus the stronger of LayerNorm and "
@@ -393,11 +421,12 @@ def _values(items: Sequence[Any]) -> str:
     return "/".join(str(v) for v in items)
 
 
-def specification(claim_id: str, profile: str) -> dict[str, str]:
+def specification(claim_id: str, profile: str) -> dict[str, Any]:
     """The claim's primary specification in ``profile``, read from its experiment's grid:
     ``data`` (the task, named as the stand-in that serves it where one does), ``model``,
-    ``init``, ``optimiser`` and ``budget`` (convention, epochs, batch size and the rates
-    the validation split chooses from); an axis the grid sweeps shows every value."""
+    ``init``, ``optimiser``, ``budget`` (each convention, epochs, batch size and the rates
+    the validation split chooses from) and ``rates``, the rates each arm tried; an axis
+    the grid sweeps shows every value."""
     from .. import experiments
 
     claim = get(claim_id)
@@ -435,6 +464,34 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
             if c["data"] in values["data"] and c["source"] in sources
         }
         tasks = [str(t) for t in values["data"] if t in chosen]
+    optimiser = (
+        _values(values["optimizer"]).upper().replace("ADAM", "Adam")
+        if "optimizer" in values
+        else "AdamW"
+    )
+    if "weight_decay" in values:
+        optimiser += f", weight decay {_values(values['weight_decay'])}"
+    schedule = values.get("schedule", ["warm-up + cosine"])
+    tried = _tried(grid, values)
+    return {
+        "data": data_words(claim, tasks, data_profile, chosen)[0],
+        "model": _model(values),
+        "init": _values(values.get("init", ["PyTorch default"])),
+        "optimiser": f"{optimiser}, {_values(schedule)} schedule",
+        "budget": "; ".join(
+            _budget(values, budget, tried.get(budget), grid)
+            # the paper's convention (fixed epochs) first where a grid has several
+            for budget in sorted(
+                values.get("budget", ["fixed_epochs"]),
+                key=lambda b: b != "fixed_epochs",
+            )
+        ),
+        "rates": {arm: _values(rates) for arm, rates in tried.get(None, {}).items()},
+    }
+
+
+def _model(values: Mapping[str, list[Any]]) -> str:
+    """The network of a specification in words: its kind and shape."""
     kind = (
         "MLP"
         if "width" in values
@@ -451,37 +508,70 @@ def specification(claim_id: str, profile: str) -> dict[str, str]:
         for key, name in _MODEL
         if key in values and values[key] != [None]
     )
-    optimiser = (
-        _values(values["optimizer"]).upper().replace("ADAM", "Adam")
-        if "optimizer" in values
-        else "AdamW"
+    return f"{kind}, {shape}"
+
+
+def _tried(grid: Any, values: Mapping[str, list[Any]]) -> dict[Any, dict[str, list]]:
+    """The rates each arm (a value of the grid's ``normaliser`` or ``arm`` axis) tries in
+    the configurations of ``values`` (the grid's points that the primary specification
+    keeps), per budget convention and over all of them (key None)."""
+    tried: dict[Any, dict[str, set]] = {}
+    for config in _kept(grid, values):
+        arm = config.get("normaliser", config.get("arm"))
+        if arm is None or "lr" not in config:
+            continue
+        for key in (None, config.get("budget")):
+            tried.setdefault(key, {}).setdefault(str(arm), set()).add(config["lr"])
+    return {k: {a: sorted(r) for a, r in v.items()} for k, v in tried.items()}
+
+
+def _kept(grid: Any, values: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
+    """The grid's points (one seed each) that the primary specification's ``values``
+    keep."""
+    keep = {k: v for k, v in values.items() if k not in ("lr", "seed")}
+    return [
+        c
+        for c in grid.configs(1)
+        if not any(k in c and c[k] not in v for k, v in keep.items())
+    ]
+
+
+def _budget(
+    values: Mapping[str, list[Any]],
+    budget: str,
+    tried: Mapping[str, list] | None,
+    grid: Any = None,
+) -> str:
+    """One budget convention of the specification in words, with the rates its arms
+    tried: each arm's own (see the specification's ``rates``), or one list they share."""
+    lists = {tuple(r) for r in (tried or {}).values()}
+    rates = (
+        _values(lists.pop())
+        if len(lists) == 1
+        else f"each arm's own {min(map(len, lists))} to {max(map(len, lists))} rates"
+        if lists
+        else _values(values.get("lr", ["?"]))
     )
-    if "weight_decay" in values:
-        optimiser += f", weight decay {_values(values['weight_decay'])}"
-    schedule = values.get("schedule", ["warm-up + cosine"])
-    budget = values.get("budget", ["fixed_epochs"])
-    return {
-        "data": data_words(claim, tasks, data_profile, chosen)[0],
-        "model": f"{kind}, {shape}",
-        "init": _values(values.get("init", ["PyTorch default"])),
-        "optimiser": f"{optimiser}, {_values(schedule)} schedule",
-        "budget": _to_target(values)
-        if budget == ["to_target"]
-        else (
-            f"{_values(budget).replace('_', ' ')}: {_values(values.get('epochs', ['?']))} "
-            f"epochs, batch {_values(values.get('batch_size', ['?']))}; lr chosen on val "
-            f"from {_values(values.get('lr', ['?']))}"
-        ),
-    }
+    if grid is not None and "budget" in values:
+        sizes = sorted(
+            {c["batch_size"] for c in _kept(grid, values) if c["budget"] == budget}
+        )
+        values = {**values, "batch_size": sizes or values.get("batch_size", ["?"])}
+    if budget == "to_target":
+        return _to_target(values, rates)
+    return (
+        f"{budget.replace('_', ' ')}: {_values(values.get('epochs', ['?']))} epochs, "
+        f"batch {_values(values.get('batch_size', ['?']))}; lr chosen on val from {rates}"
+    )
 
 
-def _to_target(values: Mapping[str, list[Any]]) -> str:
+def _to_target(values: Mapping[str, list[Any]], rates: str) -> str:
     """The steps-to-target budget of A12 and A13 (chapter 7) in words."""
     return (
         f"steps to {_values(values['target'])} val accuracy (cap: "
         f"{_values(values['cap_epochs'])} epochs and at least "
         f"{_values(values['cap_steps'])} steps), batch {_values(values['batch_size'])}; "
-        f"per batch size the lr with the fewest steps, from {_values(values['lr'])}"
+        f"per batch size the lr with the fewest steps, from {rates}"
     )
 
 

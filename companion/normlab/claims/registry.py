@@ -23,7 +23,13 @@ import numpy as np
 import pandas as pd
 
 from .._runtime import PROFILES
-from .rules import COMBINE_WORDS, INTERVAL_WORDS, LEARNABILITY_WORDS, Rule
+from .rules import (
+    CEILING_WORDS,
+    COMBINE_WORDS,
+    INTERVAL_WORDS,
+    LEARNABILITY_WORDS,
+    Rule,
+)
 
 __all__ = [
     "Unmeasurable",
@@ -49,12 +55,15 @@ class Unmeasurable(ValueError):
 
 @dataclass(frozen=True)
 class Arm:
-    """One compared network: its mean test metric across seeds at its chosen rate, and the
-    task's chance level (None for a metric without one, e.g. an RMSE)."""
+    """One compared network: its mean test metric across seeds at its chosen rate, the
+    task's chance level (None for a metric without one, e.g. an RMSE) and its ceiling, the
+    best accuracy the task allows where its stand-in defines one (None: the default of
+    :data:`normlab.claims.rules.CEILING` for a metric with a chance level)."""
 
     name: str
     score: float
     chance: float | None = None
+    ceiling: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,11 @@ class Effect:
     noise (:func:`normlab.stats.accuracy_item_variance`; empty: not an accuracy, and the
     interval holds the seeds' spread only); ``item_var``, where the runs kept their per-item
     hits, is that noise measured item by item (:func:`normlab.stats.paired_item_variance`),
-    which replaces the bound."""
+    which replaces the bound. ``name`` is the effect's short name in its claim's verdict
+    words ("supported for norm_like; ...", :func:`normlab.claims.rules.verdict_words`;
+    empty: the label). ``item_level`` is the test set's own share of ``item_var``, the
+    runs' disagreement item by item taken out (:func:`normlab.stats.item_level_variance`),
+    which sizes a test set in a plan (None: ``item_var`` does)."""
 
     label: str
     samples: np.ndarray
@@ -75,6 +88,8 @@ class Effect:
     data: tuple[str, ...] = ()
     items: tuple[tuple[float, float, int], ...] = ()
     item_var: float | None = None
+    name: str = ""
+    item_level: float | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +165,7 @@ class Claim:
         margin = f" {margin}." if margin else ""
         return (
             f"{self.test.rule.words}.{margin} {INTERVAL_WORDS[0].upper()}"
-            f"{INTERVAL_WORDS[1:]}. {LEARNABILITY_WORDS}; {COMBINE_WORDS}."
+            f"{INTERVAL_WORDS[1:]}. {LEARNABILITY_WORDS}. {CEILING_WORDS}; {COMBINE_WORDS}."
         )
 
 

@@ -32,21 +32,30 @@ from .._checks import one_of, positive_int
 from .._runtime import PROFILES
 from ..analysis.runs import duplicated_runs
 from ..stats import Interval, interval
-from . import plans
+from . import plans, robust
 from .plans import data_words
 from .registry import Check, Claim, Effect, Measurement, Test, Unmeasurable, get, ids
 from .rules import (
+    AT_CEILING,
+    CEILING,
+    CONCEPTUAL,
     CONTRADICTED,
     INCONCLUSIVE,
+    MIXED,
     NOT_TRAINED,
     NOT_YET_TESTED,
+    SIGN_CONSISTENT,
+    SIGN_CONTRADICTED,
+    SIGN_SUPPORTED,
     SUPPORTED,
     Equivalent,
     Rule,
+    at_ceiling,
     combine,
     holm_intervals,
     trained,
     trained_margin,
+    verdict_words,
 )
 
 __all__ = [
@@ -57,12 +66,15 @@ __all__ = [
     "evaluate",
     "judge",
     "Judged",
+    "KIND_WORDS",
+    "kind_counts",
     "markdown",
     "Outcome",
     "planned_from",
     "part_markdown",
     "plan_table",
     "primary_source",
+    "reading_table",
     "REPRODUCED",
     "reproducibility_table",
     "scorecard",
@@ -104,6 +116,11 @@ class Judged:
     n_test_needed: int | None = None
     note: str = ""
     equivalence: bool = False  # judged by an equivalence rule (for the plan's power)
+    p_test: str = "zero effect, two-sided"  # the test whose p-value ``p`` is
+    name: str = ""  # the effect's short name in the claim's words (else its label)
+    # the test set's own share of ``item_var``, the runs' disagreement taken out (None:
+    # not measured), which sizes a test set
+    item_level: float | None = None
 
     @property
     def n(self) -> int:
@@ -122,7 +139,13 @@ class Judged:
         """What would resolve it, in words ("" once resolved)."""
         if self.n_needed is None and self.n_test_needed is None:
             return ""
-        seeds = f"about {self.n_needed} seeds" if self.n_needed else "more seeds"
+        seeds = (
+            f"about {self.n_needed} seeds"
+            if self.n_needed
+            else f"the {self.n} seeds in hand"
+            if self.n_test_needed
+            else "more seeds"
+        )
         margin = f" for the margin ±{self.margin:g}" if self.margin else ""
         if self.n_test_needed:
             return (
@@ -155,6 +178,29 @@ class Outcome:
     # the plan's seeds and test items, from the pilot (:func:`planned_from`); None: not
     # computed (an outcome judged on a chapter's table), then read from ``judged``
     planned: tuple[int | None, int | None] | None = None
+    # the verdict in words, naming each effect's verdict where they differ ("" : the verdict)
+    words: str = ""
+    # the verdict at each close arm's runner-up rate (:func:`normlab.claims.robust.
+    # rate_choices`), and the declared specifications that flip an effect's verdict
+    rates: list[Any] = field(default_factory=list)
+    flips: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def says(self) -> str:
+        """The verdict in words: each effect's named where they differ, "rate-dependent"
+        where a close runner-up rate gives another, and "specification-dependent" where a
+        declared specification flips an effect."""
+        words = self.words or self.verdict
+        moved = [r for r in self.rates if r.says != words]
+        if moved:
+            words += "; rate-dependent: " + "; ".join(r.words for r in moved)
+        if self.flips:
+            words += "; specification-dependent: " + "; ".join(
+                f"{_spec_words(f['specification'])}: "
+                + ", ".join(f"{v} for {k}" for k, v in f["effects"].items())
+                for f in self.flips
+            )
+        return words
 
     @property
     def n_needed(self) -> int | None:
@@ -167,6 +213,10 @@ class Outcome:
         """The most test items any inconclusive effect needs (None where none needs more)."""
         found = [j.n_test_needed for j in self.judged if j.n_test_needed is not None]
         return max(found) if found else None
+
+
+def _spec_words(spec: Mapping[str, Any]) -> str:
+    return "under " + ", ".join(f"{k} {v}" for k, v in spec.items())
 
 
 def chapter_notebook(number: int, book: str | Path | None = None) -> Path | None:
@@ -205,11 +255,20 @@ def _item_variance(effect: Effect) -> tuple[float, int | None, str]:
 
 
 def _resolve(
-    rule: Rule, ci: Interval, margin: float | None, n_test: int | None, alpha: float
+    rule: Rule,
+    ci: Interval,
+    margin: float | None,
+    n_test: int | None,
+    alpha: float,
+    level: float | None = None,
 ) -> tuple[int | None, int | None]:
     """Seeds (and test items, where this test set is too small for any number of seeds)
     to resolve ``ci``: the test set is sized so that its own noise takes at most half of
-    the effect the seeds must resolve (:func:`normlab.stats.items_needed`)."""
+    the effect the seeds must resolve (:func:`normlab.stats.items_needed`), that noise
+    being its item-level share ``level`` where known (the runs' disagreement item by item
+    is in the seeds' spread already)."""
+    if level is not None:
+        ci = dataclasses.replace(ci, item_var=level)
     margin = getattr(rule, "margin", margin)
     if margin is None or not ci.defined or not math.isfinite(ci.seed_sd):
         return None, None
@@ -222,22 +281,68 @@ def _resolve(
     return rule.seeds_to_resolve(larger, margin, alpha), items
 
 
+#: What an inconclusive effect says when its seeds already give the plan's power.
+IN_HAND = (
+    "inconclusive with the seeds in hand that 80 % power against the margin needs: its "
+    "estimate lies between zero and the margin, and more seeds narrow the interval"
+)
+
+
+def _ceiling_of(effect: Effect) -> list[str]:
+    """The arms of ``effect`` at the task's ceiling, in words, where every one is
+    (:func:`normlab.claims.rules.at_ceiling`); empty otherwise."""
+    arms = [a for a in effect.arms if a.chance is not None or a.ceiling is not None]
+    if not arms or len(arms) < len(effect.arms):
+        return []
+    tops = {a.ceiling for a in arms}
+    if len(tops) != 1 or not at_ceiling([a.score for a in arms], tops.pop()):
+        return []
+    return [
+        f"{a.name} at {a.score:.3f} (ceiling "
+        f"{a.ceiling if a.ceiling is not None else CEILING:.4g})"
+        for a in arms
+    ]
+
+
+def _p_of(rule: Rule, ci: Interval, verdict: str) -> tuple[float, str]:
+    """The p-value of the test that matters for ``verdict``, and that test in words: for
+    a contradicted non-inferiority or equivalence effect the test that it lies beyond
+    the margin, else the rule's own test."""
+    if verdict in (CONTRADICTED, SIGN_CONTRADICTED) and hasattr(rule, "p_against"):
+        return rule.p_against(ci), "beyond the margin (the contradiction)"
+    if isinstance(rule, Equivalent):
+        return rule.p_value(ci), "inside the margin (two one-sided tests)"
+    if hasattr(rule, "p_against"):
+        return rule.p_value(ci), "not beyond the margin (one-sided)"
+    return rule.p_value(ci), "zero effect, two-sided"
+
+
 def _judge_one(
-    claim: Claim, effect: Effect, rule: Rule, ci: Interval, p: float, failed: list[str]
+    claim: Claim, effect: Effect, rule: Rule, ci: Interval, failed: list[str]
 ) -> Judged:
     margin = _margin(claim, effect, rule)
     item_var, n_test, note = _item_variance(effect)
     value = margin.margin if margin else None
-    verdict = NOT_TRAINED if failed else rule.verdict(ci, value)
+    ceiling = [] if failed else _ceiling_of(effect)
+    verdict = (
+        NOT_TRAINED if failed else AT_CEILING if ceiling else rule.verdict(ci, value)
+    )
     alpha = 1 - ci.confidence
     mde = math.nan
     if ci.n >= 2 and math.isfinite(ci.seed_sd):
         mde = stats.mde(ci.seed_sd, ci.n, item_var=ci.item_var, alpha=alpha)
     needed = items = None
     if verdict == INCONCLUSIVE:
-        needed, items = _resolve(rule, ci, value, n_test, alpha)
+        needed, items = _resolve(rule, ci, value, n_test, alpha, effect.item_level)
+        if needed is not None and needed <= ci.n:  # the seeds in hand would do
+            if items is None:
+                note = "; ".join(filter(None, (IN_HAND, note)))
+            needed = None
     if failed:
         note = "did not train: " + "; ".join(failed)
+    if ceiling:
+        note = "at the ceiling, where no difference can show: " + "; ".join(ceiling)
+    p, test = _p_of(rule, ci, verdict)
     return Judged(
         effect.label,
         verdict,
@@ -253,6 +358,9 @@ def _judge_one(
         items,
         note,
         isinstance(rule, Equivalent),
+        test,
+        effect.name or effect.label,
+        effect.item_level,
     )
 
 
@@ -299,7 +407,7 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
     judged, notes, untrained = [], {}, []
     for effect, rule, ci in zip(effects, rules, at_level):
         failed = _untrained(effect.arms)
-        one = _judge_one(claim, effect, rule, ci, rule.p_value(ci), failed)
+        one = _judge_one(claim, effect, rule, ci, failed)
         judged.append(one)
         note = one.note if failed else "; ".join(filter(None, (one.needs, one.note)))
         if note:
@@ -326,6 +434,7 @@ def judge(claim: Claim, results: pd.DataFrame) -> Outcome:
         data=read,
         judged=judged,
         arms=compared,
+        words=verdict_words([(j.name, j.verdict) for j in judged]),
     )
 
 
@@ -401,9 +510,12 @@ def evaluate(
             c.value <= claim.test.tolerance if c.zero else c.value > claim.test.nonzero
             for c in checks
         )
+        verdict = SUPPORTED if ok else CONTRADICTED
+        if ok and claim.kind == "conceptual":
+            verdict = CONCEPTUAL
         return Outcome(
             claim,
-            SUPPORTED if ok else CONTRADICTED,
+            verdict,
             checks=checks,
             source={"profile": "exact", "data": "float64 measurement"},
         )
@@ -418,6 +530,9 @@ def evaluate(
         return Outcome(claim, f"needs the {test.min_profile} profile", note=command)
     table = saved.results
     outcome = judge(claim, table)
+    if outcome.judged:
+        outcome.rates = robust.rate_choices(claim, table, outcome.arms, judge)
+        outcome.flips = robust.specification_flips(claim, table, outcome, judge)
     if plans.plan(claim.id) is not None:
         outcome.planned = planned_from(claim, table, outcome)
     tasks = outcome.data or (sorted(set(table["data"])) if "data" in table else ())
@@ -439,7 +554,13 @@ def _spreads(
 ) -> list[tuple[float, float, float, int | None, bool]]:
     """What :func:`normlab.claims.plans.planned` reads of each effect with a margin."""
     return [
-        (j.seeds_only.seed_sd, j.item_var, j.margin, j.n_test, j.equivalence)
+        (
+            j.seeds_only.seed_sd,
+            j.item_var if j.item_level is None else j.item_level,
+            j.margin,
+            j.n_test,
+            j.equivalence,
+        )
         for j in judged
         if j.margin is not None
     ]
@@ -493,8 +614,10 @@ def scorecard(
     outcomes: Sequence[Outcome] | None = None,
 ) -> pd.DataFrame:
     """One row per claim: id, part, kind, claim, paper's number, ours, n, profile, data,
-    tested (exact, paper's data or mechanism on a stand-in), verdict, chapter, rule, note
-    (what would resolve an inconclusive claim, or why there is no verdict)."""
+    tested (exact, paper's data or mechanism on a stand-in), verdict (in words, each
+    effect's named where they differ: :attr:`Outcome.says`), category (the verdict
+    alone, :func:`normlab.claims.rules.combine`'s), chapter, rule, note (what would
+    resolve an inconclusive claim, or why there is no verdict)."""
     outcomes = (
         outcomes
         if outcomes is not None
@@ -516,7 +639,8 @@ def scorecard(
                 "profile": out.source.get("profile", ""),
                 "data": out.source.get("data", ""),
                 "tested": _tested(out),
-                "verdict": out.verdict,
+                "verdict": out.says,
+                "category": out.verdict,
                 "chapter": c.chapter,
                 "rule": c.rule_words,
                 "note": out.note or _pieces(out.notes.values()),
@@ -546,13 +670,18 @@ def _effect_record(j: Judged) -> dict[str, Any]:
         "seeds_only": {
             "low": _number(j.seeds_only.low),
             "high": _number(j.seeds_only.high),
+            "confidence": _number(j.seeds_only.confidence),
         },
         "test_items_se": _number(math.sqrt(j.item_var)),
+        "test_items_se_item_level": None
+        if j.item_level is None
+        else _number(math.sqrt(j.item_level)),
         "margin": _number(j.margin),
         "units": j.units,
         "margin_tie": j.tie,
         "mde": _number(j.mde),
         "p": _number(j.p),
+        "p_test": j.p_test,
         "n": j.n,
         "n_needed": j.n_needed,
         "n_test": j.n_test,
@@ -560,6 +689,28 @@ def _effect_record(j: Judged) -> dict[str, Any]:
         "needs": j.needs,
         "note": j.note,
     }
+
+
+def _robustness(out: Outcome) -> dict[str, Any]:
+    """An outcome's close rate choices and flipping specifications, as plain data (empty
+    where it has none)."""
+    found: dict[str, Any] = {}
+    if out.rates:
+        found["rate_choices"] = [
+            {
+                "arm": r.arm,
+                "where": r.config,
+                "chosen": r.chosen,
+                "runner_up": r.runner_up,
+                "validation_gap": _number(r.gap),
+                "validation_half_width": _number(r.half),
+                "verdict_words": r.says,
+            }
+            for r in out.rates
+        ]
+    if out.flips:
+        found["specification_dependent"] = out.flips
+    return found
 
 
 def _data_of(out: Outcome) -> tuple[str, bool | None]:
@@ -613,6 +764,7 @@ def scorecard_records(
             "chapter": c.chapter,
             "paper": {k: _number(float(v)) for k, v in c.paper.items()},
             "verdict": out.verdict,
+            "verdict_words": out.says,
             "data": data,
             "stand_in": stand_in,
             "profile": out.source.get("profile") or None,
@@ -622,6 +774,7 @@ def scorecard_records(
             "n_test_needed": out.n_test_needed,
             "effects": [_effect_record(j) for j in out.judged],
         }
+        record.update(_robustness(out))
         if out.checks:
             record["checks"] = [
                 {"label": k.label, "value": _number(k.value), "zero": k.zero}
@@ -681,7 +834,7 @@ def verdict_table(
                 "effect": label,
                 "ours": _interval_words(ci) if ci is not None else "",
                 "n": ci.n if ci is not None else "",
-                "claim verdict": outcome.verdict,
+                "claim verdict": outcome.says,
                 "claim": claim.sentence,
                 "profile": outcome.source.get("profile", ""),
                 "data": outcome.source.get("data", ""),
@@ -694,6 +847,31 @@ def verdict_table(
     if brief:
         frame = frame[[c for c in (*BRIEF_COLUMNS, "live run") if c in frame]]
     return frame
+
+
+def reading_table(
+    records: Sequence[dict[str, Any]], claim_ids: Sequence[str] = ("A12", "A13")
+) -> pd.DataFrame:
+    """Every effect of ``claim_ids`` from :func:`scorecard_records`, one row each: the
+    claim, the effect, its verdict, the interval its verdict read (at its Holm level),
+    its margin and units; for the claims read two ways (A12, A13: accuracy at fixed
+    epochs, the paper's quantity, and steps to a target, the mechanism) both readings."""
+    rows = []
+    for r in records:
+        if r["id"] not in claim_ids:
+            continue
+        for e in r["effects"]:
+            rows.append(
+                {
+                    "id": r["id"],
+                    "effect": e["label"],
+                    "verdict": e["verdict"],
+                    "interval": _span(e),
+                    "margin": "-" if e["margin"] is None else f"±{e['margin']:g}",
+                    "units": e["units"],
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 #: The verdict table's columns in a chapter: the verdict, what was measured and on what data.
@@ -733,11 +911,17 @@ def markdown(table: pd.DataFrame) -> str:
 #: What each verdict says about reproducing the paper, in the reproducibility table.
 REPRODUCED = {
     SUPPORTED: "reproduced",
+    SIGN_SUPPORTED: "reproduced in sign; its size unresolved",
     "consistent with": "partly: the predicted sign, not the mechanism",
+    SIGN_CONSISTENT: "partly: the predicted sign, its size unresolved",
     CONTRADICTED: "not reproduced: the opposite",
+    SIGN_CONTRADICTED: "not reproduced: the opposite sign, its size unresolved",
     "smaller than the margin": "not at a size that matters",
     INCONCLUSIVE: "not resolved",
+    MIXED: "in part: each effect's verdict is named",
     NOT_TRAINED: "no verdict: an arm did not train",
+    AT_CEILING: "no verdict: the arms are at the task's ceiling",
+    CONCEPTUAL: "a view, consistent with the algebra",
 }
 
 
@@ -754,6 +938,29 @@ def _span(effect: dict[str, Any]) -> str:
     )
 
 
+def _margin_words(e: dict[str, Any]) -> str:
+    return f"±{e['margin']:g}" if e["margin"] is not None else "its margin"
+
+
+def _effect_why(e: dict[str, Any]) -> str:
+    """Why one effect (a record of :func:`scorecard_records`) has its verdict."""
+    verdict = e["verdict"]
+    if verdict == INCONCLUSIVE:
+        return e["needs"] or e["note"] or "its interval straddles zero"
+    if verdict in (CONTRADICTED, SIGN_CONTRADICTED):
+        return f"its interval lies on the other side (margin {_margin_words(e)})"
+    if verdict == "smaller than the margin":
+        return f"its interval lies inside {_margin_words(e)} ({e['margin_tie']})"
+    if verdict in (SIGN_SUPPORTED, SIGN_CONSISTENT):
+        return (
+            f"its interval excludes zero but reaches across the margin "
+            f"{_margin_words(e)}: its size is unresolved"
+        )
+    if verdict in (NOT_TRAINED, AT_CEILING):
+        return e["note"]
+    return f"its interval clears its rule's bound (margin {_margin_words(e)})"
+
+
 def _why(record: dict[str, Any]) -> str:
     """Why the verdict is what it is, from its effects and their margins."""
     effects = record["effects"]
@@ -763,30 +970,19 @@ def _why(record: dict[str, Any]) -> str:
     if not effects:
         return record["note"]
     if verdict == INCONCLUSIVE:
-        open_ = [e for e in effects if e["verdict"] == INCONCLUSIVE and e["needs"]]
+        open_ = [e for e in effects if e["needs"]]
         if len(open_) == 1:
             return open_[0]["needs"]
         return "; ".join(f"{e['label']}: {e['needs']}" for e in open_) or record["note"]
-
-    def margin(e: dict[str, Any]) -> str:
-        return f"±{e['margin']:g}" if e["margin"] is not None else "its margin"
-
-    deciding = [e for e in effects if e["verdict"] == verdict] or effects
-    if verdict == CONTRADICTED:
-        return "; ".join(
-            f"{e['label']}: its interval lies on the other side (margin {margin(e)})"
-            for e in deciding
+    if len(effects) == 1:
+        return _effect_why(effects[0])
+    if verdict == SUPPORTED:
+        return (
+            "every effect's interval clears its rule's bound (margin "
+            + ", ".join(dict.fromkeys(_margin_words(e) for e in effects))
+            + ")"
         )
-    if verdict == "smaller than the margin":
-        return "; ".join(
-            f"{e['label']}: its interval lies inside {margin(e)} ({e['margin_tie']})"
-            for e in deciding
-        )
-    return (
-        "every effect's interval clears its rule's bound (margin "
-        + ", ".join(dict.fromkeys(margin(e) for e in effects))
-        + ")"
-    )
+    return "; ".join(f"{e['label']}: {_effect_why(e)}" for e in effects)
 
 
 def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -817,7 +1013,7 @@ def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
             reproduced += " (mechanism, on a stand-in)"
         rows.append(
             {
-                "verdict": r["verdict"],
+                "verdict": r.get("verdict_words") or r["verdict"],
                 "id": r["id"],
                 "reproduced": reproduced,
                 "paper": paper,
@@ -828,6 +1024,32 @@ def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+#: The kinds of claim, each counted apart: what a verdict of each kind can show.
+KIND_WORDS = {
+    "exact": "the algebra is right (exact claims, measured in float64)",
+    "conceptual": "a way of seeing it (conceptual claims: consistent, never supported)",
+    "empirical": "the algebra explains performance (empirical claims, trained nets)",
+}
+
+
+def kind_counts(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Chapter 16's first table from :func:`scorecard_records`: per kind of claim
+    (:data:`KIND_WORDS`), how many claims have each verdict, so that an exact identity is
+    never added to an empirical finding. One row per kind, one column per verdict that
+    occurs (the claims' verdicts, "differs by effect" where their effects' verdicts
+    differ), and ``claims``, the kind's total."""
+    rows = []
+    for kind, words in KIND_WORDS.items():
+        mine = [r for r in records if r["kind"] == kind]
+        if not mine:
+            continue
+        counts = pd.Series([r["verdict"] for r in mine]).value_counts()
+        rows.append({"kind": words, "claims": len(mine), **counts.to_dict()})
+    table = pd.DataFrame(rows).fillna(0)
+    numbers = [c for c in table.columns if c != "kind"]
+    return table.astype({c: int for c in numbers})
 
 
 def plan_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:

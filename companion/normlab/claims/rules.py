@@ -7,11 +7,15 @@ real difference, TOST-style), :class:`AtLeast` (not worse by more than a margin)
 mechanism). A directional claim also has a margin, the smallest effect that matters
 (:mod:`normlab.claims.plans`): an interval inside ``±margin`` is :data:`NEGLIGIBLE`, a
 decided verdict, and "inconclusive" is left for an interval that reaches past the margin
-and still straddles zero. Each rule gives the p-value of its own test (for Holm's
+and still straddles zero; one that excludes zero but reaches across the margin decides the
+sign alone (:data:`SIGN_SUPPORTED`, :data:`SIGN_CONTRADICTED`), never a size, so that less
+data (a wider interval) never decides a size that more data left open. Each rule gives the p-value of its own test (for Holm's
 correction across a claim's effects, :func:`holm_intervals`) and the seeds that would
 resolve an inconclusive effect (``seeds_to_resolve``). :func:`combine` joins the verdicts
-of a claim's several effects; :func:`trained` is the learnability rule that comes before
-any of them: a comparison whose arm did not beat chance gets no verdict.
+of a claim's several effects, and :func:`verdict_words` names each where they differ;
+:func:`trained` is the learnability rule that comes before any of them (a comparison whose
+arm did not beat chance gets no verdict), and :func:`at_ceiling` the ceiling rule (arms at
+the task's ceiling cannot show a difference).
 """
 
 from __future__ import annotations
@@ -29,9 +33,22 @@ __all__ = [
     "INCONCLUSIVE",
     "CONSISTENT",
     "NEGLIGIBLE",
+    "SIGN_SUPPORTED",
+    "SIGN_CONTRADICTED",
+    "SIGN_CONSISTENT",
+    "MIXED",
     "DECIDED",
+    "SIZE_DECIDED",
+    "size_decided",
+    "CEILING",
+    "CEILING_MARGIN",
+    "AT_CEILING",
+    "CEILING_WORDS",
+    "at_ceiling",
+    "verdict_words",
     "NOT_TRAINED",
     "NOT_YET_TESTED",
+    "CONCEPTUAL",
     "VERDICTS",
     "TRAINED_MARGIN",
     "TWO_CLASS_MARGIN",
@@ -56,21 +73,47 @@ CONSISTENT = "consistent with"
 # Decided, either way: the interval lies inside ±margin, so whatever the true effect is, it
 # is smaller than the smallest effect that matters.
 NEGLIGIBLE = "smaller than the margin"
+# The sign is decided but the size is not: the interval excludes zero and straddles the
+# margin, so the effect may be larger or smaller than the smallest that matters.
+SIGN_SUPPORTED = "supported in sign, size unresolved"
+SIGN_CONTRADICTED = "contradicted in sign, size unresolved"
+SIGN_CONSISTENT = "consistent in sign, size unresolved"
 VERDICTS: tuple[str, ...] = (
     SUPPORTED,
+    SIGN_SUPPORTED,
     CONSISTENT,
+    SIGN_CONSISTENT,
     NEGLIGIBLE,
+    SIGN_CONTRADICTED,
     CONTRADICTED,
     INCONCLUSIVE,
 )
 #: The verdicts that settle an effect (every one but "inconclusive").
-DECIDED: tuple[str, ...] = (SUPPORTED, CONSISTENT, NEGLIGIBLE, CONTRADICTED)
+DECIDED: tuple[str, ...] = tuple(v for v in VERDICTS if v != INCONCLUSIVE)
+#: The verdicts that settle an effect's size against its margin, not only its sign.
+SIZE_DECIDED: tuple[str, ...] = (SUPPORTED, CONSISTENT, NEGLIGIBLE, CONTRADICTED)
+#: A claim whose effects' verdicts differ: :func:`verdict_words` names each.
+MIXED = "differs by effect"
 NOT_TRAINED = "did not train"  # no verdict: an arm of the comparison did not learn
 NOT_YET_TESTED = "not yet tested"
+#: A conceptual claim's measurement agrees with the view it proposes: the algebra it rests
+#: on holds, which shows a view consistent, never a view "supported" (counted apart).
+CONCEPTUAL = "consistent (a view, not a finding)"
 # Learnability: at its chosen rate, an arm must beat chance by this much (an accuracy) to be
 # compared at all; a two-class task, whose chance is 0.5, needs half as much.
 TRAINED_MARGIN = 0.1
 TWO_CLASS_MARGIN = 0.05
+#: The ceiling rule: the accuracy a task allows where its stand-in defines one (the Bayes
+#: accuracy of a generated task), else CEILING; an arm within CEILING_MARGIN of it cannot
+#: show a difference, and the verdict says so instead of judging.
+CEILING = 0.97
+CEILING_MARGIN = 0.01
+AT_CEILING = "at the ceiling"
+CEILING_WORDS = (
+    f"No verdict when every compared arm scores within {CEILING_MARGIN:g} of the task's "
+    f"ceiling (its Bayes accuracy where the stand-in defines one, else {CEILING:g}): no "
+    "difference can show there"
+)
 LEARNABILITY_WORDS = (
     f"No verdict when an arm scores within {TRAINED_MARGIN:g} of chance at its chosen rate "
     f"({TWO_CLASS_MARGIN:g} on a two-class task)"
@@ -101,8 +144,10 @@ class Directional:
         other = "below" if self.direction > 0 else "above"
         return (
             f"smaller than the margin if the CI lies inside ±margin (whatever its sign); "
-            f"else supported if it lies entirely {sign} zero, contradicted if it lies "
-            f"entirely {other} zero, and inconclusive otherwise"
+            f"else supported if it lies entirely {sign} the margin, contradicted if it "
+            f"lies entirely {other} minus the margin; '{SIGN_SUPPORTED}' (or "
+            f"'{SIGN_CONTRADICTED}') if it lies {sign} (or {other}) zero but reaches "
+            f"across the margin; and inconclusive if it straddles zero"
         )
 
     def verdict(self, ci: Interval, margin: float | None = None) -> str:
@@ -112,10 +157,16 @@ class Directional:
         if _inside(ci, margin):
             return NEGLIGIBLE
         low, high = (ci.low, ci.high) if self.direction > 0 else (-ci.high, -ci.low)
-        return SUPPORTED if low > 0 else CONTRADICTED if high < 0 else INCONCLUSIVE
+        if low > 0:
+            return SUPPORTED if margin is None or low >= margin else SIGN_SUPPORTED
+        if high < 0:
+            return (
+                CONTRADICTED if margin is None or high <= -margin else SIGN_CONTRADICTED
+            )
+        return INCONCLUSIVE
 
     def p_value(self, ci: Interval) -> float:
-        """The two-sided p-value of a zero effect."""
+        """The two-sided p-value of a zero effect (the test of either sign)."""
         return ci.p_value(0.0)
 
     def target(self, ci: Interval, margin: float) -> float:
@@ -189,6 +240,13 @@ class Equivalent:
             return math.nan
         return min(1.0, 2 * max(ci.p_above(-self.margin), ci.p_below(self.margin)))
 
+    def p_against(self, ci: Interval) -> float:
+        """The p-value of the test that contradicts: the effect lies beyond ``±margin``
+        (one-sided on the nearer side, doubled as :meth:`p_value` is)."""
+        if not ci.defined:
+            return math.nan
+        return min(1.0, 2 * min(ci.p_above(self.margin), ci.p_below(-self.margin)))
+
     def target(self, ci: Interval, margin: float | None = None) -> float:
         """The effect size the seeds must resolve: the observed difference's distance
         from the margin."""
@@ -261,6 +319,15 @@ class AtLeast:
             return min(1.0, 2 * ci.p_above(-self.margin))
         return min(1.0, 2 * ci.p_below(self.margin))
 
+    def p_against(self, ci: Interval) -> float:
+        """The p-value of the test that contradicts: worse than the margin (one-sided,
+        doubled as :meth:`p_value` is)."""
+        if not ci.defined:
+            return math.nan
+        if self.direction > 0:
+            return min(1.0, 2 * ci.p_below(-self.margin))
+        return min(1.0, 2 * ci.p_above(self.margin))
+
     def target(self, ci: Interval, margin: float | None = None) -> float:
         """The effect size the seeds must resolve: the observed difference's distance
         from the margin's bound."""
@@ -288,13 +355,15 @@ class ConsistentWith(Directional):
     def words(self) -> str:
         return (
             "at most consistent with the mechanism: "
-            + super().words.replace("supported if", "consistent with if")
+            + super()
+            .words.replace("supported if", "consistent with if")
+            .replace(SIGN_SUPPORTED, SIGN_CONSISTENT)
             + " (no run here isolates the mechanism, so never supported)"
         )
 
     def verdict(self, ci: Interval, margin: float | None = None) -> str:
         seen = super().verdict(ci, margin)
-        return CONSISTENT if seen == SUPPORTED else seen
+        return {SUPPORTED: CONSISTENT, SIGN_SUPPORTED: SIGN_CONSISTENT}.get(seen, seen)
 
 
 Rule = Directional | Equivalent | AtLeast
@@ -314,26 +383,49 @@ COMBINE_WORDS = (
     "that the chance of any false verdict stays at 5 %: the effect with the j-th smallest "
     "p-value of k (its rule's own test) is judged on its interval at confidence "
     "1 - 0.05/(k - j + 1), and from the first whose test that level does not decide, it and "
-    "the rest keep that level (one effect: the 95 % interval); then the claim is "
-    "contradicted if any effect is, smaller than the margin if any is, supported if every "
-    "one is, consistent with if every one is supported or consistent with, and "
-    "inconclusive otherwise"
+    "the rest keep that level (one effect: the 95 % interval); then the claim has its "
+    "effects' verdict where they agree, and where they differ none is hidden: the claim's "
+    f"verdict is '{MIXED}' and its words name each effect's verdict"
 )
 
 
 def combine(verdicts: Sequence[str]) -> str:
-    """A claim's verdict from its effects' (:data:`COMBINE_WORDS`)."""
+    """A claim's verdict from its effects' (:data:`COMBINE_WORDS`): theirs where they
+    agree, :data:`MIXED` where they differ (no rule lets one effect hide another)."""
     if not verdicts:
         return INCONCLUSIVE
-    if CONTRADICTED in verdicts:
-        return CONTRADICTED
-    if NEGLIGIBLE in verdicts:
-        return NEGLIGIBLE
-    if all(v == SUPPORTED for v in verdicts):
-        return SUPPORTED
-    if all(v in (SUPPORTED, CONSISTENT) for v in verdicts):
-        return CONSISTENT
-    return INCONCLUSIVE
+    found = set(verdicts)
+    return found.pop() if len(found) == 1 else MIXED
+
+
+def verdict_words(verdicts: Sequence[tuple[str, str]]) -> str:
+    """A claim's verdict in words from its effects' ``(name, verdict)``: the verdict alone
+    where they agree, else each verdict with the effects that have it ("supported for
+    norm_like; smaller than the margin for affine_like"), in the effects' order."""
+    if not verdicts:
+        return INCONCLUSIVE
+    named: dict[str, list[str]] = {}
+    for name, verdict in verdicts:
+        named.setdefault(verdict, []).append(name)
+    if len(named) == 1:
+        return next(iter(named))
+    return "; ".join(f"{v} for {', '.join(names)}" for v, names in named.items())
+
+
+def size_decided(verdict: str) -> bool:
+    """Whether ``verdict`` settles an effect's size against its margin
+    (:data:`SIZE_DECIDED`), not only its sign."""
+    return verdict in SIZE_DECIDED
+
+
+def at_ceiling(scores: Sequence[float], ceiling: float | None) -> bool:
+    """Whether every compared arm's mean accuracy ``scores`` lies within
+    :data:`CEILING_MARGIN` of the task's ``ceiling`` (None: :data:`CEILING`), where no
+    difference can show."""
+    if not scores:
+        return False
+    top = CEILING if ceiling is None else ceiling
+    return all(math.isfinite(s) and s >= top - CEILING_MARGIN for s in scores)
 
 
 def holm_intervals(

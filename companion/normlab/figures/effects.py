@@ -20,14 +20,19 @@ from .column import COLUMN_INCHES, MIN_FONT_PT, new_figure, style
 __all__ = ["VERDICT_COLOURS", "forest", "forest_by_unit"]
 
 #: The colour of each verdict an effect can have (:mod:`normlab.claims.rules`' words): the
-#: palette's green, blue, sky blue, vermilion, grey and pink.
+#: palette's green, blue, sky blue, vermilion, grey, pink and orange; a verdict of sign
+#: alone, its decided colour lightened.
 VERDICT_COLOURS = {
     "supported": "#009E73",
+    "supported in sign, size unresolved": "#7FCEB9",
     "consistent with": "#0072B2",
+    "consistent in sign, size unresolved": "#7FB8D8",
     "smaller than the margin": "#56B4E9",
+    "contradicted in sign, size unresolved": "#EAAE7F",
     "contradicted": "#D55E00",
     "inconclusive": "#7F7F7F",
     "did not train": "#CC79A7",
+    "at the ceiling": "#E69F00",
 }
 #: Characters per line of an effect's label, and lines at most.
 LABEL_WIDTH, LABEL_LINES = 34, 2
