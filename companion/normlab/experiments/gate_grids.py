@@ -56,6 +56,8 @@ __all__ = [
     "N3_PILOT_SEEDS",
     "N3_SEEDS",
     "N3_CONFIRM_RATES",
+    "N1_ARMS",
+    "N1_CONFIRM_RATES",
     "GATE_BOTTLENECK",
     "GATE_TAU",
     "AUTONORM_S_SWEEP",
@@ -233,13 +235,21 @@ N3_CONFIRM_RATES: dict[str, tuple[float, ...]] = {
 }
 
 
+# N1's arm on the same task and seeds (issue 51): the Random Selector, whose partner
+# (the plain gate) N3's cells already ran; a pilot at every rate, then its chosen rate
+# (N1_CONFIRM_RATES, empty until the pilot has chosen) to N3_SEEDS.
+N1_ARMS = ("autonorm_random",)
+N1_CONFIRM_RATES: dict[str, tuple[float, ...]] = {}
+
+
 def _cpu_gate_seeds(config: Mapping[str, Any]) -> int:
-    """The seeds of a cpu gate_bottleneck point: :data:`N3_SEEDS` for N3's cells at a
-    rate of :data:`N3_CONFIRM_RATES`, :data:`N3_PILOT_SEEDS` at their other rates, the
-    set's :data:`SEEDS` elsewhere."""
-    if config["data"] != N3_TASK or config["arm"] not in N3_ARMS:
+    """The seeds of a cpu gate_bottleneck point: :data:`N3_SEEDS` for N3's and N1's
+    cells at a rate of :data:`N3_CONFIRM_RATES` or :data:`N1_CONFIRM_RATES`,
+    :data:`N3_PILOT_SEEDS` at their other rates, the set's :data:`SEEDS` elsewhere."""
+    if config["data"] != N3_TASK or config["arm"] not in (*N3_ARMS, *N1_ARMS):
         return SEEDS["cpu"]
-    if config["lr"] in N3_CONFIRM_RATES.get(config["arm"], ()):
+    rates = {**N3_CONFIRM_RATES, **N1_CONFIRM_RATES}
+    if config["lr"] in rates.get(config["arm"], ()):
         return N3_SEEDS
     return N3_PILOT_SEEDS
 
