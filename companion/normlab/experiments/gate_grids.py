@@ -237,9 +237,9 @@ N3_CONFIRM_RATES: dict[str, tuple[float, ...]] = {
 
 # N1's arm on the same task and seeds (issue 51): the Random Selector, whose partner
 # (the plain gate) N3's cells already ran; a pilot at every rate, then its chosen rate
-# (N1_CONFIRM_RATES, empty until the pilot has chosen) to N3_SEEDS.
+# (N1_CONFIRM_RATES: the pilot chose 3e-3, inside the grid) to N3_SEEDS.
 N1_ARMS = ("autonorm_random",)
-N1_CONFIRM_RATES: dict[str, tuple[float, ...]] = {}
+N1_CONFIRM_RATES: dict[str, tuple[float, ...]] = {"autonorm_random": (3e-3,)}
 
 
 def _cpu_gate_seeds(config: Mapping[str, Any]) -> int:
