@@ -16,6 +16,9 @@ autonorm_hard      the same gate with straight-through (hard) samples
 freeze_at_<T>      AutoNorm whose gates are all frozen at the end of epoch T
 autonorm_exact     the learned soft gate, its forward sample unchanged, trained with the
                    exact gradient of the expected (linearised) loss (:class:`ExactGateGrad`)
+dyt                DyT alone (:class:`normlab.layers.DyT`), the other candidate
+autonorm_fixed     AutoNorm's two candidates mixed 50/50, no gate: the mix without the
+                   choice (``selector="fixed"``)
 sample_at_<T>      AutoNorm whose gates stop learning at the end of epoch T but keep
                    sampling (:class:`StopSelector`): AutoNorm-S's freeze without its
                    removal of the forward noise
@@ -93,6 +96,8 @@ ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "autonorm": ("autonorm", {}),
     "autonorm_hard": ("autonorm", {"hard": True}),
     "autonorm_exact": ("autonorm", {"gate_grad": "exact"}),
+    "dyt": ("dyt", {}),
+    "autonorm_fixed": ("autonorm", {"selector": "fixed"}),
 }
 TASKS = {
     "mnist": "stationary",
@@ -342,11 +347,15 @@ def arm_settings(config: dict[str, Any]) -> dict[str, Any]:
 
 def gate_vit(train: data.DataSplit, settings: dict[str, Any]) -> ViTLite:
     """The study's ViT-Lite for the split's images, with the arm's normaliser in every slot."""
-    kwargs = (
+    kwargs: dict[str, Any] = (
         {"tau": settings["tau"], "hard": settings["hard"]}
         if settings["normaliser"] == "autonorm"
         else {}
     )
+    if settings.get("selector") is not None:
+        kwargs["selector"] = settings["selector"]
+    if settings.get("alpha_init") is not None:  # DyT's alpha, alone or in the mix
+        kwargs["alpha_init"] = settings["alpha_init"]
     _, channels, size, _ = train.x.shape
     config = vit_config(
         "paper_vision",
