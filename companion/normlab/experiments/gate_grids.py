@@ -58,6 +58,7 @@ __all__ = [
     "N3_CONFIRM_RATES",
     "N1_ARMS",
     "N1_CONFIRM_RATES",
+    "N1_SEEDS",
     "GATE_BOTTLENECK",
     "GATE_TAU",
     "AUTONORM_S_SWEEP",
@@ -237,19 +238,22 @@ N3_CONFIRM_RATES: dict[str, tuple[float, ...]] = {
 
 # N1's arm on the same task and seeds (issue 51): the Random Selector, whose partner
 # (the plain gate) N3's cells already ran; a pilot at every rate, then its chosen rate
-# (N1_CONFIRM_RATES: the pilot chose 3e-3, inside the grid) to N3_SEEDS.
+# (N1_CONFIRM_RATES: the pilot chose 3e-3, inside the grid) to N1_SEEDS of N3's seeds
+# (at least 30 an arm; 40 is what the shared CPU allowed).
 N1_ARMS = ("autonorm_random",)
+N1_SEEDS = 40
 N1_CONFIRM_RATES: dict[str, tuple[float, ...]] = {"autonorm_random": (3e-3,)}
 
 
 def _cpu_gate_seeds(config: Mapping[str, Any]) -> int:
-    """The seeds of a cpu gate_bottleneck point: :data:`N3_SEEDS` for N3's and N1's
-    cells at a rate of :data:`N3_CONFIRM_RATES` or :data:`N1_CONFIRM_RATES`,
+    """The seeds of a cpu gate_bottleneck point: :data:`N3_SEEDS` for N3's cells at a
+    rate of :data:`N3_CONFIRM_RATES`, :data:`N1_SEEDS` for N1's at :data:`N1_CONFIRM_RATES`,
     :data:`N3_PILOT_SEEDS` at their other rates, the set's :data:`SEEDS` elsewhere."""
     if config["data"] != N3_TASK or config["arm"] not in (*N3_ARMS, *N1_ARMS):
         return SEEDS["cpu"]
-    rates = {**N3_CONFIRM_RATES, **N1_CONFIRM_RATES}
-    if config["lr"] in rates.get(config["arm"], ()):
+    if config["lr"] in N1_CONFIRM_RATES.get(config["arm"], ()):
+        return N1_SEEDS
+    if config["lr"] in N3_CONFIRM_RATES.get(config["arm"], ()):
         return N3_SEEDS
     return N3_PILOT_SEEDS
 
