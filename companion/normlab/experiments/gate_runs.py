@@ -19,6 +19,9 @@ autonorm_exact     the learned soft gate, its forward sample unchanged, trained 
 dyt                DyT alone (:class:`normlab.layers.DyT`), the other candidate
 autonorm_fixed     AutoNorm's two candidates mixed 50/50, no gate: the mix without the
                    choice (``selector="fixed"``)
+autonorm_s_ready   AutoNorm-S (the paper's rule, eps_H 0.1) deciding after warm-up, once
+                   validation accuracy has left chance by ``READY_LEAD``
+                   (:class:`normlab.gates.ReadyAutoNormS`): a real run, not composed
 sample_at_<T>      AutoNorm whose gates stop learning at the end of epoch T but keep
                    sampling (:class:`StopSelector`): AutoNorm-S's freeze without its
                    removal of the forward noise
@@ -53,6 +56,7 @@ from torch import nn
 
 from .. import data
 from .._runtime import seed_everything
+from ..analysis.gates import READY_LEAD
 from ..callbacks import Callback, TrainState
 from ..data.sources import RESTYLED
 from ..gates import (
@@ -60,6 +64,7 @@ from ..gates import (
     SAMPLE_PREFIX,
     AutoNormS,
     GateTelemetry,
+    ReadyAutoNormS,
     autonorm_layers,
     selector_parameters,
 )
@@ -98,6 +103,7 @@ ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "autonorm_exact": ("autonorm", {"gate_grad": "exact"}),
     "dyt": ("dyt", {}),
     "autonorm_fixed": ("autonorm", {"selector": "fixed"}),
+    "autonorm_s_ready": ("autonorm", {"ready_lead": READY_LEAD}),
 }
 TASKS = {
     "mnist": "stationary",
@@ -382,7 +388,16 @@ def gate_callbacks(settings: dict[str, Any]) -> list[Callback]:
     if settings["normaliser"].startswith("autonorm"):
         callbacks.append(GateTelemetry())
     if settings["normaliser"] == "autonorm":
-        if settings["freeze_at"]:
+        if settings.get("ready_lead"):
+            callbacks.append(
+                ReadyAutoNormS(
+                    settings["chance"],
+                    settings["ready_lead"],
+                    after=settings["ready_after"],
+                    tau=settings["tau"],
+                )
+            )
+        elif settings["freeze_at"]:
             callbacks.append(
                 AutoNormS(settings["freeze_at"], 0.0, tau=settings["tau"], rule="high")
             )
@@ -440,6 +455,9 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         settings["data"], settings["data_profile"], settings.get("source")
     )
     train = splits["train"]
+    # a freeze decided on formed features: after warm-up, once val accuracy has left chance
+    settings["chance"] = 1.0 / train.num_classes
+    settings["ready_after"] = max(1, math.ceil(settings["warmup"] * settings["epochs"]))
     seed_everything(settings["seed"])
     model = gate_vit(train, settings)
     scale = head_input_scale(model, train)
@@ -471,6 +489,9 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
             ]
             metrics["final_entropy"] = sum(last) / len(last) if last else math.nan
             metrics["epochs_to_specialise"] = epochs_to_specialise(callback.records)
+        if isinstance(callback, ReadyAutoNormS):
+            metrics["decided_at"] = callback.decided_at
+            metrics["accuracy_at"] = callback.accuracy_at
         if isinstance(callback, AutoNormS):
             record["frozen"] = callback.frozen
             record["entropy_records"] = callback.entropy_records
