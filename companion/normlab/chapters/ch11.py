@@ -116,14 +116,16 @@ def mix_sentence(contrasts: pd.DataFrame, task: str = N3_TASK) -> str:
     )
 
 
-def short_regime(records: list[dict[str, Any]], lrs: dict[str, float]) -> pd.DataFrame:
-    """The regime of ``gate_bottleneck``'s N1/N3 arms on the CIFAR-10 stand-in, each at
-    its rate in ``lrs``: :func:`normlab.analysis.gates.regime` at the freeze decision's
-    epoch (``T_FREEZE["cpu"]``)."""
+def short_regime(
+    records: list[dict[str, Any]], lrs: dict[str, float], task: str = N3_TASK
+) -> pd.DataFrame:
+    """The regime of ``gate_bottleneck``'s arms on ``task`` (default: the CIFAR-10
+    stand-in), each at its rate in ``lrs``: :func:`normlab.analysis.gates.regime` at the
+    freeze decision's epoch (``T_FREEZE["cpu"]``)."""
     chosen = [
         r
         for r in records
-        if r["config"]["data"] == N3_TASK
+        if r["config"]["data"] == task
         and lrs.get(r["config"]["arm"]) == r["config"]["lr"]
         and r["config"].get("init", ag.DEFAULT_INIT) == ag.DEFAULT_INIT
         and r["config"].get("selector_lr", 1.0) == 1.0
