@@ -24,6 +24,7 @@ __all__ = [
     "mix_contrasts",
     "mix_sentence",
     "short_regime",
+    "n1_regime_sentence",
 ]
 
 #: The arms of the mix-or-gate study, in the order the figure shows them.
@@ -131,3 +132,24 @@ def short_regime(
         and r["config"].get("selector_lr", 1.0) == 1.0
     ]
     return ag.regime(chosen, decision=T_FREEZE["cpu"])
+
+
+def n1_regime_sentence(regime: pd.DataFrame, seeds: int, name: str) -> str:
+    """N1's regime in one sentence: the seeds, the schedule and each compared arm's final
+    training loss against FrozenLN's (``regime``: :func:`short_regime`; ``name``: the
+    task's dataset)."""
+    rows = regime.set_index("arm")
+    learned, random, ln = (
+        rows.loc[a] for a in ("autonorm", "autonorm_random", "frozen_ln")
+    )
+    short = [a for a in ("autonorm", "autonorm_random") if not rows.loc[a, "plateau"]]
+    state = (
+        "both gated arms short of their plateau"
+        if len(short) == 2
+        else "at least one gated arm past its plateau"
+    )
+    return (
+        f"N1 reads {seeds} seeds per arm on {name}, {int(learned['epochs'])} epochs; the "
+        f"learned gate ends with training loss {learned['train_loss']:.2f}, the Random "
+        f"Selector {random['train_loss']:.2f} and FrozenLN {ln['train_loss']:.2f} ({state})."
+    )
