@@ -239,9 +239,9 @@ N3_CONFIRM_RATES: dict[str, tuple[float, ...]] = {
 # N1's arm on the same task and seeds (issue 51): the Random Selector, whose partner
 # (the plain gate) N3's cells already ran; a pilot at every rate, then its chosen rate
 # (N1_CONFIRM_RATES: the pilot chose 3e-3, inside the grid) to N1_SEEDS of N3's seeds
-# (at least 30 an arm: what the shared CPU allowed).
+# (at least 30 an arm; 60 is what the shared CPU allowed).
 N1_ARMS = ("autonorm_random",)
-N1_SEEDS = 30
+N1_SEEDS = 60
 N1_CONFIRM_RATES: dict[str, tuple[float, ...]] = {"autonorm_random": (3e-3,)}
 
 
