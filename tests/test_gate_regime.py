@@ -142,3 +142,23 @@ def test_the_regime_grid_trains_longer_and_decides_on_formed_features() -> None:
     assert set(frame["arm"]) == set(gate_regime.REGIME_ARMS)
     assert "autonorm_s_ready" in set(frame["arm"])
     assert set(frame["lr"]) == set(gs.LRS["cpu"])
+
+
+def test_n1_and_the_mix_confirm_at_the_rates_their_pilots_chose() -> None:
+    """The Random Selector (N1) and the fixed mix run their further seeds at the rate the
+    five-seed pilot chose on validation accuracy, inside the grid."""
+    from normlab import claims, results
+    from normlab.chapters import ch11
+    from normlab.experiments import gate_grids
+
+    bottleneck = results.largest("gate_bottleneck").results
+    pilot = gs.chosen(claims.plans.pilot(gs.at_defaults(bottleneck)))
+    on_task = pilot[pilot["data"] == gate_grids.N3_TASK].groupby("arm")
+    for arm, rates in gate_grids.N1_CONFIRM_RATES.items():
+        assert {on_task["lr"].first()[arm]} == set(rates)
+        assert not on_task["at_edge"].first()[arm]
+    mix = results.largest("gate_mix").results
+    study = claims.plans.pilot(ch11.mix_runs(bottleneck, mix))
+    chosen = gs.chosen(study[study["data"] == gate_mix.MIX_TASK]).groupby("arm")
+    for arm, rates in gate_mix.MIX_CONFIRM_RATES.items():
+        assert {chosen["lr"].first()[arm]} == set(rates)

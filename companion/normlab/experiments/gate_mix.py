@@ -66,8 +66,9 @@ MIX_TASK = N3_TASK
 MIX_DATA = (MIX_TASK,)
 MIX_PILOT_SEEDS = N3_PILOT_SEEDS
 MIX_SEEDS = 30
-# per arm, the rate its pilot chose on the CIFAR-10 stand-in (empty until it has chosen)
-MIX_CONFIRM_RATES: dict[str, tuple[float, ...]] = {}
+# per arm, the rate its pilot chose on the CIFAR-10 stand-in: the fixed mix, which both
+# main contrasts read (the pilot chose 3e-3, inside the grid)
+MIX_CONFIRM_RATES: dict[str, tuple[float, ...]] = {"autonorm_fixed": (3e-3,)}
 
 
 def _mix_point(config: Mapping[str, Any]) -> bool:
