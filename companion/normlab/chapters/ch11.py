@@ -18,6 +18,7 @@ from ..paper import DYT_ALPHA_INIT
 
 __all__ = [
     "MIX_ORDER",
+    "MAIN_ARMS",
     "CONTRASTS",
     "mix_runs",
     "mix_summary",
@@ -61,16 +62,29 @@ def mix_runs(bottleneck: pd.DataFrame, mix: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([gates, mix.drop(columns="alpha_init")], ignore_index=True)
 
 
+#: The arms the main contrasts compare, read on the seeds all of them ran.
+MAIN_ARMS: tuple[str, ...] = (
+    "frozen_ln",
+    "autonorm_fixed",
+    "autonorm_random",
+    "autonorm",
+)
+
+
 def _at_rates(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every arm at its rate chosen on validation, on the seeds all arms ran there."""
+    """Every arm at its rate chosen on validation: :data:`MAIN_ARMS` on the seeds all of
+    them ran there, the others (DyT alone) on their own."""
     best = ag.chosen(runs)
-    return common_seeds(best, ["data", "arm"])
+    main = best["arm"].isin(MAIN_ARMS)
+    return pd.concat(
+        [common_seeds(best[main], ["data", "arm"]), best[~main]], ignore_index=True
+    )
 
 
 def mix_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """Test accuracy per task and arm at its chosen rate, on the seeds every arm ran
-    there: ``mean``, ``ci95``, ``n``, ``lr`` and ``at_edge`` (the choice at the grid's
-    edge), in :data:`MIX_ORDER`."""
+    """Test accuracy per task and arm at its chosen rate (:data:`MAIN_ARMS` on the seeds
+    all of them ran, DyT alone on its own): ``mean``, ``ci95``, ``n``, ``lr`` and
+    ``at_edge`` (the choice at the grid's edge), in :data:`MIX_ORDER`."""
     best = _at_rates(runs)
     summary = summarise(best, ["data", "arm"])
     rates = best.groupby(["data", "arm"])[["lr", "at_edge"]].first().reset_index()

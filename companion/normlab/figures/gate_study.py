@@ -267,11 +267,9 @@ def mix_figure(summary: pd.DataFrame, runs: pd.DataFrame, title: str) -> Figure:
             base = part.loc[part["arm"] == "frozen_ln", "mean"]
             if len(base):
                 ax.axvline(float(base.iloc[0]), ls="--", color="grey", lw=1)
-            ax.set_yticks(ys, [label(a) for a in part["arm"]])
-            n = int(part["n"].min())
-            ax.set_title(
-                f"{task_title(task, runs)}, {n} seeds", fontsize=MIN_FONT_PT + 1
-            )
+            names = [f"{label(a)} ({n})" for a, n in zip(part["arm"], part["n"])]
+            ax.set_yticks(ys, names)
+            ax.set_title(f"{task_title(task, runs)}; (seeds)", fontsize=MIN_FONT_PT + 1)
             ax.set_xlabel("test accuracy (mean, 95 % CI)")
         figure.suptitle(title)
     return figure
