@@ -438,7 +438,7 @@ def _regime(results: pd.DataFrame, best: pd.DataFrame, data: str, *arms: str) ->
     if "autonorm_s" in arms and freeze and "fired" in composed:
         fired = float(composed["fired"].mean())
         words.append(
-            f"freeze decided at epoch {freeze[0]}, fired on {fired:.0%} of seeds"
+            f"freeze decided at epoch {freeze[0]}, fired on {100 * fired:.0f} % of seeds"
         )
     if "train_loss" in rows:
         losses = rows.groupby("arm")["train_loss"].mean()
