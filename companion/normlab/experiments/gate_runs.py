@@ -457,7 +457,8 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     train = splits["train"]
     # a freeze decided on formed features: after warm-up, once val accuracy has left chance
     settings["chance"] = 1.0 / train.num_classes
-    settings["ready_after"] = max(1, math.ceil(settings["warmup"] * settings["epochs"]))
+    warmup = settings.get("warmup", 0.0) * settings.get("epochs", 1)
+    settings["ready_after"] = max(1, math.ceil(warmup))
     seed_everything(settings["seed"])
     model = gate_vit(train, settings)
     scale = head_input_scale(model, train)
