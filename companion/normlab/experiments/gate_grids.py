@@ -50,6 +50,9 @@ __all__ = [
     "T_FREEZE",
     "SECONDS",
     "CPU_TASKS",
+    "gate_grid",
+    "task_axes",
+    "task_point",
     "CPU_ARMS",
     "N3_TASK",
     "N3_ARMS",
@@ -203,6 +206,11 @@ def _grid(
         seeds_of=seeds_of,
     )
 
+
+# for the studies that add arms to these settings (gate_mix, gate_regime)
+gate_grid = _grid
+task_axes = _task_axes
+task_point = _task_point
 
 _COMPARED = ["frozen_ln", "autonorm_random", "autonorm"]
 # the cpu set's arms: the compared ones, the hard gate (N13), the freeze AutoNorm-S is

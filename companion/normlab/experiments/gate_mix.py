@@ -38,9 +38,9 @@ from .gate_grids import (
     SEEDS,
     SETUP,
     TASKS_BY_PROFILE,
-    _grid,
-    _task_axes,
-    _task_point,
+    gate_grid,
+    task_axes,
+    task_point,
 )
 from .gate_runs import train_gate
 from .registry import Experiment, register_experiment
@@ -98,24 +98,24 @@ GATE_MIX = register_experiment(
         title="The mix or the gate? DyT alone and a fixed 50/50 mix beside the gates",
         chapter="11",
         profiles={
-            "quick": _grid(
+            "quick": gate_grid(
                 profile="quick",
                 axes={"data": TASKS_BY_PROFILE["quick"], "arm": list(MIX_ARMS)},
                 seeds=1,
             ),
-            "cpu": _grid(
+            "cpu": gate_grid(
                 profile="cpu",
                 axes={
-                    **_task_axes(),
+                    **task_axes(),
                     "arm": list(MIX_ARMS),
                     "alpha_init": list(MIX_ALPHAS),
                 },
-                where=lambda c: _task_point(c) and _mix_point(c),
+                where=lambda c: task_point(c) and _mix_point(c),
                 seeds=max(SEEDS["cpu"], MIX_PILOT_SEEDS, MIX_SEEDS),
                 seeds_of=_cpu_mix_seeds,
             ),
             **{
-                p: _grid(
+                p: gate_grid(
                     profile=p,
                     axes={"data": TASKS_BY_PROFILE[p], "arm": list(MIX_ARMS)},
                 )

@@ -38,9 +38,9 @@ from .gate_grids import (
     SEEDS,
     SETUP,
     TASKS_BY_PROFILE,
-    _grid,
-    _task_axes,
-    _task_point,
+    gate_grid,
+    task_axes,
+    task_point,
 )
 from .gate_runs import train_gate
 from .registry import Experiment, register_experiment
@@ -64,7 +64,7 @@ REGIME_CONFIRM_RATES: dict[str, tuple[float, ...]] = {}
 
 def _regime_point(config: Mapping[str, Any]) -> bool:
     """A task's own source, patch, batch and epochs."""
-    return _task_point(config) and config["epochs"] == REGIME_EPOCHS[config["data"]]
+    return task_point(config) and config["epochs"] == REGIME_EPOCHS[config["data"]]
 
 
 def _cpu_regime_seeds(config: Mapping[str, Any]) -> int:
@@ -84,16 +84,16 @@ GATE_REGIME = register_experiment(
         "warm-up",
         chapter="12",
         profiles={
-            "quick": _grid(
+            "quick": gate_grid(
                 profile="quick",
                 axes={"data": TASKS_BY_PROFILE["quick"], "arm": list(REGIME_ARMS)},
                 fixed={"epochs": 4},
                 seeds=1,
             ),
-            "cpu": _grid(
+            "cpu": gate_grid(
                 profile="cpu",
                 axes={
-                    **_task_axes(),
+                    **task_axes(),
                     "epochs": sorted(set(REGIME_EPOCHS.values())),
                     "arm": list(REGIME_ARMS),
                 },
@@ -102,7 +102,7 @@ GATE_REGIME = register_experiment(
                 seeds_of=_cpu_regime_seeds,
             ),
             **{
-                p: _grid(
+                p: gate_grid(
                     profile=p,
                     axes={"data": TASKS_BY_PROFILE[p], "arm": list(REGIME_ARMS)},
                     fixed={"epochs": 2 * SETUP[p]["epochs"]},
