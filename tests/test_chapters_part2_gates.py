@@ -80,8 +80,9 @@ def test_mix_summary_orders_the_arms_on_shared_seeds() -> None:
     ("fixed_cost", "gate_cost", "who"),
     [
         (0.0, 0.1, "not shown to be the mix's"),
-        (0.1, 0.0, "the mix, not the gate"),
-        (0.1, 0.1, "the mix, and the learned gate costs more"),
+        (0.1, 0.0, "the mix's, not the gate's"),
+        (0.03, 0.1, "both, mostly the gate's"),
+        (0.1, 0.03, "both, mostly the mix's"),
     ],
 )
 def test_the_sentence_names_who_pays(

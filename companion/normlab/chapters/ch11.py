@@ -116,9 +116,10 @@ def mix_sentence(contrasts: pd.DataFrame, task: str = N3_TASK) -> str:
         return f"{row['mean']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
 
     if mix["high"] < 0 and gate["low"] <= 0 <= gate["high"]:
-        who = "the mix, not the gate"
+        who = "the mix's, not the gate's"
     elif mix["high"] < 0 and gate["high"] < 0:
-        who = "the mix, and the learned gate costs more on top of it"
+        larger = "gate's" if abs(gate["mean"]) > abs(mix["mean"]) else "mix's"
+        who = f"both, mostly the {larger}"
     elif mix["low"] <= 0 <= mix["high"]:
         who = "not shown to be the mix's"
     else:
