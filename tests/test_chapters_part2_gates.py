@@ -70,9 +70,14 @@ def test_mix_runs_name_the_smaller_alpha_and_keep_the_studys_arms() -> None:
 def test_mix_summary_orders_the_arms_on_shared_seeds() -> None:
     study = _study(0.0, 0.1)
     extra = study[study["arm"] == "autonorm"].assign(seed=99)  # one arm's further seed
-    summary = ch11.mix_summary(pd.concat([study, extra], ignore_index=True))
-    assert list(summary["arm"]) == list(ch11.MIX_ORDER)
-    assert summary["n"].nunique() == 1  # the main arms on their shared seeds
+    # a second task on fewer seeds does not shrink the first one's
+    other = study[study["seed"] < 3].assign(data="mnist")
+    summary = ch11.mix_summary(pd.concat([study, extra, other], ignore_index=True))
+    first = summary[summary["data"] == "mnist_restyled"]
+    assert list(first["arm"]) == list(ch11.MIX_ORDER)
+    assert first["n"].nunique() == 1 and first["n"].iloc[0] == len(SEEDS)
+    assert (summary.loc[summary["data"] == "mnist", "n"] == 3).all()
+    summary = first
     assert summary["mean"].between(0, 1).all()
 
 
@@ -113,3 +118,16 @@ def test_the_regime_of_the_saved_set_is_its_short_budget() -> None:
         words = ch12.regime_sentence(row, name)
         assert f"epoch {T_FREEZE['cpu']} of {row['epochs']}" in words
         assert ("past their plateau" in words) == row["plateau"]
+
+
+def test_mix_edges_names_the_arms_whose_rate_sits_at_the_grids_edge() -> None:
+    summary = pd.DataFrame(
+        {
+            "data": ["mnist", "mnist", "mnist_restyled"],
+            "arm": ["dyt", "frozen_ln", "autonorm"],
+            "at_edge": [True, False, False],
+        }
+    )
+    words = ch11.mix_edges(summary, {"mnist": "real MNIST"})
+    assert words == "on real MNIST, DyT chose the edge of the grid"
+    assert ch11.mix_edges(summary.assign(at_edge=False), {}) == ""

@@ -26,6 +26,7 @@ __all__ = [
     "mix_sentence",
     "short_regime",
     "n1_regime_sentence",
+    "mix_edges",
 ]
 
 #: The arms of the mix-or-gate study, in the order the figure shows them.
@@ -76,9 +77,8 @@ def _at_rates(runs: pd.DataFrame) -> pd.DataFrame:
     them ran there, the others (DyT alone) on their own."""
     best = ag.chosen(runs)
     main = best["arm"].isin(MAIN_ARMS)
-    return pd.concat(
-        [common_seeds(best[main], ["data", "arm"]), best[~main]], ignore_index=True
-    )
+    shared = [common_seeds(task, ["arm"]) for _, task in best[main].groupby("data")]
+    return pd.concat([*shared, best[~main]], ignore_index=True)
 
 
 def mix_summary(runs: pd.DataFrame) -> pd.DataFrame:
@@ -168,3 +168,15 @@ def n1_regime_sentence(regime: pd.DataFrame, seeds: int, name: str) -> str:
         f"learned gate ends with training loss {learned['train_loss']:.2f}, the Random "
         f"Selector {random['train_loss']:.2f} and FrozenLN {ln['train_loss']:.2f} ({state})."
     )
+
+
+def mix_edges(summary: pd.DataFrame, names: dict[str, str]) -> str:
+    """Which arms chose a rate at the edge of the grid, per task, in words (``names``:
+    each task's dataset); empty when none did."""
+    from ..figures import label
+
+    words = []
+    for task, part in summary[summary["at_edge"].astype(bool)].groupby("data"):
+        arms = ", ".join(label(a) for a in part["arm"])
+        words.append(f"on {names.get(task, task)}, {arms} chose the edge of the grid")
+    return "; ".join(words)
