@@ -129,5 +129,7 @@ def test_mix_edges_names_the_arms_whose_rate_sits_at_the_grids_edge() -> None:
         }
     )
     words = ch11.mix_edges(summary, {"mnist": "real MNIST"})
-    assert words == "on real MNIST, DyT chose the edge of the grid"
+    assert words == "on real MNIST the rate chosen for DyT sits at the edge of the grid"
+    both = ch11.mix_edges(summary.assign(at_edge=True), {})
+    assert "for DyT and FrozenLN sits" in both and "on mnist_restyled" in both
     assert ch11.mix_edges(summary.assign(at_edge=False), {}) == ""

@@ -177,6 +177,10 @@ def mix_edges(summary: pd.DataFrame, names: dict[str, str]) -> str:
 
     words = []
     for task, part in summary[summary["at_edge"].astype(bool)].groupby("data"):
-        arms = ", ".join(label(a) for a in part["arm"])
-        words.append(f"on {names.get(task, task)}, {arms} chose the edge of the grid")
+        arms = [label(a) for a in part["arm"]]
+        listed = " and ".join(filter(None, [", ".join(arms[:-1]), arms[-1]]))
+        words.append(
+            f"on {names.get(task, task)} the rate chosen for {listed} sits at the "
+            "edge of the grid"
+        )
     return "; ".join(words)
