@@ -11,7 +11,7 @@ swept over its thresholds, and the Gumbel-Softmax gradient against tau.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -252,13 +252,21 @@ def mechanism_figure(
     return figure
 
 
-def mix_figure(summary: pd.DataFrame, runs: pd.DataFrame, title: str) -> Figure:
-    """The mix or the gate: test accuracy (mean, 95 % CI) per arm, a panel per task,
-    LayerNorm's mean dashed (``summary``: :func:`normlab.chapters.ch11.mix_summary`;
-    ``runs`` names each task's dataset)."""
-    tasks = list(dict.fromkeys(summary["data"]))
+def mix_figure(
+    summary: pd.DataFrame,
+    runs: pd.DataFrame,
+    title: str,
+    tasks: Sequence[str] | None = None,
+) -> Figure:
+    """The mix or the gate: test accuracy (mean, 95 % CI) per arm, a panel per task (in
+    the order of ``tasks``; default: the summary's), one above the other, each arm's seeds
+    in brackets, LayerNorm's mean dashed (``summary``:
+    :func:`normlab.chapters.ch11.mix_summary`; ``runs`` names each task's dataset)."""
+    tasks = list(tasks or dict.fromkeys(summary["data"]))
     with style():
-        figure, axes = new_figure(ncols=len(tasks), size=(5.0, 3.0), sharex=True)
+        figure, axes = new_figure(
+            nrows=len(tasks), size=(COLUMN_INCHES, 2.3), sharex=True
+        )
         for ax, task in zip(axes.ravel(), tasks):
             part = summary[summary["data"] == task].reset_index(drop=True)
             ys = np.arange(len(part))[::-1]
@@ -269,8 +277,10 @@ def mix_figure(summary: pd.DataFrame, runs: pd.DataFrame, title: str) -> Figure:
                 ax.axvline(float(base.iloc[0]), ls="--", color="grey", lw=1)
             names = [f"{label(a)} ({n})" for a, n in zip(part["arm"], part["n"])]
             ax.set_yticks(ys, names)
-            ax.set_title(f"{task_title(task, runs)}; (seeds)", fontsize=MIN_FONT_PT + 1)
-            ax.set_xlabel("test accuracy (mean, 95 % CI)")
+            ax.set_title(
+                f"{task_title(task, runs)}: seeds in brackets", fontsize=MIN_FONT_PT + 1
+            )
+        axes.ravel()[-1].set_xlabel("test accuracy (mean, 95 % CI)")
         figure.suptitle(title)
     return figure
 
