@@ -247,9 +247,9 @@ N3_CONFIRM_RATES: dict[str, tuple[float, ...]] = {
 # N1's arm on the same task and seeds (issue 51): the Random Selector, whose partner
 # (the plain gate) N3's cells already ran; a pilot at every rate, then its chosen rate
 # (N1_CONFIRM_RATES: the pilot chose 3e-3, inside the grid) to N1_SEEDS of N3's seeds
-# (at least 30 an arm; 60 is what the shared CPU allowed).
+# (at least 30 an arm; all 88 of N3's).
 N1_ARMS = ("autonorm_random",)
-N1_SEEDS = 60
+N1_SEEDS = N3_SEEDS
 N1_CONFIRM_RATES: dict[str, tuple[float, ...]] = {"autonorm_random": (3e-3,)}
 
 
