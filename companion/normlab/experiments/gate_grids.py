@@ -17,7 +17,7 @@ from :data:`LRS` ``["cpu"]`` (three rates). One torch thread runs a gated run in
 10-15 s, so the saved set holds seven arms x three rates x three seeds per task, and
 N3's three arms on the restyled digits the seeds N3's plan asks for (:data:`N3_SEEDS`:
 a pilot at every rate, then each arm at the rate its pilot chose), and N1's Random
-Selector the same seeds in the same way (:data:`N1_SEEDS`); the other claims''
+Selector the same seeds in the same way (:data:`N1_SEEDS`); the other claims'
 plans (:mod:`normlab.claims.plans`) ask for more than a chapter's CPU budget, and the
 chapters say how many each inconclusive verdict would need.
 
