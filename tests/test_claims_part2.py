@@ -31,6 +31,8 @@ def gate_rows(scores: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
             "val_metric": value,
             "test_metric": value,
             "decision_entropy": 0.3,
+            "epochs": 8,
+            "train_loss": 1.0 - value,
         }
         for (data, arm), values in scores.items()
         for seed, value in zip(SEEDS, values)
@@ -51,8 +53,11 @@ def test_n1_and_n3_read_the_same_cifar10_standin() -> None:
     )
     (n1,) = part2._n1_gate(table)
     n3 = part2._n3_gate(table)
-    assert n1.label.endswith("on mnist_restyled")
-    assert all(e.label.endswith("on mnist_restyled") for e in n3)
+    assert n1.label.startswith("autonorm - autonorm_random on mnist_restyled (")
+    assert all(" on mnist_restyled (" in e.label for e in n3)
+    # each label states its regime: the schedule, the freeze decision, the final losses
+    assert all("freeze decided at epoch 8, fired on" in e.label for e in n3)
+    assert "final training loss autonorm " in n1.label
     assert n1.samples == pytest.approx([-0.1] * 4)  # learned minus random there
     # the hinge configurations do not enter the claim: a second readout changes nothing
     other = table.assign(readout="mean", test_metric=0.0, val_metric=0.0)

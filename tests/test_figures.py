@@ -231,6 +231,25 @@ def _least_squares():
     return least_squares_study(x, y, shared_lr=0.8, lrs=(0.1, 1.0, 3.0), epochs=3)
 
 
+def _mix_figure() -> Figure:
+    from normlab.chapters import ch11
+
+    bottleneck, mix = (
+        results.largest(n).results for n in ("gate_bottleneck", "gate_mix")
+    )
+    study = ch11.mix_runs(bottleneck, mix)
+    summary = ch11.mix_summary(study)
+    return figures.mix_figure(summary, study, "the mix or the gate")
+
+
+def _rule_figure() -> Figure:
+    from normlab.analysis.gates import at_defaults
+    from normlab.claims.tables import sweep_table
+
+    runs = at_defaults(results.largest("gate_bottleneck").results)
+    return figures.rule_figure(sweep_table(runs, eps_grid=[0.05, 0.3, 0.6]), runs)
+
+
 FIGURES = {
     "lead_figure": lambda: figures.lead_figure(_fc_runs()),
     "training_curves": lambda: figures.training_curves(
@@ -314,6 +333,8 @@ FIGURES = {
     "gate_heatmaps, three tasks": lambda: figures.gate_heatmaps(
         pd.concat([_gates(), _gates().assign(data="fashion_mnist")]), title="three"
     ),
+    "mix_figure": lambda: _mix_figure(),
+    "rule_figure": lambda: _rule_figure(),
     "draw_beside": lambda: figures.draw_beside(
         _summary(1),
         "live run: quick profile, stand-in data (digits), 3 seeds, 36 runs, "

@@ -484,10 +484,13 @@ def test_n3_cells_run_a_pilot_then_its_planned_seeds_at_the_pilots_rates() -> No
     assert gate_grids.N3_PILOT_SEEDS == claims.plans.PILOT_SEEDS
     configs = experiments.get("gate_bottleneck").grid("cpu").configs()
     seeds = collections.Counter((c["data"], c["arm"], c["lr"]) for c in configs)
+    confirmed = (*gate_grids.N3_ARMS, *gate_grids.N1_ARMS)
     for (data, arm, lr), n in seeds.items():
-        if data != gate_grids.N3_TASK or arm not in gate_grids.N3_ARMS:
+        if data != gate_grids.N3_TASK or arm not in confirmed:
             assert n == gs.SEEDS["cpu"]
-        elif lr in gate_grids.N3_CONFIRM_RATES[arm]:
+        elif lr in gate_grids.N1_CONFIRM_RATES.get(arm, ()):
+            assert n == gate_grids.N1_SEEDS >= 30
+        elif lr in gate_grids.N3_CONFIRM_RATES.get(arm, ()):
             assert n == gate_grids.N3_SEEDS
         else:
             assert n == gate_grids.N3_PILOT_SEEDS

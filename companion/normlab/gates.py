@@ -32,6 +32,7 @@ __all__ = [
     "AutoNormS",
     "GateAverages",
     "GateTelemetry",
+    "ReadyAutoNormS",
     "autonorm_layers",
     "categorical_grad",
     "freeze_selector",
@@ -439,3 +440,63 @@ class AutoNormS(Callback):
         self.frozen = list(state["frozen"])
         self.decided = bool(state["decided"])
         self._averages.load_state_dict(state["averages"])
+
+
+class ReadyAutoNormS(AutoNormS):
+    r"""AutoNorm-S with its decision taken once the features have formed (issue 51).
+
+    The paper decides at a fixed :math:`T_\text{freeze}` of a long schedule, after warm-up;
+    in a short schedule a fixed epoch can fall before the backbone has learned anything,
+    where every gate is still undecided and the rule fires on every seed. This callback
+    decides instead at the end of the first epoch :math:`\ge` ``after`` whose validation
+    accuracy is at least ``chance + lead``, by the same rule on that epoch's mean gate
+    entropy (as :class:`AutoNormS`); if no epoch gets there, at the last one (where a freeze changes
+    nothing). ``decided_at`` and ``accuracy_at`` record when and at what accuracy.
+    """
+
+    def __init__(
+        self,
+        chance: float,
+        lead: float,
+        *,
+        after: int = 1,
+        eps_h: float = EPS_H,
+        tau: float | None = 0.5,
+        rule: str = "high",
+    ) -> None:
+        super().__init__(1, eps_h, tau=tau, rule=rule)
+        if not 0 <= chance < 1 or not 0 < lead <= 1 - chance:
+            raise ValueError(
+                f"need 0 <= chance < 1 and 0 < lead <= 1 - chance, got {chance!r}, {lead!r}"
+            )
+        positive_int("after", after)
+        self.chance, self.lead, self.after = float(chance), float(lead), after
+        self.decided_at: int | None = None
+        self.accuracy_at = math.nan
+
+    def on_train_start(self, state: TrainState) -> None:
+        if not self.decided:
+            self.t_freeze = state.epochs  # monitor until the decision
+        super().on_train_start(state)
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        accuracy = float(state.history[-1].get("val_accuracy", math.nan))
+        ready = state.epoch >= self.after and accuracy >= self.chance + self.lead
+        if not self.decided and (ready or state.epoch == state.epochs):
+            self.t_freeze = state.epoch
+            self.decided_at, self.accuracy_at = state.epoch, accuracy
+        super().on_epoch_end(state)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "t_freeze": self.t_freeze,
+            "decided_at": self.decided_at,
+            "accuracy_at": self.accuracy_at,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.t_freeze = int(state["t_freeze"])
+        self.decided_at = state["decided_at"]
+        self.accuracy_at = float(state["accuracy_at"])

@@ -33,6 +33,9 @@ ARMS: dict[str, str] = {
     "autonorm_hard": "AutoNorm, hard gate",
     "autonorm_exact": "AutoNorm, exact gradient",
     "autonorm_s_sample": "AutoNorm-S, freeze keeps sampling",
+    "autonorm_fixed": "fixed 50/50 mix",
+    "dyt_alpha_0.1": "DyT, alpha 0.1",
+    "autonorm_s_ready": "AutoNorm-S, decided after warm-up",
 }
 _FREEZE_PREFIX = "freeze_at_"  # normlab.experiments.gate_runs.FREEZE_PREFIX
 _SAMPLE_PREFIX = "sample_at_"  # normlab.experiments.gate_runs.SAMPLE_PREFIX

@@ -30,6 +30,10 @@ from .runs import at_chosen_lr, common_seeds, summarise
 __all__ = [
     "CONFIG_AXES",
     "GATE_SUMMARY",
+    "LOSS_REACH",
+    "PLATEAU_GAIN",
+    "PLATEAU_SHARE",
+    "READY_LEAD",
     "PROGRESS",
     "PROGRESS_METRICS",
     "arm_summary",
@@ -41,7 +45,10 @@ __all__ = [
     "gate_progress",
     "gate_summary",
     "gate_table",
+    "late_gain",
     "progress_epoch",
+    "ready_epoch",
+    "regime",
     "run_table",
     "runs_behind",
     "shared_seeds",
@@ -379,3 +386,87 @@ def with_schedules(runs: pd.DataFrame, eps_h: float = EPS_H) -> pd.DataFrame:
         ~arms["arm"].str.startswith(FREEZE_PREFIX)
         & ~arms["arm"].str.startswith(SAMPLE_PREFIX)
     ]
+
+
+# ------------------------------------------------------------------ the regime (issue 51)
+# A gate study can test AutoNorm-S only where its runs are past their plateau and its freeze
+# is decided once the features have formed. Declared before the data:
+#: the last share of a run's epochs over which its validation accuracy's gain is read
+PLATEAU_SHARE = 0.25
+#: a run is on its plateau when it gained less than this over that last share ...
+PLATEAU_GAIN = 0.005
+#: ... or when its final training loss is within this factor of FrozenLN's
+LOSS_REACH = 1.5
+#: the freeze is decided after warm-up, at the first epoch whose validation accuracy has
+#: left chance by this much (the features have formed)
+READY_LEAD = 0.3
+
+
+def late_gain(history: Sequence[dict[str, Any]], share: float = PLATEAU_SHARE) -> float:
+    """The validation accuracy a run gained over the last ``share`` of its epochs: its
+    last epoch's minus that of the epoch ``ceil(share x epochs)`` before it."""
+    curve = [float(h["val_accuracy"]) for h in history]
+    if not 0 < share < 1 or not curve:
+        raise ValueError(f"need 0 < share < 1 and a history, got {share!r}, {curve!r}")
+    back = max(1, math.ceil(share * len(curve)))
+    return curve[-1] - curve[max(0, len(curve) - 1 - back)]
+
+
+def ready_epoch(
+    history: Sequence[dict[str, Any]],
+    chance: float,
+    lead: float = READY_LEAD,
+    after: int = 1,
+) -> int | None:
+    """The first epoch ``>= after`` (the warm-up's end) whose validation accuracy is at
+    least ``chance + lead``: when a freeze decided on formed features is taken; None when
+    no epoch of ``history`` gets there."""
+    for h in history:
+        if h["epoch"] >= after and h["val_accuracy"] >= chance + lead:
+            return int(h["epoch"])
+    return None
+
+
+def regime(
+    records: Iterable[dict[str, Any]],
+    decision: int | None = None,
+    reference: str = "frozen_ln",
+) -> pd.DataFrame:
+    """The regime of a set's runs, one row per task and arm (over the runs given, e.g.
+    those at the chosen rates): ``n``, ``epochs``, ``val_at_decision`` (mean validation
+    accuracy at epoch ``decision``; NaN without one), ``train_loss`` (final, mean),
+    ``late_gain`` (:func:`late_gain`, mean), ``loss_ratio`` (to ``reference``'s on the same
+    task) and ``plateau``: the arm's runs are past their plateau by either test (its mean
+    late gain under :data:`PLATEAU_GAIN`, or its loss within :data:`LOSS_REACH` of the
+    reference's)."""
+    rows = []
+    for record in records:
+        history = record["history"]
+        at = [h for h in history if h["epoch"] == decision]
+        rows.append(
+            {
+                "data": record["config"]["data"],
+                "arm": record["config"]["arm"],
+                "epochs": len(history),
+                "val_at_decision": float(at[0]["val_accuracy"]) if at else math.nan,
+                "train_loss": float(history[-1]["train_loss"]),
+                "late_gain": late_gain(history),
+            }
+        )
+    table = pd.DataFrame(rows)
+    if table.empty:
+        raise ValueError("regime needs at least one run record")
+    out = table.groupby(["data", "arm"], sort=False).agg(
+        n=("epochs", "size"),
+        epochs=("epochs", "max"),
+        val_at_decision=("val_at_decision", "mean"),
+        train_loss=("train_loss", "mean"),
+        late_gain=("late_gain", "mean"),
+    )
+    out = out.reset_index()
+    ref = out[out["arm"] == reference].set_index("data")["train_loss"]
+    out["loss_ratio"] = out["train_loss"] / out["data"].map(ref)
+    out["plateau"] = (out["late_gain"] < PLATEAU_GAIN) | (
+        out["loss_ratio"] <= LOSS_REACH
+    )
+    return out

@@ -438,9 +438,40 @@ def _gate_lead(best: pd.DataFrame, data: str) -> dict[int, float]:
 CIFAR10 = ("cifar10", "mnist_restyled")
 
 
+def _regime(results: pd.DataFrame, best: pd.DataFrame, data: str, *arms: str) -> str:
+    """The regime of a gate verdict, for its label (issue 51): the schedule's epochs, for
+    AutoNorm-S the epoch of its decision and the share of seeds on which the rule fired,
+    and each compared arm's final training loss (mean over seeds at its chosen rate)."""
+    from ..experiments import gate_study
+
+    rows = best[best["data"] == data]
+    words = [f"{int(rows['epochs'].max())} epochs"] if "epochs" in rows else []
+    freeze = gate_study.freeze_epochs(results["arm"].unique())
+    composed = rows[rows["arm"] == "autonorm_s"]
+    if "autonorm_s" in arms and freeze and "fired" in composed:
+        fired = float(composed["fired"].mean())
+        words.append(
+            f"freeze decided at epoch {freeze[0]}, fired on {100 * fired:.0f} % of seeds"
+        )
+    if "train_loss" in rows:
+        losses = rows.groupby("arm")["train_loss"].mean()
+        words.append(
+            "final training loss "
+            + ", ".join(f"{a} {losses[a]:.2f}" for a in arms if a in losses)
+        )
+    return "; ".join(words)
+
+
+def _with_regime(effect: Effect, regime: str) -> Effect:
+    return dataclasses.replace(effect, label=f"{effect.label} ({regime})")
+
+
 def _n1_gate(results: pd.DataFrame) -> list[Effect]:
     best = _gate_best(results)
-    return [_gate_diff(best, _first(best, *CIFAR10), "autonorm", "autonorm_random")]
+    data = _first(best, *CIFAR10)
+    arms = ("autonorm", "autonorm_random")
+    regime = _regime(results, best, data, *arms)
+    return [_with_regime(_gate_diff(best, data, *arms), regime)]
 
 
 def _n2_gate(results: pd.DataFrame) -> list[Effect]:
@@ -456,9 +487,10 @@ def _n2_gate(results: pd.DataFrame) -> list[Effect]:
 def _n3_gate(results: pd.DataFrame) -> list[Effect]:
     best = _gate_best(results)
     data = _first(best, *CIFAR10)
+    regime = _regime(results, best, data, "autonorm_s", "frozen_ln", "autonorm")
     return [
-        _gate_diff(best, data, "autonorm_s", "frozen_ln"),
-        _gate_diff(best, data, "autonorm_s", "autonorm"),
+        _with_regime(_gate_diff(best, data, "autonorm_s", "frozen_ln"), regime),
+        _with_regime(_gate_diff(best, data, "autonorm_s", "autonorm"), regime),
     ]
 
 
@@ -467,7 +499,11 @@ def _n5_gate(results: pd.DataFrame) -> list[Effect]:
     found = [d for d in ("mnist", "fashion_mnist") if d in set(best["data"])]
     if not found:
         raise Unmeasurable("no MNIST-like dataset in this set")
-    return [_gate_diff(best, d, "autonorm_s", "frozen_ln") for d in found]
+    arms = ("autonorm_s", "frozen_ln")
+    return [
+        _with_regime(_gate_diff(best, d, *arms), _regime(results, best, d, *arms))
+        for d in found
+    ]
 
 
 def _n13_gate(results: pd.DataFrame) -> list[Effect]:

@@ -15,7 +15,16 @@ experiments, write a module that calls :func:`register_experiment` and import it
 
 from __future__ import annotations
 
-from . import gate_study, part1, part1_batch, part1_conv, part2, part2_tasks  # noqa: E402,F401  (register the experiments)
+from . import (  # noqa: E402,F401  (register the experiments)
+    gate_mix,
+    gate_regime,
+    gate_study,
+    part1,
+    part1_batch,
+    part1_conv,
+    part2,
+    part2_tasks,
+)
 from .costs import larger_profiles
 from .grid import Grid, Run, parse_shard, run_id, shard
 from .registry import Experiment, RunContext, get, names, register_experiment

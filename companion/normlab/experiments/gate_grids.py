@@ -16,7 +16,8 @@ Budgets. Every ``cpu`` run takes 8 epochs: 94 steps of 32 images on MNIST (752 s
 from :data:`LRS` ``["cpu"]`` (three rates). One torch thread runs a gated run in about
 10-15 s, so the saved set holds seven arms x three rates x three seeds per task, and
 N3's three arms on the restyled digits the seeds N3's plan asks for (:data:`N3_SEEDS`:
-a pilot at every rate, then each arm at the rate its pilot chose); the other claims'
+a pilot at every rate, then each arm at the rate its pilot chose), and N1's Random
+Selector the same seeds in the same way (:data:`N1_SEEDS`); the other claims'
 plans (:mod:`normlab.claims.plans`) ask for more than a chapter's CPU budget, and the
 chapters say how many each inconclusive verdict would need.
 
@@ -50,12 +51,18 @@ __all__ = [
     "T_FREEZE",
     "SECONDS",
     "CPU_TASKS",
+    "gate_grid",
+    "task_axes",
+    "task_point",
     "CPU_ARMS",
     "N3_TASK",
     "N3_ARMS",
     "N3_PILOT_SEEDS",
     "N3_SEEDS",
     "N3_CONFIRM_RATES",
+    "N1_ARMS",
+    "N1_CONFIRM_RATES",
+    "N1_SEEDS",
     "GATE_BOTTLENECK",
     "GATE_TAU",
     "AUTONORM_S_SWEEP",
@@ -201,6 +208,11 @@ def _grid(
     )
 
 
+# for the studies that add arms to these settings (gate_mix, gate_regime)
+gate_grid = _grid
+task_axes = _task_axes
+task_point = _task_point
+
 _COMPARED = ["frozen_ln", "autonorm_random", "autonorm"]
 # the cpu set's arms: the compared ones, the hard gate (N13), the freeze AutoNorm-S is
 # composed from, the exact-gradient control (N2) and the freeze that keeps sampling
@@ -233,12 +245,23 @@ N3_CONFIRM_RATES: dict[str, tuple[float, ...]] = {
 }
 
 
+# N1's arm on the same task and seeds (issue 51): the Random Selector, whose partner
+# (the plain gate) N3's cells already ran; a pilot at every rate, then its chosen rate
+# (N1_CONFIRM_RATES: the pilot chose 3e-3, inside the grid) to N1_SEEDS of N3's seeds
+# (at least 30 an arm; all 88 of N3's).
+N1_ARMS = ("autonorm_random",)
+N1_SEEDS = N3_SEEDS
+N1_CONFIRM_RATES: dict[str, tuple[float, ...]] = {"autonorm_random": (3e-3,)}
+
+
 def _cpu_gate_seeds(config: Mapping[str, Any]) -> int:
     """The seeds of a cpu gate_bottleneck point: :data:`N3_SEEDS` for N3's cells at a
-    rate of :data:`N3_CONFIRM_RATES`, :data:`N3_PILOT_SEEDS` at their other rates, the
-    set's :data:`SEEDS` elsewhere."""
-    if config["data"] != N3_TASK or config["arm"] not in N3_ARMS:
+    rate of :data:`N3_CONFIRM_RATES`, :data:`N1_SEEDS` for N1's at :data:`N1_CONFIRM_RATES`,
+    :data:`N3_PILOT_SEEDS` at their other rates, the set's :data:`SEEDS` elsewhere."""
+    if config["data"] != N3_TASK or config["arm"] not in (*N3_ARMS, *N1_ARMS):
         return SEEDS["cpu"]
+    if config["lr"] in N1_CONFIRM_RATES.get(config["arm"], ()):
+        return N1_SEEDS
     if config["lr"] in N3_CONFIRM_RATES.get(config["arm"], ()):
         return N3_SEEDS
     return N3_PILOT_SEEDS

@@ -16,6 +16,12 @@ autonorm_hard      the same gate with straight-through (hard) samples
 freeze_at_<T>      AutoNorm whose gates are all frozen at the end of epoch T
 autonorm_exact     the learned soft gate, its forward sample unchanged, trained with the
                    exact gradient of the expected (linearised) loss (:class:`ExactGateGrad`)
+dyt                DyT alone (:class:`normlab.layers.DyT`), the other candidate
+autonorm_fixed     AutoNorm's two candidates mixed 50/50, no gate: the mix without the
+                   choice (``selector="fixed"``)
+autonorm_s_ready   AutoNorm-S (the paper's rule, eps_H 0.1) deciding after warm-up, once
+                   validation accuracy has left chance by ``READY_LEAD``
+                   (:class:`normlab.gates.ReadyAutoNormS`): a real run, not composed
 sample_at_<T>      AutoNorm whose gates stop learning at the end of epoch T but keep
                    sampling (:class:`StopSelector`): AutoNorm-S's freeze without its
                    removal of the forward noise
@@ -50,6 +56,7 @@ from torch import nn
 
 from .. import data
 from .._runtime import seed_everything
+from ..analysis.gates import READY_LEAD
 from ..callbacks import Callback, TrainState
 from ..data.sources import RESTYLED
 from ..gates import (
@@ -57,6 +64,7 @@ from ..gates import (
     SAMPLE_PREFIX,
     AutoNormS,
     GateTelemetry,
+    ReadyAutoNormS,
     autonorm_layers,
     selector_parameters,
 )
@@ -93,6 +101,9 @@ ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "autonorm": ("autonorm", {}),
     "autonorm_hard": ("autonorm", {"hard": True}),
     "autonorm_exact": ("autonorm", {"gate_grad": "exact"}),
+    "dyt": ("dyt", {}),
+    "autonorm_fixed": ("autonorm", {"selector": "fixed"}),
+    "autonorm_s_ready": ("autonorm", {"ready_lead": READY_LEAD}),
 }
 TASKS = {
     "mnist": "stationary",
@@ -342,11 +353,15 @@ def arm_settings(config: dict[str, Any]) -> dict[str, Any]:
 
 def gate_vit(train: data.DataSplit, settings: dict[str, Any]) -> ViTLite:
     """The study's ViT-Lite for the split's images, with the arm's normaliser in every slot."""
-    kwargs = (
+    kwargs: dict[str, Any] = (
         {"tau": settings["tau"], "hard": settings["hard"]}
         if settings["normaliser"] == "autonorm"
         else {}
     )
+    if settings.get("selector") is not None:
+        kwargs["selector"] = settings["selector"]
+    if settings.get("alpha_init") is not None:  # DyT's alpha, alone or in the mix
+        kwargs["alpha_init"] = settings["alpha_init"]
     _, channels, size, _ = train.x.shape
     config = vit_config(
         "paper_vision",
@@ -373,7 +388,16 @@ def gate_callbacks(settings: dict[str, Any]) -> list[Callback]:
     if settings["normaliser"].startswith("autonorm"):
         callbacks.append(GateTelemetry())
     if settings["normaliser"] == "autonorm":
-        if settings["freeze_at"]:
+        if settings.get("ready_lead"):
+            callbacks.append(
+                ReadyAutoNormS(
+                    settings["chance"],
+                    settings["ready_lead"],
+                    after=settings["ready_after"],
+                    tau=settings["tau"],
+                )
+            )
+        elif settings["freeze_at"]:
             callbacks.append(
                 AutoNormS(settings["freeze_at"], 0.0, tau=settings["tau"], rule="high")
             )
@@ -431,6 +455,10 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         settings["data"], settings["data_profile"], settings.get("source")
     )
     train = splits["train"]
+    # a freeze decided on formed features: after warm-up, once val accuracy has left chance
+    settings["chance"] = 1.0 / train.num_classes
+    warmup = settings.get("warmup", 0.0) * settings.get("epochs", 1)
+    settings["ready_after"] = max(1, math.ceil(warmup))
     seed_everything(settings["seed"])
     model = gate_vit(train, settings)
     scale = head_input_scale(model, train)
@@ -462,6 +490,9 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
             ]
             metrics["final_entropy"] = sum(last) / len(last) if last else math.nan
             metrics["epochs_to_specialise"] = epochs_to_specialise(callback.records)
+        if isinstance(callback, ReadyAutoNormS):
+            metrics["decided_at"] = callback.decided_at
+            metrics["accuracy_at"] = callback.accuracy_at
         if isinstance(callback, AutoNormS):
             record["frozen"] = callback.frozen
             record["entropy_records"] = callback.entropy_records

@@ -53,6 +53,8 @@ from .gate_study import (
     draw_arms,
     example_images,
     mechanism_figure,
+    mix_figure,
+    rule_figure,
     sweep_figure,
     tau_figure,
 )
@@ -136,6 +138,8 @@ __all__ = [
     "scaling_figure",
     "severity_curves",
     "style",
+    "mix_figure",
+    "rule_figure",
     "sweep_figure",
     "task_title",
     "tau_figure",

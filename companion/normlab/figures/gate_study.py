@@ -11,7 +11,7 @@ swept over its thresholds, and the Gumbel-Softmax gradient against tau.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,8 @@ __all__ = [
     "draw_arms",
     "example_images",
     "mechanism_figure",
+    "mix_figure",
+    "rule_figure",
     "sweep_figure",
     "tau_figure",
 ]
@@ -247,4 +249,65 @@ def mechanism_figure(
         axes[0, 0].legend(fontsize=MIN_FONT_PT)
         if title:
             figure.suptitle(title, fontsize=MIN_FONT_PT + 2)
+    return figure
+
+
+def mix_figure(
+    summary: pd.DataFrame,
+    runs: pd.DataFrame,
+    title: str,
+    tasks: Sequence[str] | None = None,
+) -> Figure:
+    """The mix or the gate: test accuracy (mean, 95 % CI) per arm, a panel per task (in
+    the order of ``tasks``; default: the summary's), one above the other, each arm's seeds
+    in brackets, LayerNorm's mean dashed (``summary``:
+    :func:`normlab.chapters.ch11.mix_summary`; ``runs`` names each task's dataset)."""
+    tasks = list(tasks or dict.fromkeys(summary["data"]))
+    with style():
+        figure, axes = new_figure(
+            nrows=len(tasks), size=(COLUMN_INCHES, 2.3), sharex=True
+        )
+        for ax, task in zip(axes.ravel(), tasks):
+            part = summary[summary["data"] == task].reset_index(drop=True)
+            ys = np.arange(len(part))[::-1]
+            for y, row in zip(ys, part.itertuples()):
+                ax.errorbar(row.mean, y, xerr=row.ci95, fmt="o", capsize=3, color="C0")
+            base = part.loc[part["arm"] == "frozen_ln", "mean"]
+            if len(base):
+                ax.axvline(float(base.iloc[0]), ls="--", color="grey", lw=1)
+            names = [f"{label(a)} ({n})" for a, n in zip(part["arm"], part["n"])]
+            ax.set_yticks(ys, names)
+            ax.set_title(
+                f"{task_title(task, runs)}: seeds in brackets", fontsize=MIN_FONT_PT + 1
+            )
+        axes.ravel()[-1].set_xlabel("test accuracy (mean, 95 % CI)")
+        figure.suptitle(title)
+    return figure
+
+
+def rule_figure(sweep: pd.DataFrame, runs: pd.DataFrame) -> Figure:
+    """AutoNorm-S's rule against eps_H at one T_freeze (``sweep``: a
+    :func:`~normlab.claims.tables.sweep_table`): top, the share of seeds on which each
+    reading of the rule fires; bottom, AutoNorm-S's test accuracy minus FrozenLN's; a line
+    per task and reading (``runs`` names each task's dataset)."""
+    t = int(sweep["t_freeze"].min())
+    part = sweep[sweep["t_freeze"] == t]
+    with style():
+        figure, axes = new_figure(nrows=2, size=(COLUMN_INCHES, 2.4), sharex=True)
+        top, bottom = axes[0, 0], axes[1, 0]
+        for (task, rule), line in part.groupby(["data", "rule"], sort=False):
+            words = "paper: H ≥ ε_H" if rule == "high" else "opposite: H < ε_H"
+            style_ = "-" if rule == "high" else ":"
+            name = f"{task_title(task, runs)}, {words}"
+            top.plot(line["eps_h"], line["fired"], style_, marker="o", label=name)
+            bottom.plot(line["eps_h"], line["lead"], style_, marker="o", label=name)
+        top.set_ylabel("share of seeds\nfrozen")
+        bottom.set_ylabel("AutoNorm-S − FrozenLN\n(test accuracy)")
+        bottom.axhline(0.0, color="grey", lw=1, ls="--")
+        bottom.set_xlabel(r"$\epsilon_H$ (nats)")
+        handles, names = top.get_legend_handles_labels()
+        figure.legend(
+            handles, names, fontsize=MIN_FONT_PT, loc="outside lower center", ncol=1
+        )
+        figure.suptitle(rf"AutoNorm-S's rule at $T_\mathrm{{freeze}}$ = {t}")
     return figure

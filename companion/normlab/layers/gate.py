@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 CANDIDATES: tuple[str, ...] = ("dyt", "ln")
-SELECTOR_MODES: tuple[str, ...] = ("learned", "random")
+SELECTOR_MODES: tuple[str, ...] = ("learned", "random", "fixed")
 TAU_MIN = 1e-3
 """The smallest Gumbel-Softmax temperature accepted. Below it, float32's softmax of
 ``(logits + G) / tau`` is one-hot to rounding for any gap above about 0.1 between the
@@ -238,6 +238,8 @@ class AutoNorm(nn.Module):
     in training, each sample draws :math:`w_{\mathrm{DyT}} \sim U(0, 1)` afresh at every
     forward and :math:`w_{\mathrm{LN}} = 1 - w_{\mathrm{DyT}}` (per sample, our choice); in
     eval both weights are 1/2, the mean of that distribution.
+    With ``selector="fixed"`` both weights are 1/2 always: the candidates' mix without a
+    gate (in eval, the Random Selector is this mix).
 
     ``pin`` (``"dyt"``, ``"ln"`` or None) forces the gate onto one candidate: the layer then
     returns exactly that candidate's output, for tests and ablations. The candidates are
@@ -250,7 +252,7 @@ class AutoNorm(nn.Module):
         tau: the gate's Gumbel-Softmax temperature. Default: ``0.5``.
         hard: straight-through one-hot gate weights. Default: ``False``.
         selector_hidden: width of the selector's MLP. Default: ``max(1, D // 2)``.
-        selector: ``"learned"`` or ``"random"``. Default: ``"learned"``.
+        selector: ``"learned"``, ``"random"`` or ``"fixed"``. Default: ``"learned"``.
         alpha_init: DyT's initial :math:`\alpha`. Default: ``0.5``.
         eps: LayerNorm's epsilon. Default: ``1e-5``.
         device, dtype: where and in which dtype the parameters are made.
@@ -260,7 +262,7 @@ class AutoNorm(nn.Module):
             ones and :math:`\beta` zeros of shape ``normalized_shape``).
         ln: the :class:`torch.nn.LayerNorm` candidate (weight ones, bias zeros of shape
             ``normalized_shape``).
-        selector: the :class:`NormSelector` (``k=2``); None for the random selector.
+        selector: the :class:`NormSelector` (``k=2``); None for the random and fixed ones.
 
     Shape:
         - Input: :math:`(N, *, \text{normalized\_shape})`
@@ -313,7 +315,7 @@ class AutoNorm(nn.Module):
             if selector == "learned"
             else None
         )
-        if selector == "random":
+        if selector != "learned":
             check_tau(
                 tau
             )  # unused by the random selector, but the same arguments are checked
@@ -347,7 +349,7 @@ class AutoNorm(nn.Module):
                 self.selector.last_probs,
             )
             return weights
-        if self.training:
+        if self.training and self.selector_mode == "random":
             w_dyt = torch.rand(x.shape[0], device=x.device)
         else:
             w_dyt = torch.full((x.shape[0],), 0.5, device=x.device)

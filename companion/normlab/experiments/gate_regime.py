@@ -1,0 +1,121 @@
+"""A regime that can test AutoNorm-S (chapter 12; issue 51): trained past the plateau,
+the freeze decided on formed features.
+
+``gate_bottleneck``'s cpu runs take 8 epochs: its gated arms end with a training loss about
+twice FrozenLN's, still gaining validation accuracy, and AutoNorm-S decides at epoch 3,
+when they have barely left chance, so the rule fires on every seed. This grid is the
+regime the paper's schedule implies, declared before any run:
+
+- **past the plateau**: :data:`REGIME_EPOCHS` (three times the short budget on the
+  CIFAR-10 stand-in, twice on real MNIST), checked on the runs by
+  :func:`normlab.analysis.gates.regime` (a gated arm's final training loss within
+  ``LOSS_REACH`` = 1.5 x FrozenLN's, or under ``PLATEAU_GAIN`` = half a point of
+  validation accuracy gained over the last quarter of its epochs);
+- **the freeze after warm-up**: ``autonorm_s_ready`` (:class:`normlab.gates.ReadyAutoNormS`)
+  decides, by the paper's rule at eps_H 0.1, at the first epoch after warm-up whose
+  validation accuracy has left chance by ``READY_LEAD`` = 0.3;
+- N1's, N3's and N5's arms (FrozenLN, the learned gate, the Random Selector, AutoNorm-S),
+  a pilot of five seeds at each of the three rates (three on real MNIST), the rate chosen
+  on validation accuracy, then the compared arms at their chosen rates to
+  :data:`REGIME_SEEDS`.
+
+What it costs on one thread (from ``gate_bottleneck``'s records: a gated run about 13 s per
+8 epochs on the stand-in, 30 s on real MNIST; FrozenLN about half): the pilot about 75
+CPU-minutes, the confirmation about 65 more. No cpu set of it is saved yet: the shared CPU
+of this book's build did not allow it. ``python -m normlab save gate_regime --profile cpu``
+runs it; ``gate_bottleneck``'s short-budget verdicts then stand as its sensitivity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .gate_grids import (
+    N3_PILOT_SEEDS,
+    N3_TASK,
+    SECONDS,
+    SEEDS,
+    SETUP,
+    TASKS_BY_PROFILE,
+    gate_grid,
+    task_axes,
+    task_point,
+)
+from .gate_runs import train_gate
+from .registry import Experiment, register_experiment
+
+__all__ = [
+    "REGIME_ARMS",
+    "REGIME_EPOCHS",
+    "REGIME_SEEDS",
+    "REGIME_CONFIRM_RATES",
+    "GATE_REGIME",
+]
+
+REGIME_ARMS = ("frozen_ln", "autonorm", "autonorm_random", "autonorm_s_ready")
+# epochs per cpu task: three times the short budget on the stand-in, whose gated arms
+# learn slowest, twice on real MNIST
+REGIME_EPOCHS = {"mnist_restyled": 3 * SETUP["cpu"]["epochs"], "mnist": 16}
+REGIME_SEEDS = 30
+# per arm, the rate its pilot chose on the CIFAR-10 stand-in (empty: no pilot has run)
+REGIME_CONFIRM_RATES: dict[str, tuple[float, ...]] = {}
+
+
+def _regime_point(config: Mapping[str, Any]) -> bool:
+    """A task's own source, patch, batch and epochs."""
+    return task_point(config) and config["epochs"] == REGIME_EPOCHS[config["data"]]
+
+
+def _cpu_regime_seeds(config: Mapping[str, Any]) -> int:
+    """:data:`REGIME_SEEDS` at an arm's chosen rate on the CIFAR-10 stand-in, a pilot of
+    five elsewhere on it, the set's three on real MNIST."""
+    if config["data"] != N3_TASK:
+        return SEEDS["cpu"]
+    if config["lr"] in REGIME_CONFIRM_RATES.get(config["arm"], ()):
+        return REGIME_SEEDS
+    return N3_PILOT_SEEDS
+
+
+GATE_REGIME = register_experiment(
+    Experiment(
+        name="gate_regime",
+        title="AutoNorm-S where it can be tested: past the plateau, the freeze after "
+        "warm-up",
+        chapter="12",
+        profiles={
+            "quick": gate_grid(
+                profile="quick",
+                axes={"data": TASKS_BY_PROFILE["quick"], "arm": list(REGIME_ARMS)},
+                fixed={"epochs": 4},
+                seeds=1,
+            ),
+            "cpu": gate_grid(
+                profile="cpu",
+                axes={
+                    **task_axes(),
+                    "epochs": sorted(set(REGIME_EPOCHS.values())),
+                    "arm": list(REGIME_ARMS),
+                },
+                where=_regime_point,
+                seeds=max(SEEDS["cpu"], N3_PILOT_SEEDS, REGIME_SEEDS),
+                seeds_of=_cpu_regime_seeds,
+            ),
+            **{
+                p: gate_grid(
+                    profile=p,
+                    axes={"data": TASKS_BY_PROFILE[p], "arm": list(REGIME_ARMS)},
+                    fixed={"epochs": 2 * SETUP[p]["epochs"]},
+                )
+                for p in ("standard", "paper")
+            },
+        },
+        run_one=train_gate,
+        seconds_per_run={
+            **SECONDS,
+            "cpu": SECONDS["cpu"] * REGIME_EPOCHS[N3_TASK] / SETUP["cpu"]["epochs"],
+        },
+        notes="FrozenLN, the learned gate, the Random Selector and AutoNorm-S deciding "
+        "after warm-up, trained past the plateau; N1, N3 and N5 re-judged there.",
+    )
+)

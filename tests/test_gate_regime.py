@@ -1,0 +1,164 @@
+"""Issue 51's gate code: the fixed mix, the mix-or-gate grid, the regime checks and
+AutoNorm-S deciding once the features have formed."""
+
+from __future__ import annotations
+
+import collections
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from normlab import experiments
+from normlab.analysis import gates as ag
+from normlab.experiments import RunContext, gate_mix, gate_regime
+from normlab.experiments import gate_study as gs
+from normlab.gates import ReadyAutoNormS
+from normlab.layers import AutoNorm
+
+TINY = {
+    **gs.SETUP["quick"],
+    "data": "mnist",
+    "lr": 3e-3,
+    "seed": 0,
+    "epochs": 2,
+    "depth": 1,
+    "dim": 16,
+    "tau": 0.5,
+    "selector_lr": 1.0,
+}
+
+
+def _history(curve: list[float], losses: list[float] | None = None) -> list[dict]:
+    losses = losses or [1.0] * len(curve)
+    return [
+        {"epoch": e + 1, "val_accuracy": a, "train_loss": loss}
+        for e, (a, loss) in enumerate(zip(curve, losses, strict=True))
+    ]
+
+
+def test_the_fixed_mix_is_half_of_each_candidate_in_training_and_eval() -> None:
+    layer = AutoNorm(8, selector="fixed")
+    x = torch.randn(4, 3, 8)
+    for train in (True, False):
+        layer.train(train)
+        half = 0.5 * layer.dyt(x) + 0.5 * layer.ln(x)
+        assert torch.allclose(layer(x), half, atol=1e-6)
+    assert layer.selector is None
+
+
+def test_the_random_selector_in_eval_is_the_fixed_mix() -> None:
+    torch.manual_seed(0)
+    fixed, random = AutoNorm(8, selector="fixed"), AutoNorm(8, selector="random")
+    random.load_state_dict(fixed.state_dict())
+    x = torch.randn(5, 2, 8)
+    assert torch.equal(fixed.eval()(x), random.eval()(x))
+    assert not torch.allclose(fixed.train()(x), random.train()(x))
+
+
+def test_late_gain_reads_the_last_quarter_of_the_epochs() -> None:
+    history = _history([0.1, 0.3, 0.5, 0.6, 0.7, 0.72, 0.73, 0.74])
+    assert ag.late_gain(history) == pytest.approx(0.74 - 0.72)  # epochs 6 -> 8
+    assert ag.late_gain(history, share=0.5) == pytest.approx(0.74 - 0.6)
+    with pytest.raises(ValueError):
+        ag.late_gain(history, share=1.0)
+
+
+def test_ready_epoch_is_the_first_after_warm_up_clear_of_chance() -> None:
+    history = _history([0.45, 0.2, 0.35, 0.5, 0.6])
+    assert ag.ready_epoch(history, chance=0.1, lead=0.3) == 1
+    assert ag.ready_epoch(history, chance=0.1, lead=0.3, after=2) == 4
+    assert ag.ready_epoch(history, chance=0.1, lead=0.6) is None
+
+
+def test_regime_marks_an_arm_past_its_plateau_by_either_test() -> None:
+    def record(arm: str, curve: list[float], loss: float) -> dict:
+        history = _history(curve, [2.0] * (len(curve) - 1) + [loss])
+        return {"config": {"data": "t", "arm": arm}, "history": history}
+
+    records = [
+        record("frozen_ln", [0.5, 0.7, 0.8, 0.8], 0.4),
+        record("still_learning", [0.2, 0.4, 0.5, 0.6], 1.0),
+        record("close_loss", [0.2, 0.4, 0.5, 0.6], 0.5),
+        record("flat", [0.2, 0.4, 0.5, 0.502], 1.0),
+    ]
+    table = ag.regime(records, decision=2).set_index("arm")
+    assert table.loc["frozen_ln", "loss_ratio"] == 1.0
+    assert table["plateau"].to_dict() == {
+        "frozen_ln": True,
+        "still_learning": False,
+        "close_loss": True,
+        "flat": True,
+    }
+    assert table.loc["flat", "val_at_decision"] == pytest.approx(0.4)
+    assert math.isnan(ag.regime(records)["val_at_decision"].iloc[0])
+
+
+def test_ready_autonorm_s_decides_once_validation_accuracy_has_left_chance(
+    tmp_path: Path,
+) -> None:
+    """A real run: the decision falls at the first epoch clear of chance + lead (or at the
+    last one), and the record says when and at what accuracy."""
+    config = {**TINY, "arm": "autonorm_s_ready", "epochs": 3}
+    record = gs.train_gate(config, RunContext(torch.device("cpu"), tmp_path))
+    curve = [h["val_accuracy"] for h in record["history"]]
+    ready = ag.ready_epoch(record["history"], chance=0.1, lead=ag.READY_LEAD)
+    decided = record["metrics"]["decided_at"]
+    assert decided == (ready if ready is not None else len(curve))
+    assert record["metrics"]["accuracy_at"] == curve[decided - 1]
+    assert [r["epoch"] for r in record["entropy_records"]] == list(
+        range(1, decided + 1)
+    )
+    with pytest.raises(ValueError):
+        ReadyAutoNormS(chance=0.1, lead=0.95)
+
+
+def test_the_mix_grid_runs_a_pilot_and_leaves_the_gates_to_gate_bottleneck() -> None:
+    configs = experiments.get("gate_mix").grid("cpu").configs()
+    cells = collections.Counter(
+        (c["data"], c["arm"], c["alpha_init"], c["lr"]) for c in configs
+    )
+    assert {arm for _, arm, _, _ in cells} == set(gate_mix.MIX_ARMS)
+    assert {data for data, *_ in cells} == set(gate_mix.MIX_DATA)
+    for (data, arm, alpha, lr), n in cells.items():
+        if alpha != gate_mix.MIX_ALPHAS[0]:
+            assert arm == "dyt" and data == gate_mix.MIX_TASK
+        confirmed = lr in gate_mix.MIX_CONFIRM_RATES.get(arm, ())
+        if data == gate_mix.MIX_TASK and alpha == gate_mix.MIX_ALPHAS[0] and confirmed:
+            assert n == gate_mix.MIX_SEEDS
+        elif data == gate_mix.MIX_TASK:
+            assert n == gate_mix.MIX_PILOT_SEEDS
+    # the pilot runs every rate of the gate sets
+    assert {lr for *_, lr in cells} == set(gs.LRS["cpu"])
+
+
+def test_the_regime_grid_trains_longer_and_decides_on_formed_features() -> None:
+    configs = experiments.get("gate_regime").grid("cpu").configs()
+    frame = pd.DataFrame(configs)
+    for data, epochs in frame.groupby("data")["epochs"].unique().items():
+        assert list(epochs) == [gate_regime.REGIME_EPOCHS[data]]
+        assert epochs[0] > gs.SETUP["cpu"]["epochs"]
+    assert set(frame["arm"]) == set(gate_regime.REGIME_ARMS)
+    assert "autonorm_s_ready" in set(frame["arm"])
+    assert set(frame["lr"]) == set(gs.LRS["cpu"])
+
+
+def test_n1_and_the_mix_confirm_at_the_rates_their_pilots_chose() -> None:
+    """The Random Selector (N1) and the fixed mix run their further seeds at the rate the
+    five-seed pilot chose on validation accuracy, inside the grid."""
+    from normlab import claims, results
+    from normlab.chapters import ch11
+    from normlab.experiments import gate_grids
+
+    bottleneck = results.largest("gate_bottleneck").results
+    pilot = gs.chosen(claims.plans.pilot(gs.at_defaults(bottleneck)))
+    on_task = pilot[pilot["data"] == gate_grids.N3_TASK].groupby("arm")
+    for arm, rates in gate_grids.N1_CONFIRM_RATES.items():
+        assert {on_task["lr"].first()[arm]} == set(rates)
+        assert not on_task["at_edge"].first()[arm]
+    mix = results.largest("gate_mix").results
+    study = claims.plans.pilot(ch11.mix_runs(bottleneck, mix))
+    chosen = gs.chosen(study[study["data"] == gate_mix.MIX_TASK]).groupby("arm")
+    for arm, rates in gate_mix.MIX_CONFIRM_RATES.items():
+        assert {chosen["lr"].first()[arm]} == set(rates)
