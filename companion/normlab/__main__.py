@@ -104,9 +104,27 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         help="CPU threads for torch (1 is fastest for the quick profile on a busy machine)",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_population(run)
     from .experiments import cluster
 
     cluster.add_arguments(run)
+
+
+def _add_population(parser: argparse.ArgumentParser) -> None:
+    """``--population K`` and ``--population-rates``, for ``run`` and ``save``."""
+    parser.add_argument(
+        "--population",
+        type=int,
+        default=None,
+        metavar="K",
+        help="train runs that differ only in seed as populations of at most K, one "
+        "batched model each (normlab.population); one record per run as ever",
+    )
+    parser.add_argument(
+        "--population-rates",
+        action="store_true",
+        help="with --population: runs that differ only in seed and lr share a population",
+    )
 
 
 def _add_report(commands: argparse._SubParsersAction) -> None:
@@ -150,6 +168,7 @@ def _add_save(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="save from package code with uncommitted changes (recorded as +dirty)",
     )
+    _add_population(save)
 
 
 def _add_verify(commands: argparse._SubParsersAction) -> None:
@@ -240,8 +259,17 @@ def _run_settings(args: argparse.Namespace) -> RunSettings:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.population is not None and args.population < 1:
+        raise ValueError(f"--population must be a positive int, got {args.population}")
+    if args.population_rates and args.population is None:
+        raise ValueError("--population-rates needs --population K")
     return experiments.RunSettings(
-        profile=args.profile, seeds=args.seeds, device=args.device, shard=args.shard
+        profile=args.profile,
+        seeds=args.seeds,
+        device=args.device,
+        shard=args.shard,
+        population=args.population,
+        rates=args.population_rates,
     )
 
 

@@ -210,7 +210,9 @@ def _evaluate(run: _PopRun, split: DataSplit) -> tuple[list[float], list[float]]
         x, y = split.x[start : start + size], split.y[start : start + size]
         with autocast():
             out = pop.forward(x, shared_input=True)
-        sums += torch.vmap(lambda o: _eval_sums(split.task, o, y, scale))(out)
+        sums += torch.vmap(_eval_sums, in_dims=(None, 0, None, None))(
+            split.task, out, y, scale
+        )
     losses, values = [], []
     for loss_sum, metric_sum, count in sums.tolist():
         count = max(count, 1.0)
@@ -418,6 +420,8 @@ def fit_population(
         )
         member = member_model(population, 3, models[0])  # a plain nn.Module
     """
+    if lrs is not None and config is None:
+        settings.setdefault("lr", float(list(lrs)[0]))  # the config's lr; lrs rules
     cfg = _resolve_config(config, settings)
     run = _prepare(models, train, val, cfg, list(seeds), lrs, noise)
     if not _resume(run):

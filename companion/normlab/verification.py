@@ -299,6 +299,7 @@ def verify(
     GPU, and sets whose format fails, are not re-run.
     """
     from .experiments import RunContext, get
+    from .experiments.populations import rerun_member
 
     if mode not in ("auto", "exact", "tolerance"):
         raise ValueError(f"mode must be 'auto', 'exact' or 'tolerance', got {mode!r}")
@@ -328,11 +329,15 @@ def verify(
             )
             modes.add("exact" if exact else "tolerance")
             with tempfile.TemporaryDirectory() as tmp:
-                outcome = get(saved.experiment).run_one(
-                    dict(record["config"]),
-                    RunContext(
-                        device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"
-                    ),
+                ctx = RunContext(
+                    device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"
+                )
+                experiment = get(saved.experiment)
+                # a population's member is re-run the way it was made: its whole population
+                outcome = (
+                    rerun_member(experiment, record, ctx)
+                    if "population" in record
+                    else experiment.run_one(dict(record["config"]), ctx)
                 )
             ran.append(run_id)
             new = json.loads(dumps({**record, **outcome}))["metrics"]
