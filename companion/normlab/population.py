@@ -68,6 +68,9 @@ POPULATION_CHECKPOINT = "population.pt"
 #: Hooks that feed per-member randomness into a forward pass: ``(population, step) ->
 #: {module name: (K, ...) tensor}``, set on the modules before the vmapped call.
 NoiseHook = Callable[["Population", torch.Generator | None], None]
+#: Called at every step before the update: ``(step, x, losses, grads)``, the step counted
+#: from 0, the ``(K, B, ...)`` batch, the ``(K,)`` losses and the stacked gradients.
+StepHook = Callable[[int, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]], None]
 
 
 @dataclass
@@ -151,6 +154,7 @@ class _PopRun:
     path: Path | None
     run_record: dict[str, Any]
     noise: NoiseHook | None = None
+    on_step: StepHook | None = None
     step: int = 0
     epoch: int = 0
     stopped_at: list[int] = field(default_factory=list)
@@ -186,6 +190,8 @@ def _train_steps(run: _PopRun) -> tuple[torch.Tensor, int]:
             losses = _member_losses(train.task, out, y, cfg.label_smoothing)
         # members are independent, so the gradient of the sum is each member's own
         grads = torch.autograd.grad(losses.sum(), [pop.params[n] for n in names])
+        if run.on_step is not None:
+            run.on_step(run.step, x, losses.detach(), dict(zip(names, grads)))
         rate = run.lrs * run.multiplier(run.step)
         run.optimizer.step(pop.params, dict(zip(names, grads)), rate, run.active)
         run.step += 1
@@ -398,6 +404,7 @@ def fit_population(
     seeds: Sequence[int],
     lrs: Sequence[float] | None = None,
     noise: NoiseHook | None = None,
+    on_step: StepHook | None = None,
     **settings: Any,
 ) -> tuple[Population, list[History]]:
     """Train ``models`` (one per seed, each built as its single run builds it) as one
@@ -409,7 +416,8 @@ def fit_population(
     diverged member is recorded and stops as a single run does with
     ``on_divergence="stop"``, whatever ``on_divergence`` says; the others go on.
     ``noise`` (optional) feeds per-member randomness into the model before each forward
-    pass (:mod:`normlab.population_noise`).
+    pass (:mod:`normlab.population_noise`); ``on_step`` sees each step's batch, losses and
+    gradients before the update.
 
     Examples::
 
@@ -424,6 +432,7 @@ def fit_population(
         settings.setdefault("lr", float(list(lrs)[0]))  # the config's lr; lrs rules
     cfg = _resolve_config(config, settings)
     run = _prepare(models, train, val, cfg, list(seeds), lrs, noise)
+    run.on_step = on_step
     if not _resume(run):
         seed_everything(int(run.seeds[0]))  # no member reads the global RNGs
     for epoch in range(run.epoch + 1, cfg.epochs + 1):

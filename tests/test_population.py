@@ -1,0 +1,340 @@
+"""The population engine (normlab.population): K seeds as one batched model.
+
+A member must start as its single run starts (same initial weights, same first batch, the
+same first loss and gradients, to float rounding: vmapped matmuls may sum in another order,
+so 1e-5 relative, 1e-6 absolute), take the same first optimiser step, and end where single
+runs end in distribution (the mean difference of test accuracy over 16 seeds inside its 95 %
+interval). A diverged member stops without touching the others; a killed population resumes
+to the same numbers; the runner writes one record per member, which verify re-runs exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+import torch
+
+from normlab import population, training
+from normlab.callbacks import Callback
+from normlab.experiments import RunContext, get
+from normlab.experiments.part1 import config_splits, seeded_mlp
+from normlab.experiments.populations import groups, rerun_member
+from normlab.experiments.runner import run as run_grid
+from normlab.population import fit_population, member_model, stack_models
+
+RTOL, ATOL = 1e-5, 1e-6
+PART1 = ("none", "batchnorm", "layernorm", "rmsnorm", "l2", "norm_like", "affine_like")
+
+
+def _config(**changes: object) -> dict:
+    base = dict(get("fc_normalisers").runs("quick")[0].config)
+    return {**base, "width": 16, "depth": 2, **changes}
+
+
+class _First(Callback):
+    """The single run's first batch loss and gradients."""
+
+    def on_after_backward(self, state) -> None:
+        if state.step == 0:
+            self.grads = {n: p.grad.clone() for n, p in state.model.named_parameters()}
+
+    def on_step_end(self, state) -> None:
+        if state.step == 1:
+            self.loss = state.loss
+            self.after = {
+                n: p.detach().clone() for n, p in state.model.named_parameters()
+            }
+
+
+def _single(config: dict, seed: int, **fit: object) -> tuple[_First, torch.nn.Module]:
+    splits = config_splits(config)
+    model = seeded_mlp({**config, "seed": seed}, splits["train"])
+    first = _First()
+    training.fit(
+        model,
+        splits["train"],
+        splits["val"],
+        seed=seed,
+        callbacks=[first],
+        device="cpu",
+        progress=False,
+        **fit,
+    )
+    return first, model
+
+
+@pytest.mark.parametrize("normaliser", PART1)
+def test_a_member_starts_as_its_single_run(normaliser: str) -> None:
+    config = _config(normaliser=normaliser)
+    splits = config_splits(config)
+    seeds = [3, 11, 0]
+    models = [seeded_mlp({**config, "seed": s}, splits["train"]) for s in seeds]
+    initial = [{n: p.detach().clone() for n, p in m.named_parameters()} for m in models]
+    seen: dict = {}
+
+    def on_step(step, x, losses, grads) -> None:
+        if step == 0:
+            seen.update(x=x.clone(), losses=losses.clone(), grads=grads)
+
+    pop, _ = fit_population(
+        models,
+        splits["train"],
+        splits["val"],
+        epochs=1,
+        batch_size=64,
+        lr=0.1,
+        optimizer="sgd",
+        seeds=seeds,
+        max_steps=1,
+        device="cpu",
+        on_step=on_step,
+    )
+    for k, seed in enumerate(seeds):
+        fresh = seeded_mlp({**config, "seed": seed}, splits["train"])
+        for name, p in fresh.named_parameters():  # initial weights: bit for bit
+            assert torch.equal(initial[k][name], p.detach())
+        order = torch.randperm(
+            len(splits["train"]), generator=torch.Generator().manual_seed(seed)
+        )
+        assert torch.equal(seen["x"][k], splits["train"].x[order[:64]])
+        first, single = _single(
+            config, seed, epochs=1, batch_size=64, lr=0.1, optimizer="sgd", max_steps=1
+        )
+        assert math.isclose(float(seen["losses"][k]), first.loss, rel_tol=RTOL)
+        for name, grad in first.grads.items():
+            torch.testing.assert_close(
+                seen["grads"][name][k], grad, rtol=RTOL, atol=ATOL
+            )
+        after = member_model(pop, k, fresh).state_dict()
+        for name, p in single.state_dict().items():
+            torch.testing.assert_close(after[name], p, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    "fit",
+    [
+        dict(optimizer="adam", lr=0.01),
+        dict(optimizer="adamw", lr=0.01, weight_decay=0.1),
+        dict(
+            optimizer="sgd",
+            lr=0.1,
+            weight_decay=0.01,
+            optimizer_kwargs={"momentum": 0.9},
+        ),
+    ],
+    ids=["adam", "adamw", "sgd-momentum"],
+)
+def test_the_optimisers_take_torchs_steps(fit: dict) -> None:
+    """Three steps of each optimiser: a member's weights are its single run's, to rounding.
+
+    Without a normaliser: before BatchNorm a bias's gradient is zero up to rounding, which
+    Adam scales up to a full step of either sign, so there no two summation orders agree."""
+    config = _config(normaliser="none")
+    splits = config_splits(config)
+    seeds = [1, 2]
+    models = [seeded_mlp({**config, "seed": s}, splits["train"]) for s in seeds]
+    pop, _ = fit_population(
+        models,
+        splits["train"],
+        splits["val"],
+        epochs=1,
+        batch_size=64,
+        seeds=seeds,
+        max_steps=3,
+        device="cpu",
+        **fit,
+    )
+    for k, seed in enumerate(seeds):
+        _, single = _single(config, seed, epochs=1, batch_size=64, max_steps=3, **fit)
+        mine = member_model(pop, k, models[0]).state_dict()
+        for name, p in single.state_dict().items():
+            torch.testing.assert_close(mine[name], p, rtol=1e-4, atol=1e-6)
+
+
+def _interval(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """The mean difference of ``a`` and ``b`` and its 95 % (Welch, normal) half-width."""
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    half = 1.96 * math.sqrt(
+        statistics.variance(a) / len(a) + statistics.variance(b) / len(b)
+    )
+    return diff, half, max(half, 1e-9)
+
+
+def test_sixteen_members_end_as_sixteen_single_runs_do() -> None:
+    config = _config(normaliser="layernorm", optimizer="adam", lr=0.01, epochs=1)
+    splits = config_splits(config)
+    seeds = list(range(16))
+    outcomes = get("fc_normalisers").run_population(
+        [{**config, "seed": s} for s in seeds],
+        RunContext(device=torch.device("cpu"), checkpoint_dir=None),
+    )
+    singles = [
+        get("fc_normalisers").run_one(
+            {**config, "seed": s},
+            RunContext(device=torch.device("cpu"), checkpoint_dir=None),
+        )
+        for s in seeds
+    ]
+    for key in ("test_metric", "val_loss"):
+        a = [o["metrics"][key] for o in outcomes]
+        b = [o["metrics"][key] for o in singles]
+        diff, half, _ = _interval(a, b)
+        assert abs(diff) <= half, (key, diff, half)
+    assert len(splits["test"]) > 0
+    assert outcomes[0].keys() == singles[0].keys()
+    assert outcomes[0]["metrics"].keys() == singles[0]["metrics"].keys()
+
+
+def test_a_diverged_member_stops_and_the_others_go_on() -> None:
+    config = _config(normaliser="none", optimizer="sgd", epochs=3)
+    splits = config_splits(config)
+    seeds, lrs = [0, 0], [0.1, 1e9]
+    models = [seeded_mlp({**config, "seed": s}, splits["train"]) for s in seeds]
+    pop, histories = fit_population(
+        models,
+        splits["train"],
+        splits["val"],
+        epochs=3,
+        batch_size=64,
+        seeds=seeds,
+        lrs=lrs,
+        device="cpu",
+    )
+    assert len(histories[1]) == 1 and training.is_diverged(
+        (histories[1][0]["train_loss"], histories[1][0]["val_loss"]),
+        training.divergence_bound(splits["train"]),
+    )
+    assert len(histories[0]) == 3
+    alone_models = [seeded_mlp({**config, "seed": 0}, splits["train"])]
+    _, alone = fit_population(
+        alone_models,
+        splits["train"],
+        splits["val"],
+        epochs=3,
+        batch_size=64,
+        seeds=[0],
+        lr=0.1,
+        device="cpu",
+    )
+    for mine, theirs in zip(histories[0].without_timing(), alone[0].without_timing()):
+        for key, value in theirs.items():
+            assert math.isclose(mine[key], value, rel_tol=1e-5), key
+
+
+def test_a_killed_population_resumes_to_the_same_numbers(tmp_path, monkeypatch) -> None:
+    config = _config(normaliser="batchnorm", optimizer="adam")
+    splits = config_splits(config)
+    seeds = [0, 1, 2]
+    settings = dict(
+        epochs=3, batch_size=64, lr=0.01, optimizer="adam", seeds=seeds, device="cpu"
+    )
+
+    def models():
+        return [seeded_mlp({**config, "seed": s}, splits["train"]) for s in seeds]
+
+    whole, want = fit_population(models(), splits["train"], splits["val"], **settings)
+    real_epoch = population._epoch
+
+    def killed(run, epoch):
+        if epoch == 3:
+            raise KeyboardInterrupt
+        real_epoch(run, epoch)
+
+    monkeypatch.setattr(population, "_epoch", killed)
+    with pytest.raises(KeyboardInterrupt):
+        fit_population(
+            models(),
+            splits["train"],
+            splits["val"],
+            checkpoint_dir=tmp_path,
+            **settings,
+        )
+    monkeypatch.setattr(population, "_epoch", real_epoch)
+    resumed, got = fit_population(
+        models(), splits["train"], splits["val"], checkpoint_dir=tmp_path, **settings
+    )
+    assert [h.without_timing() for h in got] == [h.without_timing() for h in want]
+    for name, p in whole.params.items():
+        assert torch.equal(resumed.params[name], p)
+    for name, b in whole.buffers.items():
+        assert torch.equal(resumed.buffers[name], b)
+
+
+def test_stacking_refuses_models_of_two_architectures() -> None:
+    config = _config(normaliser="none")
+    train = config_splits(config)["train"]
+    a = seeded_mlp({**config, "seed": 0}, train)
+    b = seeded_mlp({**config, "seed": 0, "width": 8}, train)
+    with pytest.raises(ValueError, match="differs in architecture"):
+        stack_models([a, b], torch.device("cpu"))
+
+
+def test_groups_share_all_but_the_seed_and_rate() -> None:
+    runs = get("fc_normalisers").runs("quick", seeds=4)
+    by_seed = groups(runs, 3)
+    assert sum(len(g) for g in by_seed) == len(runs)
+    for g in by_seed:
+        assert len(g) <= 3
+        assert (
+            len(
+                {
+                    tuple(
+                        sorted((k, str(v)) for k, v in r.config.items() if k != "seed")
+                    )
+                    for r in g
+                }
+            )
+            == 1
+        )
+    with_rates = groups(runs, 100, rates=True)
+    cells = {(r.config["optimizer"], r.config["normaliser"]) for r in runs}
+    assert len(with_rates) == len(cells)  # each cell's rates and seeds: one population
+    for g in with_rates:
+        assert len({r.config["lr"] for r in g}) * 4 == len(g)
+
+
+def test_the_runner_writes_a_record_per_member_that_verify_reruns(
+    tmp_path, monkeypatch
+) -> None:
+    experiment = get("fc_normalisers")
+    quick = experiment.grid("quick")
+    small = type(quick)(
+        axes={"optimizer": ["adam"], "normaliser": ["layernorm"], "lr": [0.01, 0.1]},
+        fixed={**quick.fixed, "width": 16, "depth": 1, "epochs": 1},
+        seeds=3,
+    )
+    monkeypatch.setitem(experiment.profiles, "quick", small)
+    report = run_grid(
+        "fc_normalisers",
+        profile="quick",
+        out=tmp_path,
+        population=8,
+        rates=True,
+        progress=False,
+    )
+    assert len(report.ran) == 6
+    records = sorted((tmp_path / "fc_normalisers" / "quick" / "runs").glob("*.json"))
+    from normlab._records import parse
+
+    record = parse(records[4].read_text(), "record")
+    assert record["population"]["size"] == 6
+    assert record["run_id"] in {r.run_id for r in experiment.runs("quick")}
+    again = rerun_member(
+        experiment,
+        record,
+        RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path / "c"),
+    )
+    for key in ("train_loss", "val_loss", "test_loss", "test_metric", "test_hits"):
+        assert again["metrics"][key] == record["metrics"][key], key
+    assert (
+        run_grid(
+            "fc_normalisers",
+            profile="quick",
+            out=tmp_path,
+            population=4,
+            progress=False,
+        ).ran
+        == []
+    )
