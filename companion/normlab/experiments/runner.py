@@ -354,21 +354,9 @@ def run(
             f"{path} is not a complete run record (truncated or damaged); redoing that run",
             stacklevel=2,
         )
+    settings = (experiment, profile, folder, device, keep_checkpoints, report, finished)
     if population is not None:
-        from .populations import run_populations
-
-        report.ran += run_populations(
-            experiment,
-            runs,
-            population,
-            rates=rates,
-            profile=profile,
-            folder=folder,
-            device=device,
-            keep_checkpoints=keep_checkpoints,
-            finished=finished,
-        )
-        runs = [r for r in runs if r.run_id not in set(report.ran)]
+        runs = _populations(runs, population, rates, *settings)
     bar = None
     if show:
         from tqdm.auto import tqdm
@@ -376,7 +364,6 @@ def run(
         bar = tqdm(total=len(runs), desc=f"{name} ({profile})", unit="run")
     # Runs another process holds (the same ``out``) wait until the free ones are done.
     waiting: list[Run] = []
-    settings = (experiment, profile, folder, device, keep_checkpoints, report, finished)
     try:
         for item in runs:
             if _execute_locked(item, *settings, wait=False):
@@ -407,6 +394,39 @@ def run(
     if not _table_matches(report.results_csv, table):
         _write_table(table, report.results_csv)
     return report
+
+
+def _populations(
+    runs: list[Run],
+    size: int,
+    rates: bool,
+    experiment: Experiment,
+    profile: str,
+    folder: Path,
+    device: torch.device,
+    keep_checkpoints: bool,
+    report: RunReport,
+    finished: dict[str, dict[str, Any]],
+) -> list[Run]:
+    """Train ``runs`` as populations of at most ``size``
+    (:func:`normlab.experiments.populations.run_populations`); return the runs left for
+    the single-run path (finished ones, and those another process holds)."""
+    from .populations import run_populations
+
+    ran = run_populations(
+        experiment,
+        runs,
+        size,
+        rates=rates,
+        profile=profile,
+        folder=folder,
+        device=device,
+        keep_checkpoints=keep_checkpoints,
+        finished=finished,
+    )
+    report.ran += ran
+    done = set(ran)
+    return [r for r in runs if r.run_id not in done]
 
 
 def _execute_locked(
