@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab._fit_config",
             "normlab.training",
             "normlab.population",
+            "normlab.population_noise",
             "normlab._population_opt",
             "normlab.gates",
             "normlab.corruption_suite",

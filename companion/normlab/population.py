@@ -50,8 +50,10 @@ from ._fit_config import FitConfig, _resolve_config
 from ._population_opt import StackedOptimizer, check_rates
 from ._runtime import device as default_device
 from ._runtime import seed_everything
+from .callbacks import Callback
 from .checkpoint import CheckpointError, model_signature
 from .data.types import DataSplit
+from .population_noise import MemberCallbacks
 from .training import (
     History,
     _check_splits,
@@ -65,9 +67,10 @@ from .training import (
 __all__ = ["Population", "fit_population", "member_model", "stack_models"]
 
 POPULATION_CHECKPOINT = "population.pt"
-#: Hooks that feed per-member randomness into a forward pass: ``(population, step) ->
-#: {module name: (K, ...) tensor}``, set on the modules before the vmapped call.
-NoiseHook = Callable[["Population", torch.Generator | None], None]
+#: Draws the per-member randomness of one training forward pass: ``(population, batch size)
+#: -> {module name: (K, ...) tensor}``, each member's from its own stream
+#: (:class:`normlab.population_noise.GateNoise`).
+NoiseHook = Callable[["Population", int], dict[str, torch.Tensor]]
 #: Called at every step before the update: ``(step, x, losses, grads)``, the step counted
 #: from 0, the ``(K, B, ...)`` batch, the ``(K,)`` losses and the stacked gradients.
 StepHook = Callable[[int, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]], None]
@@ -80,22 +83,44 @@ class Population:
     template: nn.Module
     params: dict[str, torch.Tensor]
     buffers: dict[str, torch.Tensor]
+    probed: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
         return next(iter(self.params.values())).shape[0]
 
-    def forward(self, x: torch.Tensor, *, shared_input: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        shared_input: bool = False,
+        noise: dict[str, torch.Tensor] | None = None,
+        probes: Sequence[str] = (),
+    ) -> torch.Tensor:
         """Every member's output: ``x`` is ``(K, B, ...)``, or ``(B, ...)`` for all with
-        ``shared_input``; the output is ``(K, B, ...)``."""
+        ``shared_input``; the output is ``(K, B, ...)``. ``noise`` maps a module's name to
+        each member's draw for it, ``(K, ...)`` (set as the module's ``noise`` for the
+        call); ``probes`` names modules whose ``last_probs`` is kept, stacked, in
+        :attr:`probed` (what :class:`normlab.gates.GateTelemetry` reads)."""
+        template = self.template
 
-        def one(p: dict, b: dict, xb: torch.Tensor) -> torch.Tensor:
-            return functional_call(self.template, (p, b), (xb,))
+        def one(p: dict, b: dict, xb: torch.Tensor, drawn: dict) -> tuple:
+            for name, value in drawn.items():
+                template.get_submodule(name).noise = value
+            try:
+                out = functional_call(template, (p, b), (xb,))
+            finally:
+                for name in drawn:
+                    template.get_submodule(name).noise = None
+            seen = {n: template.get_submodule(n).last_probs for n in probes}
+            return out, {n: v for n, v in seen.items() if v is not None}
 
-        dims = (0, 0, None if shared_input else 0)
-        return torch.vmap(one, in_dims=dims, randomness="error")(
-            self.params, self.buffers, x
+        dims = (0, 0, None if shared_input else 0, 0)
+        out, probed = torch.vmap(one, in_dims=dims, randomness="error")(
+            self.params, self.buffers, x, noise or {}
         )
+        self.probed = probed
+        return out
 
 
 def stack_models(models: Sequence[nn.Module], device: torch.device) -> Population:
@@ -125,7 +150,10 @@ def member_model(population: Population, k: int, like: nn.Module) -> nn.Module:
     model = copy.deepcopy(like)
     state = {n: t[k].detach().clone() for n, t in population.params.items()}
     state.update({n: t[k].detach().clone() for n, t in population.buffers.items()})
-    model.load_state_dict(state)
+    # a module's extra state (a gate's frozen flag) is the copy's own: it is no tensor
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or any(not m.endswith("_extra_state") for m in missing):
+        raise ValueError(f"member {k} does not fit {type(like).__name__}: {missing, unexpected}")
     model.to(next(iter(population.params.values())).device)
     return model
 
@@ -155,6 +183,8 @@ class _PopRun:
     run_record: dict[str, Any]
     noise: NoiseHook | None = None
     on_step: StepHook | None = None
+    members: MemberCallbacks | None = None
+    probes: list[str] = field(default_factory=list)
     step: int = 0
     epoch: int = 0
     stopped_at: list[int] = field(default_factory=list)
@@ -183,18 +213,22 @@ def _train_steps(run: _PopRun) -> tuple[torch.Tensor, int]:
             break
         index = orders[:, batch * cfg.batch_size : (batch + 1) * cfg.batch_size]
         x, y = train.x[index], train.y[index]  # (K, B, ...): each member's own batch
-        if run.noise is not None:
-            run.noise(pop, None)
+        drawn = run.noise(pop, index.shape[1]) if run.noise is not None else None
         with autocast():
-            out = pop.forward(x)
+            out = pop.forward(x, noise=drawn, probes=run.probes)
             losses = _member_losses(train.task, out, y, cfg.label_smoothing)
         # members are independent, so the gradient of the sum is each member's own
         grads = torch.autograd.grad(losses.sum(), [pop.params[n] for n in names])
+        by_name = dict(zip(names, grads))
         if run.on_step is not None:
-            run.on_step(run.step, x, losses.detach(), dict(zip(names, grads)))
+            run.on_step(run.step, x, losses.detach(), by_name)
+        if run.members:
+            run.members.after_backward(pop, by_name, losses.detach(), run.active)
         rate = run.lrs * run.multiplier(run.step)
-        run.optimizer.step(pop.params, dict(zip(names, grads)), rate, run.active)
+        run.optimizer.step(pop.params, by_name, rate, run.active)
         run.step += 1
+        if run.members:
+            run.members.call("on_step_end", run.step, run.active)
         loss_sum += losses.detach().float() * index.shape[1]
         seen += index.shape[1]
     return loss_sum / max(seen, 1), seen
@@ -210,8 +244,6 @@ def _evaluate(run: _PopRun, split: DataSplit) -> tuple[list[float], list[float]]
     scale = _target_scale(split, split.x.device)
     sums = torch.zeros(pop.size, 3, dtype=torch.float64, device=split.x.device)
     autocast = _autocast(split.x.device, run.cfg.amp)
-    if run.noise is not None:
-        run.noise(pop, None)
     for start in range(0, len(split), size):
         x, y = split.x[start : start + size], split.y[start : start + size]
         with autocast():
@@ -235,6 +267,9 @@ def _epoch(run: _PopRun, epoch: int) -> None:
     """One epoch: the steps, each member's evaluation on val, history and divergence."""
     run.epoch = epoch
     run.pop.template.train()
+    if run.members:
+        run.members.epoch = epoch
+        run.members.call("on_epoch_start", run.step, run.active)
     started = time.perf_counter()
     train_losses, seen = _train_steps(run)
     train_time = time.perf_counter() - started
@@ -260,6 +295,8 @@ def _epoch(run: _PopRun, epoch: int) -> None:
                 else math.nan,
             }
         )
+        if run.members:
+            run.members.epoch_end(k, run.step, train_loss)
         if is_diverged((train_loss, val_losses[k]), run.bound):
             run.active[k] = False  # recorded as diverged; its updates stop from here
     if run.path is not None:
@@ -287,6 +324,8 @@ def _save(run: _PopRun) -> None:
     }
     if run.noise is not None and hasattr(run.noise, "state_dict"):
         payload["noise"] = run.noise.state_dict()
+    if run.members:
+        payload["callbacks"] = run.members.state_dict()
     checkpoint._write(run.path, payload)
 
 
@@ -327,6 +366,8 @@ def _resume(run: _PopRun) -> bool:
     run.epoch, run.step = int(saved["epoch"]), int(saved["step"])
     if run.noise is not None and "noise" in saved:
         run.noise.load_state_dict(saved["noise"])
+    if run.members and "callbacks" in saved:
+        run.members.load_state_dict(saved["callbacks"])
     return True
 
 
@@ -405,6 +446,7 @@ def fit_population(
     lrs: Sequence[float] | None = None,
     noise: NoiseHook | None = None,
     on_step: StepHook | None = None,
+    member_callbacks: Sequence[Sequence[Callback]] | None = None,
     **settings: Any,
 ) -> tuple[Population, list[History]]:
     """Train ``models`` (one per seed, each built as its single run builds it) as one
@@ -417,7 +459,10 @@ def fit_population(
     ``on_divergence="stop"``, whatever ``on_divergence`` says; the others go on.
     ``noise`` (optional) feeds per-member randomness into the model before each forward
     pass (:mod:`normlab.population_noise`); ``on_step`` sees each step's batch, losses and
-    gradients before the update.
+    gradients before the update. ``member_callbacks`` (optional, one list per member) are
+    callbacks that read what :class:`normlab.gates.GateTelemetry` reads: each sees its
+    member's own model (``models[k]``, holding that member's gradients and gate
+    probabilities at each step; its weights are not the trained ones) and history.
 
     Examples::
 
@@ -433,6 +478,11 @@ def fit_population(
     cfg = _resolve_config(config, settings)
     run = _prepare(models, train, val, cfg, list(seeds), lrs, noise)
     run.on_step = on_step
+    if member_callbacks is not None:
+        run.members = MemberCallbacks(
+            list(models), member_callbacks, run.histories, cfg
+        )
+        run.probes = run.members.probes
     if not _resume(run):
         seed_everything(int(run.seeds[0]))  # no member reads the global RNGs
     for epoch in range(run.epoch + 1, cfg.epochs + 1):

@@ -34,7 +34,20 @@ from .._runtime import VERSION
 from .grid import Run
 from .registry import Experiment, RunContext
 
-__all__ = ["groups", "member_configs", "rerun_member", "run_record", "run_populations"]
+__all__ = [
+    "PopulationUnsupported",
+    "groups",
+    "member_configs",
+    "rerun_member",
+    "run_record",
+    "run_populations",
+]
+
+
+class PopulationUnsupported(ValueError):
+    """An experiment's ``run_population`` cannot train these configurations as one
+    population (e.g. a schedule that changes each member's model): the runner then runs
+    them one by one."""
 
 
 def _key(config: Mapping[str, Any], rates: bool) -> str:
@@ -190,6 +203,8 @@ def run_populations(
                 )
                 finished.update(written)
                 ran += list(written)
+        except PopulationUnsupported:
+            pass  # left to the single-run path
         finally:
             for lock in held:
                 lock.release(remove=True)

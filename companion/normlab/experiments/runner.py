@@ -168,6 +168,7 @@ def train_and_test_population(
     seeds: Sequence[int],
     lrs: Sequence[float] | None = None,
     noise: Any = None,
+    member_callbacks: Sequence[Sequence[Any]] | None = None,
     **fit_kwargs: Any,
 ) -> list[dict[str, Any]]:
     """:func:`train_and_test` for a population: ``models`` (one per seed, each built as its
@@ -185,6 +186,7 @@ def train_and_test_population(
         seeds=seeds,
         lrs=lrs,
         noise=noise,
+        member_callbacks=member_callbacks,
         **{"on_divergence": "stop", **fit_kwargs},
     )
     return [
