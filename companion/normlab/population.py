@@ -153,7 +153,9 @@ def member_model(population: Population, k: int, like: nn.Module) -> nn.Module:
     # a module's extra state (a gate's frozen flag) is the copy's own: it is no tensor
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or any(not m.endswith("_extra_state") for m in missing):
-        raise ValueError(f"member {k} does not fit {type(like).__name__}: {missing, unexpected}")
+        raise ValueError(
+            f"member {k} does not fit {type(like).__name__}: {missing, unexpected}"
+        )
     model.to(next(iter(population.params.values())).device)
     return model
 
