@@ -338,3 +338,113 @@ def test_the_runner_writes_a_record_per_member_that_verify_reruns(
         ).ran
         == []
     )
+
+
+# ------------------------------------------------------------------- the gate ViT
+
+
+def _gate_config(**changes: object) -> dict:
+    base = dict(get("gate_bottleneck").runs("quick")[0].config)
+    base.pop("arm")
+    return {**base, "dim": 16, "depth": 1, "heads": 2, "epochs": 1, **changes}
+
+
+@pytest.mark.parametrize(
+    "arm",
+    [
+        {"arm": "frozen_ln"},
+        {"arm": "autonorm_random"},
+        {"arm": "autonorm"},
+        {"arm": "autonorm_hard"},
+        {"normaliser": "dyt"},
+        {"normaliser": "adanorm"},
+        {"normaliser": "film"},
+    ],
+    ids=lambda a: next(iter(a.values())),
+)
+def test_a_gate_vit_member_starts_as_its_single_run(arm: dict) -> None:
+    """Initial weights, first batch, first loss and gradients (with each member's own
+    Gumbel or uniform gate noise, drawn from its seed's stream), and the first AdamW step."""
+    from normlab.experiments.gate_runs import _gate_start
+    from normlab.experiments.part2 import adamw_recipe
+    from normlab.population_noise import GateNoise
+
+    seeds = [2, 0, 5]
+    starts = [_gate_start(_gate_config(**arm, seed=s)) for s in seeds]
+    settings, splits = starts[0][0], starts[0][1]
+    recipe = {
+        k: v
+        for k, v in adamw_recipe(settings, "classification").items()
+        if k not in ("seed",)
+    }
+    models = [s[2] for s in starts]
+    seen: dict = {}
+
+    def on_step(step, x, losses, grads) -> None:
+        if step == 0:
+            seen.update(x=x.clone(), losses=losses.clone(), grads=grads)
+
+    pop, _ = fit_population(
+        models,
+        splits["train"],
+        splits["val"],
+        seeds=seeds,
+        max_steps=1,
+        device="cpu",
+        noise=GateNoise(models[0], seeds),
+        on_step=on_step,
+        member_callbacks=[s[4] for s in starts],
+        **recipe,
+    )
+    for k, seed in enumerate(seeds):
+        settings, splits, model, _, callbacks = _gate_start(
+            _gate_config(**arm, seed=seed)
+        )
+        for name, p in model.named_parameters():  # initial weights: bit for bit
+            assert torch.equal(models[k].get_parameter(name), p.detach()), name
+        first = _First()
+        training.fit(
+            model,
+            splits["train"],
+            splits["val"],
+            seed=seed,
+            max_steps=1,
+            callbacks=[*callbacks, first],
+            device="cpu",
+            progress=False,
+            **{k2: v for k2, v in recipe.items()},
+        )
+        assert math.isclose(float(seen["losses"][k]), first.loss, rel_tol=RTOL)
+        for name, grad in first.grads.items():
+            torch.testing.assert_close(
+                seen["grads"][name][k], grad, rtol=1e-4, atol=1e-6, msg=name
+            )
+        # AdamW's first step is lr * g / (|g| + eps): where g is zero up to rounding (a
+        # key's bias, which softmax ignores) its sign is rounding's, so only the others
+        after = member_model(pop, k, models[k])
+        for name, p in model.named_parameters():
+            moved = first.grads[name].abs() > 1e-6
+            torch.testing.assert_close(
+                after.get_parameter(name).detach()[moved],
+                p.detach()[moved],
+                rtol=1e-4,
+                atol=1e-5,
+            )
+
+
+def test_sixteen_gate_members_end_as_sixteen_single_runs_do() -> None:
+    experiment = get("gate_bottleneck")
+    config = _gate_config(arm="autonorm")
+    ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=None)
+    seeds = list(range(16))
+    outcomes = experiment.run_population([{**config, "seed": s} for s in seeds], ctx)
+    singles = [experiment.run_one({**config, "seed": s}, ctx) for s in seeds]
+    for key in ("test_metric", "val_loss", "final_entropy"):
+        a = [o["metrics"][key] for o in outcomes]
+        b = [o["metrics"][key] for o in singles]
+        diff, half, _ = _interval(a, b)
+        assert abs(diff) <= half, (key, diff, half)
+    assert outcomes[0].keys() == singles[0].keys()
+    assert [r.keys() for r in outcomes[0]["gates"]] == [
+        r.keys() for r in singles[0]["gates"]
+    ]
