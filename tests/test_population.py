@@ -448,3 +448,87 @@ def test_sixteen_gate_members_end_as_sixteen_single_runs_do() -> None:
     assert [r.keys() for r in outcomes[0]["gates"]] == [
         r.keys() for r in singles[0]["gates"]
     ]
+
+
+# ------------------------------------------------------------------------ the CNN
+
+
+def _cnn_config(**changes: object) -> dict:
+    base = dict(get("cnn_normalisers").runs("quick")[0].config)
+    return {**base, "channels": 4, "epochs": 1, **changes}
+
+
+@pytest.mark.parametrize(
+    "normaliser", get("cnn_normalisers").grid("quick").axes["normaliser"]
+)
+def test_a_cnn_member_starts_as_its_single_run(normaliser: str) -> None:
+    """PatchNorm's two modes and the rivals: first batch, loss, gradients and SGD step."""
+    from normlab.experiments.part1_conv import _seeded_cnn
+
+    config = _cnn_config(normaliser=normaliser)
+    splits = config_splits(config)
+    seeds = [4, 1]
+    models = [
+        _seeded_cnn({**config, "seed": s}, normaliser, splits["train"]) for s in seeds
+    ]
+    seen: dict = {}
+
+    def on_step(step, x, losses, grads) -> None:
+        if step == 0:
+            seen.update(losses=losses.clone(), grads=grads)
+
+    pop, _ = fit_population(
+        models,
+        splits["train"],
+        splits["val"],
+        epochs=1,
+        batch_size=64,
+        lr=0.3,
+        optimizer="sgd",
+        seeds=seeds,
+        max_steps=1,
+        device="cpu",
+        on_step=on_step,
+    )
+    for k, seed in enumerate(seeds):
+        model = _seeded_cnn({**config, "seed": seed}, normaliser, splits["train"])
+        for name, p in model.named_parameters():
+            assert torch.equal(models[k].get_parameter(name), p.detach()), name
+        first = _First()
+        training.fit(
+            model,
+            splits["train"],
+            splits["val"],
+            seed=seed,
+            epochs=1,
+            batch_size=64,
+            lr=0.3,
+            optimizer="sgd",
+            max_steps=1,
+            callbacks=[first],
+            device="cpu",
+            progress=False,
+        )
+        assert math.isclose(float(seen["losses"][k]), first.loss, rel_tol=RTOL)
+        for name, grad in first.grads.items():
+            torch.testing.assert_close(
+                seen["grads"][name][k], grad, rtol=RTOL, atol=ATOL
+            )
+        after = member_model(pop, k, models[k]).state_dict()
+        for name, p in model.state_dict().items():
+            torch.testing.assert_close(after[name], p, rtol=RTOL, atol=ATOL)
+
+
+def test_sixteen_cnn_members_end_as_sixteen_single_runs_do() -> None:
+    experiment = get("cnn_normalisers")
+    config = _cnn_config(normaliser="norm_like", lr=0.3)
+    ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=None)
+    seeds = list(range(16))
+    outcomes = experiment.run_population([{**config, "seed": s} for s in seeds], ctx)
+    singles = [experiment.run_one({**config, "seed": s}, ctx) for s in seeds]
+    for key in ("test_metric", "val_loss", "position_coupling"):
+        a = [o["metrics"][key] for o in outcomes]
+        b = [o["metrics"][key] for o in singles]
+        diff, half, _ = _interval(a, b)
+        assert abs(diff) <= half, (key, diff, half)
+    assert outcomes[0]["metrics"].keys() == singles[0]["metrics"].keys()

@@ -169,12 +169,15 @@ def train_and_test_population(
     lrs: Sequence[float] | None = None,
     noise: Any = None,
     member_callbacks: Sequence[Sequence[Any]] | None = None,
+    measure: Callable[[nn.Module, dict[str, Any]], None] | None = None,
     **fit_kwargs: Any,
 ) -> list[dict[str, Any]]:
     """:func:`train_and_test` for a population: ``models`` (one per seed, each built as its
     single run builds it) trained as one (:func:`normlab.population.fit_population`, its
     checkpoint in ``ctx.checkpoint_dir``), then each member tested as a single run is;
-    one record part per member, in the schema :func:`train_and_test` returns."""
+    one record part per member, in the schema :func:`train_and_test` returns.
+    ``measure(model, record)`` (optional) adds what an experiment measures on each
+    trained member."""
     from ..population import fit_population, member_model
 
     population, histories = fit_population(
@@ -189,12 +192,13 @@ def train_and_test_population(
         member_callbacks=member_callbacks,
         **{"on_divergence": "stop", **fit_kwargs},
     )
-    return [
-        tested_record(
-            member_model(population, k, models[0]), splits, history, ctx.device
-        )
-        for k, history in enumerate(histories)
-    ]
+    records = []
+    for k, history in enumerate(histories):
+        member = member_model(population, k, models[0])
+        records.append(tested_record(member, splits, history, ctx.device))
+        if measure is not None:  # what the experiment measures on a trained model
+            measure(member, records[-1])
+    return records
 
 
 # --------------------------------------------------------------------------- files
