@@ -144,12 +144,15 @@ def stack_models(models: Sequence[nn.Module], device: torch.device) -> Populatio
     return Population(template, dict(params), dict(buffers))
 
 
-def member_model(population: Population, k: int, like: nn.Module) -> nn.Module:
-    """Member ``k`` as a plain module: a copy of ``like`` (an untrained model of the same
-    architecture) holding the member's parameters and buffers."""
-    model = copy.deepcopy(like)
-    state = {n: t[k].detach().clone() for n, t in population.params.items()}
-    state.update({n: t[k].detach().clone() for n, t in population.buffers.items()})
+def member_model(
+    population: Population, k: int, like: nn.Module, *, in_place: bool = False
+) -> nn.Module:
+    """Member ``k`` as a plain module: a copy of ``like`` (a model of the same
+    architecture) holding the member's parameters and buffers; ``like`` itself with
+    ``in_place`` (e.g. the model member k was built as, no longer needed)."""
+    model = like if in_place else copy.deepcopy(like)
+    state = {n: t[k].detach() for n, t in population.params.items()}
+    state.update({n: t[k] for n, t in population.buffers.items()})
     # a module's extra state (a gate's frozen flag) is the copy's own: it is no tensor
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or any(not m.endswith("_extra_state") for m in missing):

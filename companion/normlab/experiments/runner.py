@@ -194,7 +194,7 @@ def train_and_test_population(
     )
     records = []
     for k, history in enumerate(histories):
-        member = member_model(population, k, models[0])
+        member = member_model(population, k, models[k], in_place=True)
         records.append(tested_record(member, splits, history, ctx.device))
         if measure is not None:  # what the experiment measures on a trained model
             measure(member, records[-1])
