@@ -532,3 +532,34 @@ def test_sixteen_cnn_members_end_as_sixteen_single_runs_do() -> None:
         diff, half, _ = _interval(a, b)
         assert abs(diff) <= half, (key, diff, half)
     assert outcomes[0]["metrics"].keys() == singles[0]["metrics"].keys()
+
+
+@pytest.mark.parametrize(
+    "arm",
+    [
+        {"arm": "freeze_at_1"},
+        # AutoNorm-S's rule at an eps_H between these seeds' entropies: some members
+        # freeze and some do not, so the freeze is decided per member
+        {"arm": "autonorm", "rule": "high", "t_freeze": 1, "eps_h": 0.68},
+        {"arm": "sample_at_1"},
+    ],
+    ids=["freeze_at_1", "autonorm_s", "sample_at_1"],
+)
+def test_autonorm_s_freezes_each_member_as_its_single_run(arm: dict) -> None:
+    experiment = get("gate_bottleneck")
+    config = _gate_config(**arm, epochs=2)
+    ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=None)
+    seeds = [0, 1, 2, 3]
+    outcomes = experiment.run_population([{**config, "seed": s} for s in seeds], ctx)
+    singles = [experiment.run_one({**config, "seed": s}, ctx) for s in seeds]
+    for mine, theirs in zip(outcomes, singles):
+        assert mine.get("frozen") == theirs.get("frozen")
+        for a, b in zip(mine["history"], theirs["history"]):
+            assert math.isclose(a["train_loss"], b["train_loss"], rel_tol=1e-4)
+        assert math.isclose(
+            mine["metrics"]["decision_entropy"],
+            theirs["metrics"]["decision_entropy"],
+            rel_tol=1e-5,
+        ) or math.isnan(theirs["metrics"]["decision_entropy"])
+    if "rule" in arm:
+        assert len({len(o["frozen"]) for o in singles}) == 2  # mixed decisions

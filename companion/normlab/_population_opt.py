@@ -67,17 +67,20 @@ class StackedOptimizer:
         grads: Mapping[str, torch.Tensor | None],
         lr: torch.Tensor,
         active: torch.Tensor,
+        skip: Mapping[str, torch.Tensor] | None = None,
     ) -> None:
+        """One step; ``skip`` (optional) maps a parameter's name to the ``(K,)`` members
+        whose single run would have no gradient for it (a frozen gate): as there, they
+        get no update, no decay and no moment update."""
         self.steps += 1
         for name, p in params.items():
             grad = grads.get(name)
-            if (
-                grad is None
-            ):  # a frozen parameter: no momentum or decay update, as in fit
+            if grad is None:  # frozen in every member: no momentum or decay, as in fit
                 continue
             decay = self.weight_decay if p.dim() >= 3 else 0.0
             rate = _per_member(lr, p)
-            keep = _per_member(active, p).bool()
+            alive = active if not skip or name not in skip else active & ~skip[name]
+            keep = _per_member(alive, p).bool()
             new = self._update(name, p, grad, rate, decay, keep)
             p.copy_(torch.where(keep, new, p))
 

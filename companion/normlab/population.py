@@ -53,6 +53,7 @@ from ._runtime import seed_everything
 from .callbacks import Callback
 from .checkpoint import CheckpointError, model_signature
 from .data.types import DataSplit
+from .layers.gate import NormSelector
 from .population_noise import MemberCallbacks
 from .training import (
     History,
@@ -84,6 +85,8 @@ class Population:
     params: dict[str, torch.Tensor]
     buffers: dict[str, torch.Tensor]
     probed: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: per learned gate (a NormSelector's name), which members' gates are frozen
+    frozen: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -104,20 +107,25 @@ class Population:
         :attr:`probed` (what :class:`normlab.gates.GateTelemetry` reads)."""
         template = self.template
 
-        def one(p: dict, b: dict, xb: torch.Tensor, drawn: dict) -> tuple:
+        def one(p: dict, b: dict, xb: torch.Tensor, drawn: dict, masks: dict) -> tuple:
             for name, value in drawn.items():
                 template.get_submodule(name).noise = value
+            for name, value in masks.items():
+                template.get_submodule(name).frozen_members = value
             try:
                 out = functional_call(template, (p, b), (xb,))
             finally:
                 for name in drawn:
                     template.get_submodule(name).noise = None
+                for name in masks:
+                    template.get_submodule(name).frozen_members = None
             seen = {n: template.get_submodule(n).last_probs for n in probes}
             return out, {n: v for n, v in seen.items() if v is not None}
 
-        dims = (0, 0, None if shared_input else 0, 0)
+        masks = {n: m for n, m in self.frozen.items() if bool(m.any())}
+        dims = (0, 0, None if shared_input else 0, 0, 0)
         out, probed = torch.vmap(one, in_dims=dims, randomness="error")(
-            self.params, self.buffers, x, noise or {}
+            self.params, self.buffers, x, noise or {}, masks
         )
         self.probed = probed
         return out
@@ -141,7 +149,9 @@ def stack_models(models: Sequence[nn.Module], device: torch.device) -> Populatio
         p.requires_grad_(name not in frozen)
     # the template's own tensors are never used: functional_call swaps in the stacked ones
     template = copy.deepcopy(models[0]).to("meta")
-    return Population(template, dict(params), dict(buffers))
+    gates = [n for n, m in template.named_modules() if isinstance(m, NormSelector)]
+    frozen = {n: torch.zeros(len(models), dtype=torch.bool) for n in gates}
+    return Population(template, dict(params), dict(buffers), frozen=frozen)
 
 
 def member_model(
@@ -227,10 +237,11 @@ def _train_steps(run: _PopRun) -> tuple[torch.Tensor, int]:
         by_name = dict(zip(names, grads))
         if run.on_step is not None:
             run.on_step(run.step, x, losses.detach(), by_name)
-        if run.members:
-            run.members.after_backward(pop, by_name, losses.detach(), run.active)
+        skip = {}
+        if run.members:  # a callback that drops a member's gradient stops that update
+            skip = run.members.after_backward(pop, by_name, losses.detach(), run.active)
         rate = run.lrs * run.multiplier(run.step)
-        run.optimizer.step(pop.params, by_name, rate, run.active)
+        run.optimizer.step(pop.params, by_name, rate, run.active, skip)
         run.step += 1
         if run.members:
             run.members.call("on_step_end", run.step, run.active)
@@ -302,6 +313,7 @@ def _epoch(run: _PopRun, epoch: int) -> None:
         )
         if run.members:
             run.members.epoch_end(k, run.step, train_loss)
+            run.members.sync_frozen(run.pop, k)
         if is_diverged((train_loss, val_losses[k]), run.bound):
             run.active[k] = False  # recorded as diverged; its updates stop from here
     if run.path is not None:
@@ -490,6 +502,10 @@ def fit_population(
         run.probes = run.members.probes
     if not _resume(run):
         seed_everything(int(run.seeds[0]))  # no member reads the global RNGs
+    if run.members:
+        run.members.call("on_train_start", run.step, run.active)
+        for k in range(run.pop.size):
+            run.members.sync_frozen(run.pop, k)
     for epoch in range(run.epoch + 1, cfg.epochs + 1):
         if not bool(run.active.any()) or run.step >= run.total_steps:
             break

@@ -71,10 +71,13 @@ class GateNoise:
     def __call__(self, population: Population, batch: int) -> dict[str, torch.Tensor]:
         sites = self._active(population.template)
         draws: dict[str, list[torch.Tensor]] = {name: [] for name, _, _ in sites}
-        for (
-            generator
-        ) in self.generators:  # a member's draws in its forward pass's order
+        # member by member, each one's draws in its forward pass's order
+        for k, generator in enumerate(self.generators):
             for name, kind, module in sites:
+                frozen = population.frozen.get(name)
+                if frozen is not None and bool(frozen[k]):  # draws nothing, as alone
+                    draws[name].append(torch.zeros(batch, module.k))
+                    continue
                 draws[name].append(
                     sample_gumbel((batch, module.k), generator=generator)
                     if kind == "gumbel"
@@ -127,20 +130,35 @@ class MemberCallbacks:
         grads: Mapping[str, torch.Tensor],
         losses: torch.Tensor,
         active: torch.Tensor,
-    ) -> None:
-        """Give each active member's model its gradients and gate probabilities, then call
-        its callbacks' ``on_after_backward``."""
+    ) -> dict[str, torch.Tensor]:
+        """Give each active member's model its gradients (none for a frozen gate's
+        parameters, as a single run has none) and gate probabilities, then call its
+        callbacks' ``on_after_backward``. Returns, per parameter name, the ``(K,)`` members
+        left without a gradient (by a freeze, or a callback that dropped it)."""
+        skip = {n: torch.zeros(len(self.callbacks), dtype=torch.bool) for n in grads}
         for k, callbacks in enumerate(self.callbacks):
             if not bool(active[k]):
                 continue
+            frozen = [f"{g}." for g, mask in population.frozen.items() if bool(mask[k])]
             for name, grad in grads.items():
-                self.params[k][name].grad = grad[k]
+                none = any(name.startswith(prefix) for prefix in frozen)
+                self.params[k][name].grad = None if none else grad[k]
             for name, layer in self.layers[k].items():
                 probed = population.probed.get(name)
                 layer.last_probs = None if probed is None else probed[k]
             state = self.states[k]
-            state.loss = float(losses[k])
+            state.loss, state.epoch = float(losses[k]), self.epoch
             callbacks.on_after_backward(state)
+            for name in grads:
+                skip[name][k] = self.params[k][name].grad is None
+        return {name: mask for name, mask in skip.items() if bool(mask.any())}
+
+    def sync_frozen(self, population: Population, k: int) -> None:
+        """Member ``k``'s gates as its callbacks left them (AutoNorm-S froze them on its
+        own model): frozen in the population too."""
+        model = self.states[k].model
+        for name, mask in population.frozen.items():
+            mask[k] = bool(model.get_submodule(name).frozen)
 
     def call(self, hook: str, step: int, active: torch.Tensor) -> None:
         """``hook`` of every active member's callbacks, at ``step``."""

@@ -461,15 +461,17 @@ def train_gate_population(
 ) -> list[dict[str, Any]]:
     """:func:`train_gate` for configurations that differ only in seed and learning rate,
     trained as one population (:mod:`normlab.population`): each member's gate noise from
-    its own stream, its telemetry from its own gradients. Arms whose callbacks change the
-    training (a freeze, a stopped or re-scaled selector, the exact gradient) are refused
-    with :class:`PopulationUnsupported`: their per-member schedules are not built yet."""
+    its own stream, its telemetry from its own gradients, AutoNorm-S's freeze decided per
+    member. Arms with a selector learning rate of its own (:class:`SelectorLR`) or the
+    exact gate gradient (:class:`ExactGateGrad`) are refused with
+    :class:`PopulationUnsupported` (the runner then runs them one by one)."""
     starts = [_gate_start(c) for c in configs]
     for settings, *_, callbacks in starts:
-        if any(not isinstance(c, GateTelemetry) for c in callbacks):
+        if any(isinstance(c, (SelectorLR, ExactGateGrad)) for c in callbacks):
             raise PopulationUnsupported(
-                f"arm {settings.get('arm')!r}: a population runs only arms whose callbacks "
-                "read the run (GateTelemetry)"
+                f"arm {settings.get('arm')!r}: a population runs gates whose callbacks "
+                "read the run, freeze it (AutoNorm-S) or drop its gradients "
+                "(StopSelector), not a selector's own rate or the exact gradient"
             )
     settings, splits = starts[0][0], starts[0][1]
     recipe = [adamw_recipe(s, splits["train"].task) for s, *_ in starts]

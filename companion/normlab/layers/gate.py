@@ -161,6 +161,9 @@ class NormSelector(nn.Module):
     #: Noise for the next training forward pass, drawn by a population
     #: (:mod:`normlab.population_noise`); None (always, in a single run): drawn here.
     noise: torch.Tensor | None = None
+    #: Per population member, whether its gate is frozen (a bool per member under vmap);
+    #: None (always, in a single run, whose ``frozen`` says it).
+    frozen_members: torch.Tensor | None = None
 
     def __init__(
         self,
@@ -214,7 +217,16 @@ class NormSelector(nn.Module):
         self.last_logits = logits.detach()
         self.last_probs = probs.detach()
         if self.training and not self.frozen:
-            return gumbel_softmax(logits, self.tau, self.hard, noise=self.noise)
+            weights = gumbel_softmax(logits, self.tau, self.hard, noise=self.noise)
+            if self.frozen_members is not None:
+                # population members whose gate AutoNorm-S froze: as a frozen gate, below
+                fixed = (
+                    F.one_hot(logits.argmax(dim=-1), self.k).to(logits.dtype)
+                    if self.hard
+                    else probs
+                )
+                weights = torch.where(self.frozen_members, fixed, weights)
+            return weights
         if self.hard:
             return F.one_hot(logits.argmax(dim=-1), self.k).to(logits.dtype)
         return probs
