@@ -94,9 +94,27 @@ class GateNoise:
             g.set_state(saved)
 
 
+class _ModuleView(nn.Module):
+    """A member's model as its callbacks see it: its modules listed once, not walked at
+    every call (a callback looks its gates up several times a step, for K members)."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        object.__setattr__(self, "module", module)  # not a child: no second walk
+        object.__setattr__(self, "_listed", list(module.named_modules()))
+
+    def named_modules(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return iter(self._listed)
+
+    def parameters(self, recurse: bool = True) -> Any:  # type: ignore[override]
+        return self.module.parameters(recurse)
+
+
 class MemberCallbacks:
-    """Read-only callbacks per member, each on its member's own plain model (``shadows[k]``,
-    whose weights are not trained: a callback reads its gradients and gate probabilities)."""
+    """Callbacks per member, each on its member's own plain model (``shadows[k]``, whose
+    weights are not trained): a callback reads its gates' gradients and probabilities,
+    and may drop a gate's gradients or freeze it (AutoNorm-S), which the population then
+    does for that member. The other parameters carry no gradient there."""
 
     def __init__(
         self,
@@ -112,13 +130,25 @@ class MemberCallbacks:
         self.callbacks = [CallbackList(c) for c in callbacks]
         self.states = [
             TrainState(
-                model=m, optimizer=None, scheduler=None, epochs=cfg.epochs, history=h
+                model=_ModuleView(m),
+                optimizer=None,
+                scheduler=None,
+                epochs=cfg.epochs,
+                history=h,
             )  # type: ignore[arg-type]
             for m, h in zip(shadows, histories)
         ]
         self.params = [dict(m.named_parameters()) for m in shadows]
         self.layers = [dict(autonorm_layers(m)) for m in shadows]
         self.probes = list(self.layers[0])
+        gates = [
+            f"{n}."
+            for n, m in shadows[0].named_modules()
+            if isinstance(m, NormSelector)
+        ]
+        self.gate_params = [
+            n for n in self.params[0] if any(n.startswith(g) for g in gates)
+        ]
         self.epoch = 0
 
     def __bool__(self) -> bool:
@@ -135,13 +165,15 @@ class MemberCallbacks:
         parameters, as a single run has none) and gate probabilities, then call its
         callbacks' ``on_after_backward``. Returns, per parameter name, the ``(K,)`` members
         left without a gradient (by a freeze, or a callback that dropped it)."""
-        skip = {n: torch.zeros(len(self.callbacks), dtype=torch.bool) for n in grads}
+        dropped: dict[str, list[int]] = {}
+        # the gates' gradients, what these callbacks read or drop (the others: not given)
+        members = {n: grads[n].unbind(0) for n in self.gate_params if n in grads}
         for k, callbacks in enumerate(self.callbacks):
             if not bool(active[k]):
                 continue
             frozen = [f"{g}." for g, mask in population.frozen.items() if bool(mask[k])]
-            for name, grad in grads.items():
-                none = any(name.startswith(prefix) for prefix in frozen)
+            for name, grad in members.items():
+                none = frozen and any(name.startswith(prefix) for prefix in frozen)
                 self.params[k][name].grad = None if none else grad[k]
             for name, layer in self.layers[k].items():
                 probed = population.probed.get(name)
@@ -149,14 +181,19 @@ class MemberCallbacks:
             state = self.states[k]
             state.loss, state.epoch = float(losses[k]), self.epoch
             callbacks.on_after_backward(state)
-            for name in grads:
-                skip[name][k] = self.params[k][name].grad is None
-        return {name: mask for name, mask in skip.items() if bool(mask.any())}
+            for name in members:
+                if self.params[k][name].grad is None:
+                    dropped.setdefault(name, []).append(k)
+        skip = {}
+        for name, ks in dropped.items():
+            skip[name] = torch.zeros(len(self.callbacks), dtype=torch.bool)
+            skip[name][ks] = True
+        return skip
 
     def sync_frozen(self, population: Population, k: int) -> None:
         """Member ``k``'s gates as its callbacks left them (AutoNorm-S froze them on its
         own model): frozen in the population too."""
-        model = self.states[k].model
+        model = self.states[k].model.module
         for name, mask in population.frozen.items():
             mask[k] = bool(model.get_submodule(name).frozen)
 
