@@ -25,6 +25,13 @@ __all__ = ["POPULATION_OPTIMIZERS", "StackedOptimizer"]
 POPULATION_OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw")
 
 
+def _pick(
+    keep: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor
+) -> torch.Tensor:
+    """``new`` where ``keep`` (every member when ``keep`` is None), else ``old``."""
+    return new if keep is None else torch.where(keep, new, old)
+
+
 def _per_member(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A ``(K,)`` tensor shaped to broadcast against a stacked ``(K, ...)`` parameter."""
     return v.reshape(v.shape[0], *([1] * (like.dim() - 1))).to(like.dtype)
@@ -80,9 +87,9 @@ class StackedOptimizer:
             decay = self.weight_decay if p.dim() >= 3 else 0.0
             rate = _per_member(lr, p)
             alive = active if not skip or name not in skip else active & ~skip[name]
-            keep = _per_member(alive, p).bool()
-            new = self._update(name, p, grad, rate, decay, keep)
-            p.copy_(torch.where(keep, new, p))
+            # every member stepping (the usual case): no masking, the same numbers
+            keep = None if bool(alive.all()) else _per_member(alive, p).bool()
+            p.copy_(_pick(keep, self._update(name, p, grad, rate, decay, keep), p))
 
     def _update(
         self,
@@ -91,9 +98,9 @@ class StackedOptimizer:
         grad: torch.Tensor,
         rate: torch.Tensor,
         decay: float,
-        keep: torch.Tensor,
+        keep: torch.Tensor | None,
     ) -> torch.Tensor:
-        """The parameter after one step (state updated only where ``keep``)."""
+        """The parameter after one step (state updated only where ``keep``; None: all)."""
         state = self.state.setdefault(name, {})
         if self.name == "sgd":
             return self._sgd(state, p, grad, rate, decay, keep)
@@ -109,7 +116,7 @@ class StackedOptimizer:
                 buf = grad.clone()
             else:
                 buf = state["momentum_buffer"] * momentum + grad * (1 - dampening)
-            state["momentum_buffer"] = torch.where(
+            state["momentum_buffer"] = _pick(
                 keep, buf, state.get("momentum_buffer", buf)
             )
             grad = grad.add(buf, alpha=momentum) if self.kwargs.get("nesterov") else buf
@@ -127,11 +134,11 @@ class StackedOptimizer:
         elif decay:
             grad = grad.add(p, alpha=decay)
         # each member counts its own steps: a stopped member's bias correction stands still
-        step = state["step"] + keep.reshape(-1).cpu().double()
-        exp_avg = torch.where(
-            keep, state["exp_avg"].lerp(grad, 1 - beta1), state["exp_avg"]
+        step = state["step"] + (
+            1.0 if keep is None else keep.reshape(-1).cpu().double()
         )
-        exp_avg_sq = torch.where(
+        exp_avg = _pick(keep, state["exp_avg"].lerp(grad, 1 - beta1), state["exp_avg"])
+        exp_avg_sq = _pick(
             keep,
             state["exp_avg_sq"] * beta2 + grad * grad * (1 - beta2),
             state["exp_avg_sq"],
