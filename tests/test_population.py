@@ -563,3 +563,14 @@ def test_autonorm_s_freezes_each_member_as_its_single_run(arm: dict) -> None:
         ) or math.isnan(theirs["metrics"]["decision_entropy"])
     if "rule" in arm:
         assert len({len(o["frozen"]) for o in singles}) == 2  # mixed decisions
+
+
+def test_the_command_line_refuses_a_bad_population(tmp_path, capsys) -> None:
+    from normlab.__main__ import main
+
+    out = ["--profile", "quick", "--out", str(tmp_path)]
+    assert main(["run", "fc_normalisers", *out, "--population", "0"]) == 2
+    assert "--population must be a positive int" in capsys.readouterr().err
+    assert main(["run", "fc_normalisers", *out, "--population-rates"]) == 2
+    assert "--population-rates needs --population" in capsys.readouterr().err
+    assert not (tmp_path / "fc_normalisers").exists()  # refused before any run
