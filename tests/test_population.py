@@ -15,7 +15,6 @@ import statistics
 
 import pytest
 import torch
-
 from normlab import population, training
 from normlab.callbacks import Callback
 from normlab.experiments import RunContext, get
@@ -574,3 +573,48 @@ def test_the_command_line_refuses_a_bad_population(tmp_path, capsys) -> None:
     assert main(["run", "fc_normalisers", *out, "--population-rates"]) == 2
     assert "--population-rates needs --population" in capsys.readouterr().err
     assert not (tmp_path / "fc_normalisers").exists()  # refused before any run
+
+
+def test_a_population_saved_set_verifies_exactly(tmp_path, monkeypatch) -> None:
+    """``save --population``: a saved set of population records, which ``verify`` re-runs
+    population by population and finds exactly equal (same numerics fingerprint)."""
+    from normlab import _provenance, experiments, results, verification
+    from normlab.experiments import RunSettings
+    from normlab.experiments.grid import Grid
+    from normlab.experiments.part1 import train_mlp, train_mlp_population
+
+    name = "_tiny_population_test"
+    if name not in experiments.names():
+        grid = Grid(
+            axes={"normaliser": ["none", "layernorm"], "lr": [0.1]},
+            fixed={
+                **{
+                    k: v
+                    for k, v in _config().items()
+                    if k not in ("seed", "lr", "normaliser")
+                },
+                "data_profile": "cpu",
+                "epochs": 1,
+                "optimizer": "sgd",
+            },
+            seeds=3,
+        )
+        experiments.register_experiment(
+            experiments.Experiment(
+                name=name,
+                title="tiny population",
+                chapter="-",
+                profiles={p: grid for p in ("quick", "cpu", "standard", "paper")},
+                run_one=train_mlp,
+                run_population=train_mlp_population,
+                seconds_per_run={p: 0.3 for p in ("quick", "cpu", "standard", "paper")},
+            )
+        )
+    monkeypatch.setattr(_provenance, "git_commit", lambda: "0" * 40)
+    saved = results.save(
+        name, RunSettings(profile="cpu", population=3), root=tmp_path, allow_dirty=True
+    )
+    records = saved.records()
+    assert len(records) == 6 and all(r["population"]["size"] == 3 for r in records)
+    checked = verification.verify(saved, k=2)
+    assert checked.mode == "exact" and checked.ok, checked.problems
