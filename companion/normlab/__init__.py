@@ -9,6 +9,8 @@ Submodules (imported on first use, so ``import normlab`` stays light):
 - ``normlab.data``: real datasets and offline stand-ins.
 - ``normlab.models``: MLPs and Transformer backbones taking a ``norm_layer``.
 - ``normlab.training``: the one training loop (``fit``, ``FitConfig``, ``evaluate``).
+- ``normlab.population``: K seeds of one configuration trained as one batched model
+  (``fit_population``, beside ``fit``).
 - ``normlab.checkpoint``: atomic, exactly resumable checkpoints of a ``fit``.
 - ``normlab.callbacks``: the callback protocol of the training loop.
 - ``normlab.experiments``: declared experiment grids and their runner.
@@ -38,6 +40,7 @@ _SUBMODULES = (
     "data",
     "models",
     "training",
+    "population",
     "checkpoint",
     "callbacks",
     "experiments",

@@ -104,9 +104,27 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         help="CPU threads for torch (1 is fastest for the quick profile on a busy machine)",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_population(run)
     from .experiments import cluster
 
     cluster.add_arguments(run)
+
+
+def _add_population(parser: argparse.ArgumentParser) -> None:
+    """``--population K`` and ``--population-rates``, for ``run`` and ``save``."""
+    parser.add_argument(
+        "--population",
+        type=int,
+        default=None,
+        metavar="K",
+        help="train runs that differ only in seed as populations of at most K, one "
+        "batched model each (normlab.population); one record per run as ever",
+    )
+    parser.add_argument(
+        "--population-rates",
+        action="store_true",
+        help="with --population: runs that differ only in seed and lr share a population",
+    )
 
 
 def _add_report(commands: argparse._SubParsersAction) -> None:
@@ -156,6 +174,7 @@ def _add_save(commands: argparse._SubParsersAction) -> None:
         help="drop the set's records that its grid no longer holds (a confirmation moved "
         "to another rate); the manifest records the command",
     )
+    _add_population(save)
 
 
 def _add_verify(commands: argparse._SubParsersAction) -> None:
@@ -246,8 +265,17 @@ def _run_settings(args: argparse.Namespace) -> RunSettings:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.population is not None and args.population < 1:
+        raise ValueError(f"--population must be a positive int, got {args.population}")
+    if args.population_rates and args.population is None:
+        raise ValueError("--population-rates needs --population K")
     return experiments.RunSettings(
-        profile=args.profile, seeds=args.seeds, device=args.device, shard=args.shard
+        profile=args.profile,
+        seeds=args.seeds,
+        device=args.device,
+        shard=args.shard,
+        population=args.population,
+        rates=args.population_rates,
     )
 
 
@@ -466,6 +494,35 @@ def _scorecard(
         print(text, end="")
 
 
+def _run(args: argparse.Namespace) -> None:
+    """``run`` on this machine: the grid's runs into ``--out``, resuming finished ones."""
+    settings = _run_settings(args)
+    _check_writable(args.out, "--out")
+    progress = False if args.no_progress else None
+    done = replace(settings, progress=progress).run(args.name, args.out)
+    print(
+        f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "
+        f"records in {done.folder / 'runs'}, table {done.results_csv}"
+    )
+
+
+def _save(args: argparse.Namespace) -> None:
+    """``save``: run (or resume) a saved set of the package's results."""
+    from . import results
+
+    settings = _run_settings(args)
+    if args.root is not None:
+        _check_writable(args.root, "--root")
+    saved = results.save(
+        args.name,
+        settings,
+        root=args.root,
+        allow_dirty=args.allow_dirty,
+        prune=args.prune,
+    )
+    print(f"{saved.label()}\nin {saved.folder}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m normlab`` and the ``normlab`` script; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -483,28 +540,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(cluster.run_from_args(args, _run_settings(args)))
         elif args.command == "run":
-            settings = _run_settings(args)
-            _check_writable(args.out, "--out")
-            progress = False if args.no_progress else None
-            done = replace(settings, progress=progress).run(args.name, args.out)
-            print(
-                f"{args.name}: ran {len(done.ran)}, skipped {len(done.skipped)} finished; "
-                f"records in {done.folder / 'runs'}, table {done.results_csv}"
-            )
+            _run(args)
         elif args.command == "save":
-            from . import results
-
-            settings = _run_settings(args)
-            if args.root is not None:
-                _check_writable(args.root, "--root")
-            saved = results.save(
-                args.name,
-                settings,
-                root=args.root,
-                allow_dirty=args.allow_dirty,
-                prune=args.prune,
-            )
-            print(f"{saved.label()}\nin {saved.folder}")
+            _save(args)
         elif args.command == "verify":
             return _verify(args.name, args.root, args.sample, args.budget)
         elif args.command == "scorecard":

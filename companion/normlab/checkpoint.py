@@ -41,6 +41,7 @@ __all__ = [
     "MAX_CHECKPOINT_BYTES",
     "REQUIRED_KEYS",
     "load",
+    "read",
     "model_signature",
     "resume",
     "save",
@@ -294,16 +295,10 @@ def _wrong_types(payload: dict[Any, Any]) -> list[str]:
     return wrong
 
 
-def load(path: str | Path) -> dict[str, Any]:
-    """The state saved in checkpoint ``path``, once its digest and keys are checked.
-
-    Raises:
-        CheckpointError: naming ``path``, when it is not a regular file within
-            :data:`MAX_CHECKPOINT_BYTES` (a link, a pipe, a device), cannot be read, has no normlab checkpoint
-            header (damaged, truncated, written by another program or by normlab before
-            format 2), holds bytes whose SHA-256 differs from the digest saved with them, or
-            lacks any of :data:`REQUIRED_KEYS` or holds one of another type.
-    """
+def read(path: str | Path) -> dict[str, Any]:
+    """The payload of a checkpoint file at ``path`` once its header and digest are checked
+    (:func:`load` then checks a :func:`~normlab.training.fit` checkpoint's keys; a
+    population's, :mod:`normlab.population`, has its own)."""
     path = Path(path)
     blob = _read(path)
     first, _, rest = blob.partition(b"\n")
@@ -335,6 +330,21 @@ def load(path: str | Path) -> dict[str, Any]:
         ) from err
     if not isinstance(payload, dict):
         raise _refuse(path, f"it holds a {type(payload).__name__}, not a dict")
+    return payload
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """The state saved in checkpoint ``path``, once its digest and keys are checked.
+
+    Raises:
+        CheckpointError: naming ``path``, when it is not a regular file within
+            :data:`MAX_CHECKPOINT_BYTES` (a link, a pipe, a device), cannot be read, has no normlab checkpoint
+            header (damaged, truncated, written by another program or by normlab before
+            format 2), holds bytes whose SHA-256 differs from the digest saved with them, or
+            lacks any of :data:`REQUIRED_KEYS` or holds one of another type.
+    """
+    path = Path(path)
+    payload = read(path)
     missing = [k for k in REQUIRED_KEYS if k not in payload]
     rng = payload.get("rng")
     if isinstance(rng, dict):

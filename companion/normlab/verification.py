@@ -341,11 +341,16 @@ def made_on(saved: SavedSet, record: dict[str, Any]) -> dict[str, Any] | None:
 def _rerun(saved: SavedSet, record: dict[str, Any], exact: bool) -> list[Mismatch]:
     """Re-run ``record`` on the CPU and compare it with the saved one."""
     from .experiments import RunContext, get
+    from .experiments.populations import rerun_member
 
     with tempfile.TemporaryDirectory() as tmp:
-        outcome = get(saved.experiment).run_one(
-            dict(record["config"]),
-            RunContext(device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt"),
+        ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=Path(tmp) / "ckpt")
+        experiment = get(saved.experiment)
+        # a population's member is re-run the way it was made: its whole population
+        outcome = (
+            rerun_member(experiment, record, ctx)
+            if "population" in record
+            else experiment.run_one(dict(record["config"]), ctx)
         )
     new = json.loads(dumps({**record, **outcome}))["metrics"]
     old = json.loads(dumps(record))["metrics"]

@@ -224,8 +224,13 @@ def submit(
     threads: int | None = None,
     resources: Resources | None = None,
     logs: str | Path | None = None,
+    population: int | None = None,
+    rates: bool = False,
 ) -> Submission:
     """Submit the shards of ``name``'s grid that hold unfinished runs, one array task each.
+
+    ``population`` (and ``rates``) go to each task's :func:`normlab.experiments.run`: a task
+    trains its shard's runs of one configuration as populations.
 
     Returns once the last jobs are started (``slurm``: queued; ``local``: the last wave of
     ``array_parallelism`` subprocesses, each given its own GPUs, is running; ``debug``: on
@@ -245,7 +250,13 @@ def submit(
         max_array_size=resources.max_array_size,
     )
     folder = Path(logs) if logs else results_folder(name, out, profile) / "submitit"
-    settings = RunSettings(profile=profile, seeds=seeds, device=device)
+    settings = RunSettings(
+        profile=profile,
+        seeds=seeds,
+        device=device,
+        population=population,
+        rates=rates,
+    )
     task = ShardTask(name, str(out), settings, threads)
     shards = list(cut.pending)
     if executor == "local":
@@ -344,6 +355,8 @@ def run_from_args(args: argparse.Namespace, settings: RunSettings) -> str:
         threads=args.threads,
         resources=resources,
         logs=args.logs,
+        population=settings.population,
+        rates=settings.rates,
     )
     cut = done.plan
     head = (

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..models.blocks import DEFAULT_INIT, DEFAULT_READOUT
 from ..paper import TAU
-from .gate_runs import FREEZE_PREFIX, SAMPLE_PREFIX, train_gate
+from .gate_runs import FREEZE_PREFIX, SAMPLE_PREFIX, train_gate, train_gate_population
 from .grid import Grid
 from .registry import Experiment, register_experiment
 
@@ -301,6 +301,7 @@ GATE_BOTTLENECK = register_experiment(
             },
         },
         run_one=train_gate,
+        run_population=train_gate_population,
         seconds_per_run=SECONDS,
         notes="ViT-Lite; AutoNorm-S (both readings of the rule) is composed from autonorm and "
         "freeze_at_<T> runs (its freeze-but-sample ablation from sample_at_<T>); cpu: real "
@@ -331,6 +332,7 @@ GATE_TAU = register_experiment(
             for p in SETUP
         },
         run_one=train_gate,
+        run_population=train_gate_population,
         seconds_per_run=SECONDS,
         notes="Learned AutoNorm at several temperatures; the gate telemetry records the "
         "selector's gradient variance and SNR.",
@@ -364,6 +366,7 @@ AUTONORM_S_SWEEP = register_experiment(
             }.items()
         },
         run_one=train_gate,
+        run_population=train_gate_population,
         seconds_per_run=SECONDS,
         notes="freeze_at_<T> runs; with gate_bottleneck's autonorm runs they give AutoNorm-S "
         "at any eps_H and either rule.",
@@ -435,6 +438,7 @@ GATE_WIDGET = register_experiment(
             for p in SETUP
         },
         run_one=train_gate,
+        run_population=train_gate_population,
         seconds_per_run=SECONDS,
         select=None,
         notes="The widget looks runs up and applies the freezing rule itself.",
@@ -506,6 +510,7 @@ GATE_MECHANISM = register_experiment(
         chapter="11",
         profiles={p: _mechanism_grid(p) for p in SETUP},
         run_one=train_gate,
+        run_population=train_gate_population,
         seconds_per_run={**SECONDS, "cpu": 23.0},
         notes="The learned gate against the Random Selector at a shared rate, per budget, "
         "init and rate; the gates recorded per epoch give the time to specialise. cpu: "

@@ -73,9 +73,11 @@ from ..models import ViTLite
 from ..models.vit import vit_config
 from ..normalisers import norm_layer
 from ..paper import EPS_H, TAU
+from ..population_noise import GateNoise
 from .part2 import adamw_recipe
+from .populations import PopulationUnsupported
 from .registry import RunContext
-from .runner import train_and_test
+from .runner import train_and_test, train_and_test_population
 
 __all__ = [
     "ARMS",
@@ -83,6 +85,7 @@ __all__ = [
     "restyle",
     "task_splits",
     "SelectorLR",
+    "train_gate_population",
     "SelectorSnapshots",
     "StopSelector",
     "ExactGateGrad",
@@ -448,8 +451,11 @@ def epochs_to_specialise(
     return math.nan
 
 
-def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """One gate-study run: build, train with AdamW (warm-up + cosine), test, record the gates."""
+def _gate_start(
+    config: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, data.DataSplit], ViTLite, float, list[Callback]]:
+    """A gate run before training: its settings, splits, seeded model, the model's head
+    input scale at initialisation, and its callbacks."""
     settings = arm_settings(config)
     splits = task_splits(
         settings["data"], settings["data_profile"], settings.get("source")
@@ -462,10 +468,64 @@ def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     seed_everything(settings["seed"])
     model = gate_vit(train, settings)
     scale = head_input_scale(model, train)
-    callbacks = gate_callbacks(settings)
+    return settings, splits, model, scale, gate_callbacks(settings)
+
+
+def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """One gate-study run: build, train with AdamW (warm-up + cosine), test, record the gates."""
+    settings, splits, model, scale, callbacks = _gate_start(config)
     record = train_and_test(
-        model, splits, ctx, **adamw_recipe(settings, train.task), callbacks=callbacks
+        model,
+        splits,
+        ctx,
+        **adamw_recipe(settings, splits["train"].task),
+        callbacks=callbacks,
     )
+    return _gate_record(record, callbacks, scale)
+
+
+def train_gate_population(
+    configs: list[dict[str, Any]], ctx: RunContext
+) -> list[dict[str, Any]]:
+    """:func:`train_gate` for configurations that differ only in seed and learning rate,
+    trained as one population (:mod:`normlab.population`): each member's gate noise from
+    its own stream, its telemetry from its own gradients, AutoNorm-S's freeze decided per
+    member. Arms with a selector learning rate of its own (:class:`SelectorLR`) or the
+    exact gate gradient (:class:`ExactGateGrad`) are refused with
+    :class:`PopulationUnsupported` (the runner then runs them one by one)."""
+    starts = [_gate_start(c) for c in configs]
+    for settings, *_, callbacks in starts:
+        if any(isinstance(c, (SelectorLR, ExactGateGrad)) for c in callbacks):
+            raise PopulationUnsupported(
+                f"arm {settings.get('arm')!r}: a population runs gates whose callbacks "
+                "read the run, freeze it (AutoNorm-S) or drop its gradients "
+                "(StopSelector), not a selector's own rate or the exact gradient"
+            )
+    settings, splits = starts[0][0], starts[0][1]
+    recipe = [adamw_recipe(s, splits["train"].task) for s, *_ in starts]
+    shared = {k: v for k, v in recipe[0].items() if k not in ("seed", "lr")}
+    models = [start[2] for start in starts]
+    outcomes = train_and_test_population(
+        models,
+        splits,
+        ctx,
+        seeds=[r["seed"] for r in recipe],
+        lrs=[r["lr"] for r in recipe],
+        noise=GateNoise(models[0], [r["seed"] for r in recipe]),
+        member_callbacks=[start[4] for start in starts],
+        **shared,
+    )
+    return [
+        _gate_record(record, start[4], start[3])
+        for record, start in zip(outcomes, starts)
+    ]
+
+
+def _gate_record(
+    record: dict[str, Any], callbacks: list[Callback], scale: float
+) -> dict[str, Any]:
+    """``record`` (:func:`~normlab.experiments.runner.train_and_test`'s) with the gate
+    study's metrics and what the callbacks recorded."""
     metrics = record["metrics"]
     curve = [h[f"val_{record['metric']}"] for h in record["history"]]
     metrics["val_curve_mean"] = sum(curve) / len(

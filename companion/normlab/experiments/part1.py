@@ -37,7 +37,7 @@ from ..models.mlp import mlp_for
 from ..normalisers import PART1
 from .grid import Grid
 from .registry import Experiment, RunContext, register_experiment
-from .runner import train_and_test
+from .runner import train_and_test, train_and_test_population
 
 __all__ = [
     "CPU_RATES",
@@ -68,6 +68,7 @@ __all__ = [
     "SCALE_INVARIANT",
     "load_splits",
     "train_mlp",
+    "train_mlp_population",
     "verdict_rows",
     "own_rates",
     "QUICK_RATES",
@@ -149,11 +150,8 @@ def seeded_mlp(config: Mapping[str, Any], train: data.DataSplit) -> nn.Module:
     )
 
 
-def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Build, train and test one MLP; return it with the run record."""
-    splits = config_splits(config)
-    train = splits["train"]
-    model = seeded_mlp(config, train)
+def _settings(config: Mapping[str, Any], train: data.DataSplit) -> dict[str, Any]:
+    """The :func:`~normlab.training.fit` settings of a run ``config`` (its budget read)."""
     budget, batch_size, lr = config["budget"], config["batch_size"], config["lr"]
     epochs, max_steps = config["epochs"], None
     if budget == "fixed_steps":
@@ -165,10 +163,7 @@ def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, 
         raise ValueError(
             f"budget={budget!r} is not known; expected one of {', '.join(BUDGETS)}"
         )
-    record = train_and_test(
-        model,
-        splits,
-        ctx,
+    return dict(
         epochs=epochs,
         max_steps=max_steps,
         batch_size=batch_size,
@@ -177,7 +172,35 @@ def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, 
         schedule=config["schedule"],
         seed=config["seed"],
     )
+
+
+def _fit(config: dict[str, Any], ctx: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Build, train and test one MLP; return it with the run record."""
+    splits = config_splits(config)
+    train = splits["train"]
+    model = seeded_mlp(config, train)
+    record = train_and_test(model, splits, ctx, **_settings(config, train))
     return model, record
+
+
+def train_mlp_population(
+    configs: Sequence[dict[str, Any]], ctx: RunContext
+) -> list[dict[str, Any]]:
+    """:func:`train_mlp` for configurations that differ only in seed and learning rate,
+    trained as one population (:mod:`normlab.population`): one record part per config."""
+    splits = config_splits(configs[0])
+    train = splits["train"]
+    settings = [_settings(c, train) for c in configs]
+    models = [seeded_mlp(c, train) for c in configs]
+    shared = {k: v for k, v in settings[0].items() if k not in ("seed", "lr")}
+    return train_and_test_population(
+        models,
+        splits,
+        ctx,
+        seeds=[s["seed"] for s in settings],
+        lrs=[s["lr"] for s in settings],
+        **shared,
+    )
 
 
 def train_mlp(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -529,6 +552,7 @@ FC_NORMALISERS = register_experiment(
             ),
         },
         run_one=train_mlp,
+        run_population=train_mlp_population,
         # standard/paper: about 0.5 s per CIFAR-10 epoch at batch 128 on one GPU.
         # cpu: 2-5 s a run on one core of the 2-core machine (MNIST, 3 x 128)
         seconds_per_run={"quick": 0.22, "cpu": 3.5, "standard": 4.0, "paper": 30.0},

@@ -9,13 +9,14 @@ image* (:func:`position_coupling`): the share the single-sample correction canno
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .._runtime import seed_everything
 from ..data import DataSplit
@@ -26,9 +27,10 @@ from ..models.cnn import CNN, CONV_NORMALISERS, cnn_for
 from .grid import Grid
 from .part1 import cifar_settings, config_splits, digits_settings, own_rates
 from .registry import Experiment, RunContext, register_experiment
-from .runner import train_and_test
+from .runner import train_and_test, train_and_test_population
 
 __all__ = [
+    "train_cnn_population",
     "OLD_FLOOR",
     "blank_patches",
     "init_gradients",
@@ -153,15 +155,8 @@ def blank_patches(config: Mapping[str, Any], *, images: int = 64) -> pd.Series:
     return pd.Series(shares, index=range(1, len(convs) + 1), name="blank_share")
 
 
-def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """One chapter-8 run: a CNN trained with SGD, tested, then its position coupling measured."""
-    splits = config_splits(config)
-    train = splits["train"]
-    model = _seeded_cnn(config, config["normaliser"], train)
-    record = train_and_test(
-        model,
-        splits,
-        ctx,
+def _cnn_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(
         epochs=config["epochs"],
         batch_size=config["batch_size"],
         lr=config["lr"],
@@ -169,9 +164,46 @@ def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         schedule=config["schedule"],
         seed=config["seed"],
     )
-    x = train.x[:COUPLING_IMAGES].to(next(model.parameters()).device)
-    record["metrics"]["position_coupling"] = position_coupling(model, x)
+
+
+def _measure_coupling(train: DataSplit) -> Callable[[nn.Module, dict], None]:
+    """Adds a trained model's position coupling to its record."""
+
+    def measure(model: nn.Module, record: dict[str, Any]) -> None:
+        x = train.x[:COUPLING_IMAGES].to(next(model.parameters()).device)
+        record["metrics"]["position_coupling"] = position_coupling(model, x)
+
+    return measure
+
+
+def train_cnn(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """One chapter-8 run: a CNN trained with SGD, tested, then its position coupling measured."""
+    splits = config_splits(config)
+    train = splits["train"]
+    model = _seeded_cnn(config, config["normaliser"], train)
+    record = train_and_test(model, splits, ctx, **_cnn_settings(config))
+    _measure_coupling(train)(model, record)
     return record
+
+
+def train_cnn_population(
+    configs: list[dict[str, Any]], ctx: RunContext
+) -> list[dict[str, Any]]:
+    """:func:`train_cnn` for configurations that differ only in seed and learning rate,
+    trained as one population (:mod:`normlab.population`)."""
+    splits = config_splits(configs[0])
+    train = splits["train"]
+    settings = [_cnn_settings(c) for c in configs]
+    models = [_seeded_cnn(c, c["normaliser"], train) for c in configs]
+    return train_and_test_population(
+        models,
+        splits,
+        ctx,
+        seeds=[s["seed"] for s in settings],
+        lrs=[s["lr"] for s in settings],
+        measure=_measure_coupling(train),
+        **{k: v for k, v in settings[0].items() if k not in ("seed", "lr")},
+    )
 
 
 _SGD_TANH = {"optimizer": "sgd", "activation": "tanh"}
@@ -261,6 +293,7 @@ CNN_NORMALISERS = register_experiment(
             ),
         },
         run_one=train_cnn,
+        run_population=train_cnn_population,
         # standard/paper: about 1 s per CIFAR-10 epoch on one GPU.
         # cpu: the pilot's median on a 2-core machine shared with two other jobs
         seconds_per_run={"quick": 0.3, "cpu": 11.0, "standard": 8.0, "paper": 60.0},

@@ -19,6 +19,7 @@ __all__ = [
     "register_experiment",
     "RunContext",
     "RunFn",
+    "PopulationFn",
 ]
 
 
@@ -32,6 +33,9 @@ class RunContext:
 
 
 RunFn = Callable[[dict[str, Any], RunContext], dict[str, Any]]
+#: Trains configurations that differ only in seed (and learning rate) as one population
+#: (:mod:`normlab.population`): one record part per configuration, in their order.
+PopulationFn = Callable[[list[dict[str, Any]], RunContext], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class Experiment:
     ``seconds_per_run`` gives the expected time of one run per profile (quick: measured on
     a 2-core CPU, one torch thread; standard/paper: estimates for one current GPU). Its
     report's figures are drawn in :mod:`normlab.figures.reports`, by name.
+    ``run_population(configs, ctx)`` (optional) trains configurations that differ only in
+    seed (and learning rate) as one population, one record part each
+    (:mod:`normlab.experiments.populations`).
     """
 
     name: str
@@ -54,6 +61,7 @@ class Experiment:
     seconds_per_run: Mapping[str, float]
     select: str | None = "lr"
     notes: str = ""
+    run_population: PopulationFn | None = None
 
     def __post_init__(self) -> None:
         missing = [

@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,14 +38,14 @@ from torch import nn
 from .. import training
 from .._io import write_atomic, write_text_atomic
 from .._lock import FileLock
-from .._provenance import made_by
 from .._records import RecordError, dumps, parse
-from .._runtime import VERSION, check_profile
+from .._runtime import check_profile
 from .._runtime import device as default_device
 from ..analysis.runs import records_table, select_best, summarise
 from ..data.types import DataSplit
 from .grid import Run
 from .grid import shard as select_shard
+from .populations import run_record
 from .registry import Experiment, RunContext, get
 
 __all__ = [
@@ -64,7 +64,9 @@ __all__ = [
     "RunReport",
     "RunSettings",
     "summary_table",
+    "tested_record",
     "train_and_test",
+    "train_and_test_population",
 ]
 
 # Local runs go to an ignored folder; the shipped sets live in the package (normlab.results).
@@ -110,7 +112,19 @@ def train_and_test(
         progress=ctx.progress,
         **{"on_divergence": "stop", **fit_kwargs},
     )
-    test_scores = training.evaluate(model, splits["test"], device=ctx.device)
+    return tested_record(model, splits, history, ctx.device)
+
+
+def tested_record(
+    model: nn.Module,
+    splits: Mapping[str, DataSplit],
+    history: training.History,
+    device: torch.device,
+) -> dict[str, Any]:
+    """The record of a trained ``model`` and its ``history``: tested once on
+    ``splits["test"]`` (:func:`train_and_test` says what it holds); one function for a
+    single run and for each member of a population (:func:`train_and_test_population`)."""
+    test_scores = training.evaluate(model, splits["test"], device=device)
     hits = {}
     if splits["test"].task in ("classification", "tagging") and math.isfinite(
         test_scores["loss"]
@@ -144,6 +158,47 @@ def train_and_test(
         "history": [dict(r) for r in history],
         "stand_in": bool(splits["train"].meta.get("stand_in", False)),
     }
+
+
+def train_and_test_population(
+    models: Sequence[nn.Module],
+    splits: Mapping[str, DataSplit],
+    ctx: RunContext,
+    *,
+    seeds: Sequence[int],
+    lrs: Sequence[float] | None = None,
+    noise: Any = None,
+    member_callbacks: Sequence[Sequence[Any]] | None = None,
+    measure: Callable[[nn.Module, dict[str, Any]], None] | None = None,
+    **fit_kwargs: Any,
+) -> list[dict[str, Any]]:
+    """:func:`train_and_test` for a population: ``models`` (one per seed, each built as its
+    single run builds it) trained as one (:func:`normlab.population.fit_population`, its
+    checkpoint in ``ctx.checkpoint_dir``), then each member tested as a single run is;
+    one record part per member, in the schema :func:`train_and_test` returns.
+    ``measure(model, record)`` (optional) adds what an experiment measures on each
+    trained member."""
+    from ..population import fit_population, member_model
+
+    population, histories = fit_population(
+        models,
+        splits["train"],
+        splits["val"],
+        device=ctx.device,
+        checkpoint_dir=ctx.checkpoint_dir,
+        seeds=seeds,
+        lrs=lrs,
+        noise=noise,
+        member_callbacks=member_callbacks,
+        **{"on_divergence": "stop", **fit_kwargs},
+    )
+    records = []
+    for k, history in enumerate(histories):
+        member = member_model(population, k, models[k], in_place=True)
+        records.append(tested_record(member, splits, history, ctx.device))
+        if measure is not None:  # what the experiment measures on a trained model
+            measure(member, records[-1])
+    return records
 
 
 # --------------------------------------------------------------------------- files
@@ -259,6 +314,8 @@ class RunSettings:
     device: str | None = None
     shard: str | tuple[int, int] | None = None
     progress: bool | None = None
+    population: int | None = None
+    rates: bool = False
 
     def run(self, name: str, out: str | Path = DEFAULT_OUT) -> RunReport:
         """:func:`run` of experiment ``name`` into ``out`` with these settings."""
@@ -275,6 +332,8 @@ def run(
     shard: str | tuple[int, int] | None = None,
     progress: bool | None = None,
     keep_checkpoints: bool = False,
+    population: int | None = None,
+    rates: bool = False,
 ) -> RunReport:
     """Run (or resume) every unfinished run of experiment ``name`` in this shard.
 
@@ -283,7 +342,9 @@ def run(
     touching their files; a damaged record is named in a warning and its run redone.
     ``results.csv`` is rewritten whenever it does not hold exactly the folder's records
     (a run finished here, or the table is missing, truncated or stale). A finished run's
-    checkpoint folder is deleted unless ``keep_checkpoints``.
+    checkpoint folder is deleted unless ``keep_checkpoints``. ``population=K`` trains the
+    runs that differ only in seed (with ``rates``, in learning rate too) as populations of
+    at most K (:mod:`normlab.experiments.populations`), one record per run as ever.
     """
     experiment = get(name)
     profile = check_profile(profile)
@@ -299,6 +360,9 @@ def run(
             f"{path} is not a complete run record (truncated or damaged); redoing that run",
             stacklevel=2,
         )
+    settings = (experiment, profile, folder, device, keep_checkpoints, report, finished)
+    if population is not None:
+        runs = _populations(runs, population, rates, *settings)
     bar = None
     if show:
         from tqdm.auto import tqdm
@@ -306,7 +370,6 @@ def run(
         bar = tqdm(total=len(runs), desc=f"{name} ({profile})", unit="run")
     # Runs another process holds (the same ``out``) wait until the free ones are done.
     waiting: list[Run] = []
-    settings = (experiment, profile, folder, device, keep_checkpoints, report, finished)
     try:
         for item in runs:
             if _execute_locked(item, *settings, wait=False):
@@ -337,6 +400,39 @@ def run(
     if not _table_matches(report.results_csv, table):
         _write_table(table, report.results_csv)
     return report
+
+
+def _populations(
+    runs: list[Run],
+    size: int,
+    rates: bool,
+    experiment: Experiment,
+    profile: str,
+    folder: Path,
+    device: torch.device,
+    keep_checkpoints: bool,
+    report: RunReport,
+    finished: dict[str, dict[str, Any]],
+) -> list[Run]:
+    """Train ``runs`` as populations of at most ``size``
+    (:func:`normlab.experiments.populations.run_populations`); return the runs left for
+    the single-run path (finished ones, and those another process holds)."""
+    from .populations import run_populations
+
+    ran = run_populations(
+        experiment,
+        runs,
+        size,
+        rates=rates,
+        profile=profile,
+        folder=folder,
+        device=device,
+        keep_checkpoints=keep_checkpoints,
+        finished=finished,
+    )
+    report.ran += ran
+    done = set(ran)
+    return [r for r in runs if r.run_id not in done]
 
 
 def _execute_locked(
@@ -417,17 +513,8 @@ def _execute(
     outcome = experiment.run_one(
         dict(item.config), RunContext(device=device, checkpoint_dir=checkpoint_dir)
     )
-    record = {
-        "run_id": item.run_id,
-        "experiment": experiment.name,
-        "profile": profile,
-        "config": item.config,
-        **outcome,
-        "seconds": time.perf_counter() - started,
-        "device": str(device),
-        "normlab_version": VERSION,
-        "made_by": made_by(device),
-    }
+    seconds = time.perf_counter() - started
+    record = run_record(experiment, item, profile, outcome, seconds, device)
     write_text_atomic(record_path, dumps(record, indent=1))
     if not keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)

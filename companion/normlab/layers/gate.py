@@ -84,6 +84,7 @@ def gumbel_softmax(
     tau: float,
     hard: bool = False,
     generator: torch.Generator | None = None,
+    noise: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""Gumbel-Softmax (Jang et al. 2017; Maddison et al. 2017) over the last dimension.
 
@@ -95,10 +96,12 @@ def gumbel_softmax(
     Gumbel-max trick). ``hard=True`` is the straight-through estimator: the forward value is
     that one-hot vector, the gradient is the soft one. Computed in float32 whatever the
     dtype of ``logits`` is lower (bf16 or fp16 overflow at small ``tau``); returns float32
-    (float64 for float64 logits).
+    (float64 for float64 logits). ``noise`` (optional): the Gumbel noise, drawn by the
+    caller (:mod:`normlab.population` draws each member's from its own stream).
     """
     tau = check_tau(tau)
-    noise = sample_gumbel(logits.shape, device=logits.device, generator=generator)
+    if noise is None:
+        noise = sample_gumbel(logits.shape, device=logits.device, generator=generator)
     soft = torch.softmax((at_least_float32(logits) + noise) / tau, dim=-1)
     if not hard:
         return soft
@@ -155,6 +158,13 @@ class NormSelector(nn.Module):
 
     pools_tokens = True
 
+    #: Noise for the next training forward pass, drawn by a population
+    #: (:mod:`normlab.population_noise`); None (always, in a single run): drawn here.
+    noise: torch.Tensor | None = None
+    #: Per population member, whether its gate is frozen (a bool per member under vmap);
+    #: None (always, in a single run, whose ``frozen`` says it).
+    frozen_members: torch.Tensor | None = None
+
     def __init__(
         self,
         normalized_shape: ShapeLike,
@@ -207,7 +217,16 @@ class NormSelector(nn.Module):
         self.last_logits = logits.detach()
         self.last_probs = probs.detach()
         if self.training and not self.frozen:
-            return gumbel_softmax(logits, self.tau, self.hard)
+            weights = gumbel_softmax(logits, self.tau, self.hard, noise=self.noise)
+            if self.frozen_members is not None:
+                # population members whose gate AutoNorm-S froze: as a frozen gate, below
+                fixed = (
+                    F.one_hot(logits.argmax(dim=-1), self.k).to(logits.dtype)
+                    if self.hard
+                    else probs
+                )
+                weights = torch.where(self.frozen_members, fixed, weights)
+            return weights
         if self.hard:
             return F.one_hot(logits.argmax(dim=-1), self.k).to(logits.dtype)
         return probs
@@ -283,6 +302,10 @@ class AutoNorm(nn.Module):
 
     pools_tokens = True
 
+    #: Noise for the next training forward pass, drawn by a population
+    #: (:mod:`normlab.population_noise`); None (always, in a single run): drawn here.
+    noise: torch.Tensor | None = None
+
     def __init__(
         self,
         normalized_shape: ShapeLike,
@@ -349,7 +372,9 @@ class AutoNorm(nn.Module):
                 self.selector.last_probs,
             )
             return weights
-        if self.training and self.selector_mode == "random":
+        if self.training and self.selector_mode == "random" and self.noise is not None:
+            w_dyt = self.noise  # a population member's draw (normlab.population)
+        elif self.training and self.selector_mode == "random":
             w_dyt = torch.rand(x.shape[0], device=x.device)
         else:
             w_dyt = torch.full((x.shape[0],), 0.5, device=x.device)

@@ -9,6 +9,7 @@ pool over tokens (``pools_tokens = True``) pool over real tokens only.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -162,10 +163,26 @@ class Attention(nn.Module):
         )
         attn_mask = None if token_mask is None else token_mask[:, None, None, :]
         dropout_p = self.attn_dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p
-        )
+        if torch._C._are_functorch_transforms_active() and not dropout_p:
+            # under vmap (a population, normlab.population) the CPU kernel has no batching
+            # rule and would run member by member: the same attention, written out
+            out = _attention(q, k, v, attn_mask)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, dropout_p=dropout_p
+            )
         return self.drop(self.proj(out.transpose(1, 2).reshape(n, length, dim)))
+
+
+def _attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Scaled dot-product attention as ``F.scaled_dot_product_attention`` defines it (a
+    boolean ``mask``, True = attend), in plain operations that ``vmap`` batches."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
 
 
 class FeedForward(nn.Module):
