@@ -63,8 +63,15 @@ publish: book
 check-figures:
 	$(BIN)/python tests/book_figures.py _build/html
 
+# Each part in turn, its wall time printed as it ends and all of them at the end (issue 53's
+# goal: at most 15 minutes after the install, on 2 cores).
+TEST_PARTS := lint test-unit verify test-notebooks test-structure test-browser
 test: $(VENV)/.test-installed
-	$(MAKE) lint test-unit verify test-notebooks test-structure test-browser
+	@times=; for part in $(TEST_PARTS); do \
+		start=$$(date +%s); $(MAKE) --no-print-directory $$part || exit $$?; \
+		took=$$(( $$(date +%s) - start )); echo "make test: $$part took $$took s"; \
+		times="$$times $$part=$${took}s"; \
+	done; echo "make test: every part passed;$$times"
 
 # Ruff's lint rules and its formatter (pyproject.toml's [tool.ruff]) over the package, tests
 # and benchmarks; `ruff check --fix` and `ruff format` repair what they find.
