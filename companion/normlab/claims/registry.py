@@ -76,7 +76,7 @@ class Effect:
     interval holds the seeds' spread only); ``item_var``, where the runs kept their per-item
     hits, is that noise measured item by item (:func:`normlab.stats.paired_item_variance`),
     which replaces the bound. ``name`` is the effect's short name in its claim's verdict
-    words ("supported for norm_like; ...", :func:`normlab.claims.rules.verdict_words`;
+    words ("supported for norm_like; ...", :func:`normlab.claims.verdict_words`;
     empty: the label). ``item_level`` is the test set's own share of ``item_var``, the
     runs' disagreement item by item taken out (:func:`normlab.stats.item_level_variance`),
     which sizes a test set in a plan (None: ``item_var`` does)."""

@@ -616,7 +616,7 @@ def scorecard(
     """One row per claim: id, part, kind, claim, paper's number, ours, n, profile, data,
     tested (exact, paper's data or mechanism on a stand-in), verdict (in words, each
     effect's named where they differ: :attr:`Outcome.says`), category (the verdict
-    alone, :func:`normlab.claims.rules.combine`'s), chapter, rule, note (what would
+    alone, :func:`normlab.claims.combine`'s), chapter, rule, note (what would
     resolve an inconclusive claim, or why there is no verdict)."""
     outcomes = (
         outcomes

@@ -153,7 +153,7 @@ def specification_flips(
 ) -> list[dict[str, Any]]:
     """Each declared specification of the set other than the primary one
     (:func:`normlab.experiments.part1.specifications`) under which an effect the primary
-    judged gets another verdict (of :data:`~normlab.claims.rules.VERDICTS`: a
+    judged gets another verdict (of :data:`~normlab.claims.VERDICTS`: a
     specification that gives no verdict, at the ceiling or untrained, flips nothing):
     ``{"specification": ..., "says": ..., "effects": {label: verdict}}``."""
     from ..experiments.part1 import FC_PRIMARY, SPEC_AXES, specifications
