@@ -508,6 +508,18 @@ def test_the_forest_has_one_panel_per_unit(records) -> None:
     assert "No empirical claim" in forest_by_unit([]).axes[0].texts[0].get_text()
 
 
+def test_the_reproducibility_list_has_one_entry_per_claim_with_every_field(
+    records,
+) -> None:
+    text = claims.reproducibility_markdown(records)
+    entries = text.split("\n- ")
+    assert len(entries) == len(records) == len(claims.ids())
+    for record, entry in zip(records, entries):
+        assert entry.lstrip("- ").startswith(f"**{record['id']}**")
+        for field in ("paper", "our setting", "effect", "why", "compute"):
+            assert f"  - *{field}*: " in entry
+
+
 def test_the_reproducibility_table_states_the_data_on_its_face(records) -> None:
     repro = claims.reproducibility_table(records)
     assert list(repro["id"]) == claims.ids() and repro.columns[0] == "verdict"

@@ -475,7 +475,7 @@ def _meaning(found: Mapping[str, Any]) -> str:
     scale = found["rms_minus_l2"].low > 0
     return (
         "The algebra of chapters 2 and 3 is right, and cancelling the factor "
-        "$\\lVert x\\rVert^2+1$ still does not make these networks train better: under "
+        "\u2016x\u2016\u00b2 + 1 still does not make these networks train better: under "
         "SGD the layers that cancel it train worst"
         + (
             ", the optimiser decides whether they catch up"

@@ -559,8 +559,10 @@ declare(
     id="A1",
     part=_A,
     kind="exact",
-    sentence="One SGD step on an affine layer z = Wx + b moves z by -eta (|x|^2 + 1) g, not the "
-    "ideal -eta g.",
+    # U+2212 minus and U+03B7 eta: a minus sign never parts from what it negates where
+    # the sentence wraps in a table, as an ASCII hyphen may
+    sentence="One SGD step on an affine layer z = Wx + b moves z by \u2212\u03b7 (\u2016x\u2016\u00b2 + 1) g, "
+    "not the ideal \u2212\u03b7 g.",
     chapter=2,
     test=Measurement(
         measure=measure_a1,
@@ -571,8 +573,8 @@ declare(
     id="A2",
     part=_A,
     kind="exact",
-    sentence="In a batch, the effective update is -(eta/B) sum_j (x_i . x_j + 1) g_j: kernel XX^T + 1, "
-    "with cross-sample terms.",
+    sentence="In a batch, the effective update is \u2212(\u03b7/B) \u03a3_j (x_i \u00b7 x_j + 1) g_j: "
+    "kernel XX\u1d40 + 1, with cross-sample terms.",
     chapter=2,
     test=Measurement(
         measure=measure_a2, says="real step and tangent kernel against XX^T + 1"
@@ -593,7 +595,7 @@ declare(
     id="A4",
     part=_A,
     kind="exact",
-    sentence="Affine-like correction (Wx + b)/sqrt(|x|^2 + 1): single-sample update exactly -eta g "
+    sentence="Affine-like correction (Wx + b)/sqrt(|x|^2 + 1): single-sample update exactly \u2212\u03b7 g "
     "(kernel = cosine Gram of [x; 1]); not scale-invariant.",
     chapter=3,
     test=Measurement(

@@ -76,6 +76,7 @@ __all__ = [
     "primary_source",
     "reading_table",
     "REPRODUCED",
+    "reproducibility_markdown",
     "reproducibility_table",
     "scorecard",
     "scorecard_records",
@@ -1027,6 +1028,26 @@ def reproducibility_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 
 #: The kinds of claim, each counted apart: what a verdict of each kind can show.
+def reproducibility_markdown(records: Sequence[dict[str, Any]]) -> str:
+    """:func:`reproducibility_table` as a Markdown list, one entry per claim: its id and
+    verdict, then the paper's statement, our setting, the effects, why and the compute,
+    each on a line of its own. Eight columns of sentences fit no text column side by
+    side; a list reads the same at any width."""
+    fields = ("paper", "our setting", "effect", "why", "compute")
+
+    def text(value: Any) -> str:
+        return _code(str(value)).replace("\n", " ")
+
+    entries = []
+    for row in reproducibility_table(records).to_dict("records"):
+        lines = [
+            f"- **{row['id']}**: {text(row['verdict'])} ({text(row['reproduced'])})"
+        ]
+        lines += [f"  - *{name}*: {text(row[name])}" for name in fields]
+        entries.append("\n".join(lines))
+    return "\n".join(entries) + "\n"
+
+
 KIND_WORDS = {
     "exact": "the algebra is right (exact claims, measured in float64)",
     "conceptual": "a way of seeing it (conceptual claims: consistent, never supported)",
@@ -1035,21 +1056,31 @@ KIND_WORDS = {
 
 
 def kind_counts(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Chapter 16's first table from :func:`scorecard_records`: per kind of claim
-    (:data:`KIND_WORDS`), how many claims have each verdict, so that an exact identity is
-    never added to an empirical finding. One row per kind, one column per verdict that
-    occurs (the claims' verdicts, "differs by effect" where their effects' verdicts
-    differ), and ``claims``, the kind's total."""
-    rows = []
-    for kind, words in KIND_WORDS.items():
-        mine = [r for r in records if r["kind"] == kind]
-        if not mine:
-            continue
-        counts = pd.Series([r["verdict"] for r in mine]).value_counts()
-        rows.append({"kind": words, "claims": len(mine), **counts.to_dict()})
-    table = pd.DataFrame(rows).fillna(0)
-    numbers = [c for c in table.columns if c != "kind"]
-    return table.astype({c: int for c in numbers})
+    """Chapter 16's first table from :func:`scorecard_records`: how many claims of each
+    kind (:data:`KIND_WORDS`: ``exact``, ``conceptual``, ``empirical``) have each verdict,
+    so that an exact identity is never added to an empirical finding. One row per verdict
+    that occurs (the claims' verdicts, "differs by effect" where their effects' verdicts
+    differ) and a last row ``claims``, each kind's total; one column per kind present. A
+    column per kind, not per verdict, keeps the table as narrow as three numbers."""
+    kinds = [k for k in KIND_WORDS if any(r["kind"] == k for r in records)]
+    verdicts = list(dict.fromkeys(r["verdict"] for r in records))
+    rows = [
+        {
+            "verdict": verdict,
+            **{
+                k: sum(r["kind"] == k and r["verdict"] == verdict for r in records)
+                for k in kinds
+            },
+        }
+        for verdict in verdicts
+    ]
+    rows.append(
+        {
+            "verdict": "claims",
+            **{k: sum(r["kind"] == k for r in records) for k in kinds},
+        }
+    )
+    return pd.DataFrame(rows, columns=["verdict", *kinds])
 
 
 def plan_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
