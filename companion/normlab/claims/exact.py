@@ -34,6 +34,8 @@ def _linear(cls: type, features: int = 6, outputs: int = 3) -> torch.nn.Module:
     return cls(features, outputs, dtype=torch.float64)
 
 
+# Labels write a minus as U+2212 against the letter it negates (never before a bracket):
+# a table that wraps them then never parts a sign from its term.
 def measure_a1() -> list[Check]:
     from ..divergence import measure_update
 
@@ -41,9 +43,12 @@ def measure_a1() -> list[Check]:
     m = measure_update(_linear(torch.nn.Linear), x, g, lr=0.1, kernel=False)
     predicted = -0.1 * (x.square().sum() + 1) * g
     return [
-        Check("dz against -eta(|x|^2+1) g", _rel(m.effective, predicted)),
         Check(
-            "dz against the ideal -eta g (the divergence)",
+            "dz against \u2212\u03b7(\u2016x\u2016\u00b2+1) g",
+            _rel(m.effective, predicted),
+        ),
+        Check(
+            "dz against the ideal \u2212\u03b7 g (the divergence)",
             _rel(m.effective, m.ideal),
             zero=False,
         ),
@@ -59,7 +64,8 @@ def measure_a2() -> list[Check]:
     off = K - torch.diag(torch.diag(K))
     return [
         Check(
-            "dz against -(eta/B) (XX^T+1) g", _rel(m.effective, -(0.1 / len(x)) * K @ g)
+            "dz against \u2212\u03b7 (XX\u1d40+1) g / B",
+            _rel(m.effective, -(0.1 / len(x)) * K @ g),
         ),
         Check("tangent kernel against XX^T + 1", _rel(m.kernel, K)),
         Check("cross-sample terms of the kernel", float(off.abs().max()), zero=False),

@@ -573,7 +573,7 @@ declare(
     id="A2",
     part=_A,
     kind="exact",
-    sentence="In a batch, the effective update is \u2212(\u03b7/B) \u03a3_j (x_i \u00b7 x_j + 1) g_j: "
+    sentence="In a batch, the effective update is \u2212\u03b7 \u03a3_j (x_i \u00b7 x_j + 1) g_j / B: "
     "kernel XX\u1d40 + 1, with cross-sample terms.",
     chapter=2,
     test=Measurement(
