@@ -1,4 +1,5 @@
-"""Chapters 11 and 12's modules: the mix-or-gate tables and sentence, and the regime."""
+"""Chapters 11 and 12's modules: the mix-or-gate tables and sentence, the regime, chapter
+11's diagnostics and answer, and its mechanism and selector sentences."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from normlab import results
+from normlab.analysis import mechanism as mech
 from normlab.chapters import ch11, ch12
+from normlab.experiments import gate_study as gs
 from normlab.experiments.gate_grids import T_FREEZE
+from test_gate_mechanism import _gap_row, _selector_cells
 
 SEEDS = range(5)
 
@@ -133,3 +137,137 @@ def test_mix_edges_names_the_arms_whose_rate_sits_at_the_grids_edge() -> None:
     both = ch11.mix_edges(summary.assign(at_edge=True), {})
     assert "for DyT and FrozenLN sits" in both and "on mnist_restyled" in both
     assert ch11.mix_edges(summary.assign(at_edge=False), {}) == ""
+
+
+@pytest.fixture(scope="module")
+def bottleneck():
+    saved = results.largest("gate_bottleneck")
+    assert saved is not None
+    return saved
+
+
+def test_gate_diagnostics_read_each_arm_at_its_chosen_rate(bottleneck) -> None:
+    table = ch11.gate_diagnostics(bottleneck.results).set_index(["data", "arm"])
+    best = gs.chosen(gs.with_schedules(bottleneck.results))
+    row = table.loc[("mnist", "autonorm")]
+    rows = best.query("data == 'mnist' and arm == 'autonorm'")
+    assert row["test accuracy"] == pytest.approx(rows["test_metric"].mean())
+    assert row["lr"] == rows["lr"].iloc[0]
+    # LayerNorm rescales what the head reads to unit std; every value is a real scale
+    assert table.loc[("mnist", "frozen_ln"), "head std at init"] == pytest.approx(
+        1.0, abs=0.01
+    )
+    assert (table["head std at init"] > 0).all()
+    gated = table["final entropy"].notna()
+    assert table.loc[gated, "specialised"].between(0, 1).all()
+    assert (
+        table.loc[~gated, "specialised"].isna().all()
+    )  # no gates, nothing to specialise
+
+
+def test_plainly_says_which_side_of_zero(bottleneck) -> None:
+    n1 = pd.DataFrame(
+        {
+            "data": ["mnist_restyled", "mnist", "mnist"],
+            "mean": [-0.02, 0.01, 0.0],
+            "low": [-0.03, -0.01, float("nan")],
+            "high": [-0.01, 0.03, float("nan")],
+            "n": [3, 3, 0],
+        }
+    )
+    text = ch11.plainly(n1, bottleneck.profile).data
+    lines = text.splitlines()
+    assert "restyled 8×8 digits" in lines[0] and "below" in lines[0]
+    assert "not clearly on either side" in lines[1]
+    assert len([line for line in lines if line.startswith("- ")]) == 2  # n = 0 dropped
+    assert "mnist" not in text.replace("8×8", "")
+
+
+def _cells(gaps: dict[tuple[int, str, float], float], early: dict) -> pd.DataFrame:
+    """A mechanism table: per (epochs, init, lr) a gap with half-width 0.02."""
+    return pd.DataFrame(
+        [
+            dict(
+                **_gap_row((e, i, lr, 1.0), g, 0.02, base=0.5),
+                early=early.get((e, i, lr), 0.0),
+                **{"to_dyt pre-MLP": 0.5},
+                trained=True,
+            )
+            for (e, i, lr), g in gaps.items()
+        ]
+    )
+
+
+def test_the_mechanism_sentences_follow_the_data() -> None:
+    steps = {3: 279, 8: 744}
+    vit, torch_init = "trunc_normal_0.02", "torch_default"
+    gaps = {
+        (e, i, lr): 0.0
+        for e in (3, 8)
+        for i in (vit, torch_init)
+        for lr in (1e-3, 1e-2)
+    }
+    quiet = ch11.mechanism(_cells(gaps, {}), steps, early=2, threshold=0.35)
+    assert quiet["below"] == 0
+    assert "does not appear" in str(quiet["issue_words"].data)
+    assert "no bottleneck" in str(quiet["commit_words"].data)
+    gaps[(3, vit, 1e-2)] = -0.2
+    early = {(3, vit, 1e-2): 1.0}
+    loud = ch11.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
+    assert loud["below"] == 1 and loud["worst"] == pytest.approx(-0.2)
+    assert "appears here" in str(loud["issue_words"].data)
+    assert "short-budget effect" in str(loud["issue_words"].data)
+    assert "goes with the bottleneck" in str(loud["commit_words"].data)
+    moved = str(loud["rate_words"].data)
+    assert "the gap falls from +0.000 at rate 0.001 to -0.200" in moved
+    assert "specialised early rises from 0.00 to 1.00" in moved
+    late = ch11.mechanism(_cells(gaps, {}), steps, early=2, threshold=0.35)
+    assert "about as common" in str(late["commit_words"].data)
+    others = {key: 1.0 for key in gaps if key != (3, vit, 1e-2)}
+    plateau = ch11.mechanism(_cells(gaps, others), steps, early=2, threshold=0.35)
+    assert "*not* committed" in str(plateau["commit_words"].data)
+    gaps[(8, vit, 1e-2)] = -0.1  # the bottleneck stays at the full budget
+    kept = ch11.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
+    assert "does not vanish" in str(kept["issue_words"].data)
+
+
+def test_the_selector_sentences_follow_the_data() -> None:
+    steps = {3: 279, 8: 744}
+    undecided = {"entropy_final": 0.5, "specialised": 0.0, "epoch_specialised": np.nan}
+    gains = ch11.mechanism_selector(
+        mech.selector_table(
+            _selector_cells({**undecided, "mean": 0.02}, {"mean": -0.03})
+        ),
+        steps,
+    )
+    assert gains["rate"] == 0.1 and gains["lr"] == 1e-2 and gains["settings"] == 2
+    assert gains["later"] == 2 and gains["rose"] == 2
+    assert gains["h_slow"] == pytest.approx(0.5)
+    assert gains["gap_slow"] - gains["gap_default"] == pytest.approx(0.05)
+    assert "what early commitment as the mechanism predicts" in str(
+        gains["verdict"].data
+    )
+    assert "no seed specialised at the slow one" in str(gains["words"].data)
+    level = ch11.mechanism_selector(
+        mech.selector_table(_selector_cells({**undecided, "mean": 0.02}, {})), steps
+    )
+    assert level["trails"] == 0 and "no bottleneck" in str(level["verdict"].data)
+    flat = ch11.mechanism_selector(
+        mech.selector_table(
+            _selector_cells({**undecided, "mean": -0.05}, {"mean": -0.03})
+        ),
+        steps,
+    )
+    assert flat["rose"] == 0
+    assert "does not explain the gap" in str(flat["verdict"].data)
+    trailing = {"mean": -0.03}
+    same = ch11.mechanism_selector(
+        mech.selector_table(_selector_cells(trailing, trailing)), steps
+    )
+    assert same["later"] == 0 and "cannot test" in str(same["verdict"].data)
+    assert (
+        ch11.mechanism_selector(
+            mech.selector_table(_selector_cells({}, {})).iloc[:0], steps
+        )
+        == {}
+    )

@@ -17,25 +17,6 @@ def bottleneck():
     return saved
 
 
-def test_gate_diagnostics_read_each_arm_at_its_chosen_rate(bottleneck) -> None:
-    table = facts.gate_diagnostics(bottleneck.results).set_index(["data", "arm"])
-    best = gs.chosen(gs.with_schedules(bottleneck.results))
-    row = table.loc[("mnist", "autonorm")]
-    rows = best.query("data == 'mnist' and arm == 'autonorm'")
-    assert row["test accuracy"] == pytest.approx(rows["test_metric"].mean())
-    assert row["lr"] == rows["lr"].iloc[0]
-    # LayerNorm rescales what the head reads to unit std; every value is a real scale
-    assert table.loc[("mnist", "frozen_ln"), "head std at init"] == pytest.approx(
-        1.0, abs=0.01
-    )
-    assert (table["head std at init"] > 0).all()
-    gated = table["final entropy"].notna()
-    assert table.loc[gated, "specialised"].between(0, 1).all()
-    assert (
-        table.loc[~gated, "specialised"].isna().all()
-    )  # no gates, nothing to specialise
-
-
 def test_power_table_holds_what_the_scorecard_says() -> None:
     from normlab.claims.report import evaluate
 
@@ -49,24 +30,6 @@ def test_power_table_holds_what_the_scorecard_says() -> None:
     assert (table["mde"] > 0).all() and (table["seeds"] >= 2).all()
     resolved = table["verdict"] != "inconclusive"
     assert table.loc[resolved, "to resolve"].isna().all()
-
-
-def test_plainly_says_which_side_of_zero(bottleneck) -> None:
-    n1 = pd.DataFrame(
-        {
-            "data": ["mnist_restyled", "mnist", "mnist"],
-            "mean": [-0.02, 0.01, 0.0],
-            "low": [-0.03, -0.01, float("nan")],
-            "high": [-0.01, 0.03, float("nan")],
-            "n": [3, 3, 0],
-        }
-    )
-    text = facts.plainly(n1, bottleneck.profile).data
-    lines = text.splitlines()
-    assert "restyled 8×8 digits" in lines[0] and "below" in lines[0]
-    assert "not clearly on either side" in lines[1]
-    assert len([line for line in lines if line.startswith("- ")]) == 2  # n = 0 dropped
-    assert "mnist" not in text.replace("8×8", "")
 
 
 def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:

@@ -263,56 +263,6 @@ def _gap_row(
     )
 
 
-def _cells(gaps: dict[tuple[int, str, float], float], early: dict) -> pd.DataFrame:
-    """A mechanism table: per (epochs, init, lr) a gap with half-width 0.02."""
-    return pd.DataFrame(
-        [
-            dict(
-                **_gap_row((e, i, lr, 1.0), g, 0.02, base=0.5),
-                early=early.get((e, i, lr), 0.0),
-                **{"to_dyt pre-MLP": 0.5},
-                trained=True,
-            )
-            for (e, i, lr), g in gaps.items()
-        ]
-    )
-
-
-def test_the_mechanism_sentences_follow_the_data() -> None:
-    from normlab import facts
-
-    steps = {3: 279, 8: 744}
-    vit, torch_init = "trunc_normal_0.02", "torch_default"
-    gaps = {
-        (e, i, lr): 0.0
-        for e in (3, 8)
-        for i in (vit, torch_init)
-        for lr in (1e-3, 1e-2)
-    }
-    quiet = facts.mechanism(_cells(gaps, {}), steps, early=2, threshold=0.35)
-    assert quiet["below"] == 0
-    assert "does not appear" in str(quiet["issue_words"].data)
-    assert "no bottleneck" in str(quiet["commit_words"].data)
-    gaps[(3, vit, 1e-2)] = -0.2
-    early = {(3, vit, 1e-2): 1.0}
-    loud = facts.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
-    assert loud["below"] == 1 and loud["worst"] == pytest.approx(-0.2)
-    assert "appears here" in str(loud["issue_words"].data)
-    assert "short-budget effect" in str(loud["issue_words"].data)
-    assert "goes with the bottleneck" in str(loud["commit_words"].data)
-    moved = str(loud["rate_words"].data)
-    assert "the gap falls from +0.000 at rate 0.001 to -0.200" in moved
-    assert "specialised early rises from 0.00 to 1.00" in moved
-    late = facts.mechanism(_cells(gaps, {}), steps, early=2, threshold=0.35)
-    assert "about as common" in str(late["commit_words"].data)
-    others = {key: 1.0 for key in gaps if key != (3, vit, 1e-2)}
-    plateau = facts.mechanism(_cells(gaps, others), steps, early=2, threshold=0.35)
-    assert "*not* committed" in str(plateau["commit_words"].data)
-    gaps[(8, vit, 1e-2)] = -0.1  # the bottleneck stays at the full budget
-    kept = facts.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
-    assert "does not vanish" in str(kept["issue_words"].data)
-
-
 def _selector_cells(slow: dict[str, float], default: dict[str, float]) -> pd.DataFrame:
     """A mechanism table at two budgets: three backbone rates at the default selector
     rate, the slow selector at the highest rate only; ``slow`` and ``default`` give the
@@ -347,47 +297,3 @@ def test_the_selector_table_keeps_the_rate_with_both_selectors_default_first() -
     assert np.allclose(table["vs_default"], [0.0, 0.45, 0.0, 0.45])
     one_rate = cells[cells["selector_lr"] == 1.0]
     assert mech.selector_table(one_rate).empty
-
-
-def test_the_selector_sentences_follow_the_data() -> None:
-    from normlab import facts
-
-    steps = {3: 279, 8: 744}
-    undecided = {"entropy_final": 0.5, "specialised": 0.0, "epoch_specialised": np.nan}
-    gains = facts.mechanism_selector(
-        mech.selector_table(
-            _selector_cells({**undecided, "mean": 0.02}, {"mean": -0.03})
-        ),
-        steps,
-    )
-    assert gains["rate"] == 0.1 and gains["lr"] == 1e-2 and gains["settings"] == 2
-    assert gains["later"] == 2 and gains["rose"] == 2
-    assert gains["h_slow"] == pytest.approx(0.5)
-    assert gains["gap_slow"] - gains["gap_default"] == pytest.approx(0.05)
-    assert "what early commitment as the mechanism predicts" in str(
-        gains["verdict"].data
-    )
-    assert "no seed specialised at the slow one" in str(gains["words"].data)
-    level = facts.mechanism_selector(
-        mech.selector_table(_selector_cells({**undecided, "mean": 0.02}, {})), steps
-    )
-    assert level["trails"] == 0 and "no bottleneck" in str(level["verdict"].data)
-    flat = facts.mechanism_selector(
-        mech.selector_table(
-            _selector_cells({**undecided, "mean": -0.05}, {"mean": -0.03})
-        ),
-        steps,
-    )
-    assert flat["rose"] == 0
-    assert "does not explain the gap" in str(flat["verdict"].data)
-    trailing = {"mean": -0.03}
-    same = facts.mechanism_selector(
-        mech.selector_table(_selector_cells(trailing, trailing)), steps
-    )
-    assert same["later"] == 0 and "cannot test" in str(same["verdict"].data)
-    assert (
-        facts.mechanism_selector(
-            mech.selector_table(_selector_cells({}, {})).iloc[:0], steps
-        )
-        == {}
-    )
