@@ -209,14 +209,13 @@ def test_the_mechanism_sentences_follow_the_data() -> None:
     }
     quiet = ch11.mechanism(_cells(gaps, {}), steps, early=2, threshold=0.35)
     assert quiet["below"] == 0
-    assert "does not appear" in str(quiet["issue_words"].data)
+    assert "does not appear" in str(quiet["issue_verdict"].data)
     assert "no bottleneck" in str(quiet["commit_words"].data)
     gaps[(3, vit, 1e-2)] = -0.2
     early = {(3, vit, 1e-2): 1.0}
     loud = ch11.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
     assert loud["below"] == 1 and loud["worst"] == pytest.approx(-0.2)
-    assert "appears here" in str(loud["issue_words"].data)
-    assert "short-budget effect" in str(loud["issue_words"].data)
+    assert "appears, and vanishes at the full budget" in str(loud["issue_verdict"].data)
     assert "goes with the bottleneck" in str(loud["commit_words"].data)
     moved = str(loud["rate_words"].data)
     assert "the gap falls from +0.000 at rate 0.001 to -0.200" in moved
@@ -228,7 +227,7 @@ def test_the_mechanism_sentences_follow_the_data() -> None:
     assert "*not* committed" in str(plateau["commit_words"].data)
     gaps[(8, vit, 1e-2)] = -0.1  # the bottleneck stays at the full budget
     kept = ch11.mechanism(_cells(gaps, early), steps, early=2, threshold=0.35)
-    assert "does not vanish" in str(kept["issue_words"].data)
+    assert "persists at the full budget" in str(kept["issue_verdict"].data)
 
 
 def test_the_selector_sentences_follow_the_data() -> None:
