@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 from normlab import results
 from normlab.chapters import ch11, ch12
+from normlab.experiments import gate_study as gs
 from normlab.experiments.gate_grids import T_FREEZE
 
 SEEDS = range(5)
@@ -133,3 +135,25 @@ def test_mix_edges_names_the_arms_whose_rate_sits_at_the_grids_edge() -> None:
     both = ch11.mix_edges(summary.assign(at_edge=True), {})
     assert "for DyT and FrozenLN sits" in both and "on mnist_restyled" in both
     assert ch11.mix_edges(summary.assign(at_edge=False), {}) == ""
+
+
+def test_freeze_decisions_and_effect_on_the_saved_sets() -> None:
+    bottleneck = results.largest("gate_bottleneck")
+    assert bottleneck is not None
+    runs = gs.at_defaults(bottleneck.results)
+    decisions, fires = ch12.freeze_decisions(runs)
+    assert decisions[["min", "max"]].stack().between(0, math.log(2)).all()
+    assert fires.stack().between(0, 1).all()
+    t = gs.freeze_epochs(runs["arm"].unique())[0]
+    effect = ch12.freeze_effect(runs, t)
+    assert set(effect["rule"]) == {"high", "low"}
+    # the two readings fire on complementary seeds, and an unfired rule changes nothing
+    shares = effect.pivot(index="data", columns="rule", values="fired")
+    assert ((shares["high"] + shares["low"]) == 1).all()
+    assert (effect.loc[effect["fired"] == 0, "mean"] == 0).all()
+    lead = ch12.lead_over_frozen_ln(runs, t)
+    assert set(lead) == {
+        f"{k}_{d}" for k in ("lead", "lead_half") for d in runs["data"].unique()
+    }
+    words = ch12.freeze_plainly(runs, t, bottleneck.profile).data
+    assert f"T_freeze = {t}" in words and words.count(" of ") >= runs["data"].nunique()

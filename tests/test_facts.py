@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import pytest
 from normlab import claims, facts, results
@@ -67,24 +65,6 @@ def test_plainly_says_which_side_of_zero(bottleneck) -> None:
     assert "not clearly on either side" in lines[1]
     assert len([line for line in lines if line.startswith("- ")]) == 2  # n = 0 dropped
     assert "mnist" not in text.replace("8×8", "")
-
-
-def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:
-    runs = gs.at_defaults(bottleneck.results)
-    decisions, fires = facts.freeze_decisions(runs)
-    assert decisions[["min", "max"]].stack().between(0, math.log(2)).all()
-    assert fires.stack().between(0, 1).all()
-    t = gs.freeze_epochs(runs["arm"].unique())[0]
-    effect = facts.freeze_effect(runs, t)
-    assert set(effect["rule"]) == {"high", "low"}
-    # the two readings fire on complementary seeds, and an unfired rule changes nothing
-    shares = effect.pivot(index="data", columns="rule", values="fired")
-    assert ((shares["high"] + shares["low"]) == 1).all()
-    assert (effect.loc[effect["fired"] == 0, "mean"] == 0).all()
-    lead = facts.lead_over_frozen_ln(runs, t)
-    assert set(lead) == {
-        f"{k}_{d}" for k in ("lead", "lead_half") for d in runs["data"].unique()
-    }
 
 
 def test_verdict_of_a_claim_on_one_effect() -> None:
