@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pandas as pd
@@ -270,3 +271,23 @@ def test_the_selector_sentences_follow_the_data() -> None:
         )
         == {}
     )
+
+
+def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:
+    runs = gs.at_defaults(bottleneck.results)
+    decisions, fires = ch12.freeze_decisions(runs)
+    assert decisions[["min", "max"]].stack().between(0, math.log(2)).all()
+    assert fires.stack().between(0, 1).all()
+    t = gs.freeze_epochs(runs["arm"].unique())[0]
+    effect = ch12.freeze_effect(runs, t)
+    assert set(effect["rule"]) == {"high", "low"}
+    # the two readings fire on complementary seeds, and an unfired rule changes nothing
+    shares = effect.pivot(index="data", columns="rule", values="fired")
+    assert ((shares["high"] + shares["low"]) == 1).all()
+    assert (effect.loc[effect["fired"] == 0, "mean"] == 0).all()
+    lead = ch12.lead_over_frozen_ln(runs, t)
+    assert set(lead) == {
+        f"{k}_{d}" for k in ("lead", "lead_half") for d in runs["data"].unique()
+    }
+    words = ch12.freeze_plainly(runs, t, bottleneck.profile).data
+    assert f"T_freeze = {t}" in words and words.count(" of ") >= runs["data"].nunique()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import pytest
 from normlab import claims, facts, results
@@ -30,24 +28,6 @@ def test_power_table_holds_what_the_scorecard_says() -> None:
     assert (table["mde"] > 0).all() and (table["seeds"] >= 2).all()
     resolved = table["verdict"] != "inconclusive"
     assert table.loc[resolved, "to resolve"].isna().all()
-
-
-def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:
-    runs = gs.at_defaults(bottleneck.results)
-    decisions, fires = facts.freeze_decisions(runs)
-    assert decisions[["min", "max"]].stack().between(0, math.log(2)).all()
-    assert fires.stack().between(0, 1).all()
-    t = gs.freeze_epochs(runs["arm"].unique())[0]
-    effect = facts.freeze_effect(runs, t)
-    assert set(effect["rule"]) == {"high", "low"}
-    # the two readings fire on complementary seeds, and an unfired rule changes nothing
-    shares = effect.pivot(index="data", columns="rule", values="fired")
-    assert ((shares["high"] + shares["low"]) == 1).all()
-    assert (effect.loc[effect["fired"] == 0, "mean"] == 0).all()
-    lead = facts.lead_over_frozen_ln(runs, t)
-    assert set(lead) == {
-        f"{k}_{d}" for k in ("lead", "lead_half") for d in runs["data"].unique()
-    }
 
 
 def test_verdict_of_a_claim_on_one_effect() -> None:

@@ -618,3 +618,25 @@ def test_a_population_saved_set_verifies_exactly(tmp_path, monkeypatch) -> None:
     assert len(records) == 6 and all(r["population"]["size"] == 3 for r in records)
     checked = verification.verify(saved, k=2)
     assert checked.mode == "exact" and checked.ok, checked.problems
+
+
+def test_a_ready_autonorm_s_member_decides_as_its_single_run() -> None:
+    """``gate_regime``'s ``autonorm_s_ready``: each member decides from its own validation
+    accuracy, at the epoch its single run decides, after the same first loss. The arm's
+    callback at a lead these seeds reach at different epochs (the arm's own lead, which
+    the arm name would set, is not reached this soon), so the decisions differ by member."""
+    experiment = get("gate_regime")
+    config = _gate_config(normaliser="autonorm", ready_lead=0.05, epochs=3)
+    ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=None)
+    seeds = [0, 1, 2, 3]
+    outcomes = experiment.run_population([{**config, "seed": s} for s in seeds], ctx)
+    singles = [experiment.run_one({**config, "seed": s}, ctx) for s in seeds]
+    for mine, theirs in zip(outcomes, singles):
+        assert math.isclose(
+            mine["history"][0]["train_loss"],
+            theirs["history"][0]["train_loss"],
+            rel_tol=1e-4,
+        )
+        assert mine["metrics"]["decided_at"] == theirs["metrics"]["decided_at"]
+        assert mine.get("frozen") == theirs.get("frozen")
+    assert len({o["metrics"]["decided_at"] for o in singles}) == 2  # mixed epochs
