@@ -141,7 +141,12 @@ def test_the_regime_grid_trains_longer_and_decides_on_formed_features() -> None:
         assert epochs[0] > gs.SETUP["cpu"]["epochs"]
     assert set(frame["arm"]) == set(gate_regime.REGIME_ARMS)
     assert "autonorm_s_ready" in set(frame["arm"])
-    assert set(frame["lr"]) == set(gs.LRS["cpu"])
+    # every arm tries the grid's three rates; an arm whose pilot chose an edge, the
+    # rates beyond it too, and no other arm does
+    for (data, arm), part in frame.groupby(["data", "arm"]):
+        wider = set(gate_regime.REGIME_WIDER.get((data, arm), ()))
+        assert set(part["lr"]) == set(gs.LRS["cpu"]) | wider
+        assert not wider & set(gs.LRS["cpu"])
 
 
 def test_n1_and_the_mix_confirm_at_the_rates_their_pilots_chose() -> None:

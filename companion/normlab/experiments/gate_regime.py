@@ -15,8 +15,9 @@ regime the paper's schedule implies, declared before any run:
   decides, by the paper's rule at eps_H 0.1, at the first epoch after warm-up whose
   validation accuracy has left chance by ``READY_LEAD`` = 0.3;
 - N1's, N3's and N5's arms (FrozenLN, the learned gate, the Random Selector, AutoNorm-S),
-  a pilot of five seeds at each of the three rates (three on real MNIST), the rate chosen
-  on validation accuracy, then the compared arms at their chosen rates to
+  a pilot of five seeds at each of the three rates (three on real MNIST), stepped half
+  a decade past an edge the pilot chose (:data:`REGIME_WIDER`), the rate chosen on
+  validation accuracy, then the compared arms at their chosen rates to
   :data:`REGIME_SEEDS`.
 
 What it costs on one thread (from ``gate_bottleneck``'s records: a gated run about 13 s per
@@ -35,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .gate_grids import (
+    LRS,
     N3_PILOT_SEEDS,
     N3_TASK,
     SECONDS,
@@ -53,6 +55,7 @@ __all__ = [
     "REGIME_EPOCHS",
     "REGIME_SEEDS",
     "REGIME_CONFIRM_RATES",
+    "REGIME_WIDER",
     "GATE_REGIME",
 ]
 
@@ -61,13 +64,30 @@ REGIME_ARMS = ("frozen_ln", "autonorm", "autonorm_random", "autonorm_s_ready")
 # learn slowest, twice on real MNIST
 REGIME_EPOCHS = {"mnist_restyled": 3 * SETUP["cpu"]["epochs"], "mnist": 16}
 REGIME_SEEDS = 30
+# per (task, arm), the half-decade rates beyond LRS["cpu"] its pilot also tries: the
+# three-rate pilot chose an edge (FrozenLN 1e-3 on the stand-in, the Random Selector 1e-2
+# on real MNIST), so the search steps past it until the choice is interior
+REGIME_WIDER: dict[tuple[str, str], tuple[float, ...]] = {
+    ("mnist_restyled", "frozen_ln"): (3e-4,),
+    ("mnist", "autonorm_random"): (3e-2,),
+}
 # per arm, the rate its pilot chose on the CIFAR-10 stand-in (empty: no pilot has run)
 REGIME_CONFIRM_RATES: dict[str, tuple[float, ...]] = {}
 
 
 def _regime_point(config: Mapping[str, Any]) -> bool:
-    """A task's own source, patch, batch and epochs."""
-    return task_point(config) and config["epochs"] == REGIME_EPOCHS[config["data"]]
+    """A task's own source, patch, batch and epochs, at the grid's rates or the ones
+    :data:`REGIME_WIDER` adds for its arm."""
+    rates = (*LRS["cpu"], *REGIME_WIDER.get((config["data"], config["arm"]), ()))
+    return (
+        task_point(config)
+        and config["epochs"] == REGIME_EPOCHS[config["data"]]
+        and config["lr"] in rates
+    )
+
+
+def _wider_rates() -> set[float]:
+    return {lr for rates in REGIME_WIDER.values() for lr in rates}
 
 
 def _cpu_regime_seeds(config: Mapping[str, Any]) -> int:
@@ -99,6 +119,7 @@ GATE_REGIME = register_experiment(
                     **task_axes(),
                     "epochs": sorted(set(REGIME_EPOCHS.values())),
                     "arm": list(REGIME_ARMS),
+                    "lr": sorted({*LRS["cpu"], *_wider_rates()}),
                 },
                 where=_regime_point,
                 seeds=max(SEEDS["cpu"], N3_PILOT_SEEDS, REGIME_SEEDS),
