@@ -167,3 +167,24 @@ def test_n1_and_the_mix_confirm_at_the_rates_their_pilots_chose() -> None:
     chosen = gs.chosen(study[study["data"] == gate_mix.MIX_TASK]).groupby("arm")
     for arm, rates in gate_mix.MIX_CONFIRM_RATES.items():
         assert {chosen["lr"].first()[arm]} == set(rates)
+
+
+def test_the_regime_confirms_at_the_rates_its_pilot_chose() -> None:
+    """Each compared arm runs its further seeds at the rate its pilot chose on validation
+    accuracy, inside its widened grid, on both tasks; and only there."""
+    from normlab import claims, results
+
+    regime = results.largest("gate_regime").results
+    chosen = gs.chosen(claims.plans.pilot(gs.at_defaults(regime)))
+    assert not chosen["at_edge"].any()
+    on_task = chosen[chosen["data"] == gate_regime.N3_TASK].groupby("arm")
+    assert set(gate_regime.REGIME_CONFIRM_RATES) == set(gate_regime.REGIME_ARMS)
+    for arm, rates in gate_regime.REGIME_CONFIRM_RATES.items():
+        assert {on_task["lr"].first()[arm]} == set(rates)
+    seeds = regime.groupby(["data", "arm", "lr"])["seed"].nunique()
+    for (data, arm, lr), n in seeds.items():
+        confirmed = lr in gate_regime.REGIME_CONFIRM_RATES[arm]
+        if data == gate_regime.N3_TASK and confirmed:
+            assert n in (gate_regime.N3_PILOT_SEEDS, gate_regime.REGIME_SEEDS)
+        else:
+            assert n <= gate_regime.N3_PILOT_SEEDS

@@ -71,8 +71,14 @@ REGIME_WIDER: dict[tuple[str, str], tuple[float, ...]] = {
     ("mnist_restyled", "frozen_ln"): (3e-4,),
     ("mnist", "autonorm_random"): (3e-2,),
 }
-# per arm, the rate its pilot chose on the CIFAR-10 stand-in (empty: no pilot has run)
-REGIME_CONFIRM_RATES: dict[str, tuple[float, ...]] = {}
+# per arm, the rate its five-seed pilot chose on validation accuracy on the CIFAR-10
+# stand-in, inside its (widened) grid
+REGIME_CONFIRM_RATES: dict[str, tuple[float, ...]] = {
+    "frozen_ln": (1e-3,),
+    "autonorm": (3e-3,),
+    "autonorm_random": (3e-3,),
+    "autonorm_s_ready": (3e-3,),
+}
 
 
 def _regime_point(config: Mapping[str, Any]) -> bool:
