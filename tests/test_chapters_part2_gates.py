@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
-from normlab import results
+from normlab import claims, results
 from normlab.analysis import mechanism as mech
+from normlab.analysis.gates import READY_ARM
 from normlab.chapters import ch11, ch12
 from normlab.experiments import gate_study as gs
 from normlab.experiments.gate_grids import T_FREEZE
@@ -291,3 +293,84 @@ def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:
     }
     words = ch12.freeze_plainly(runs, t, bottleneck.profile).data
     assert f"T_freeze = {t}" in words and words.count(" of ") >= runs["data"].nunique()
+
+
+def test_the_regime_table_reads_each_arm_at_its_chosen_rate() -> None:
+    regime = results.largest("gate_regime")
+    assert regime is not None
+    table = ch12.ready_regime(regime.results, regime.records())
+    chosen = gs.chosen(gs.at_defaults(regime.results))
+    lrs = chosen.groupby(["data", "arm"])["lr"].first()
+    assert len(table) == len(lrs)
+    seeds = (
+        gs.at_defaults(regime.results).groupby(["data", "arm", "lr"])["seed"].nunique()
+    )
+    for row in table.itertuples():
+        assert row.lr == lrs[row.data, row.arm]
+        assert row.n == seeds[row.data, row.arm, row.lr]
+    ln = table[table["arm"] == "frozen_ln"]
+    assert (ln["loss_ratio"] == 1).all()
+    ready = table[table["arm"] == READY_ARM]
+    assert (ready["decided_first"] <= ready["decided_last"]).all()
+    assert (ready["decided_last"] <= ready["epochs"]).all()
+    assert (
+        ready["fired"].between(0, 1).all() and ready["accuracy_at"].between(0, 1).all()
+    )
+    # only AutoNorm-S decides
+    assert table.loc[table["arm"] != READY_ARM, "decided_first"].isna().all()
+    for task in table["data"].unique():
+        words = ch12.ready_sentence(table, task, "the task")
+        assert words.startswith("On the task,") and "%" in words
+
+
+def _effects(short_mean: float) -> pd.DataFrame:
+    rows = []
+    for regime, mean, half, verdict in (
+        ("long", 0.01, 0.02, "inconclusive"),
+        ("short", short_mean, 0.02, "contradicted"),
+    ):
+        rows.append(
+            {
+                "claim": "N3",
+                "contrast": "AutoNorm-S − FrozenLN",
+                "task": "restyled 8×8 digits",
+                "effect": "N3: AutoNorm-S − FrozenLN, restyled 8×8 digits",
+                "regime": regime,
+                "mean": mean,
+                "half": half,
+                "n": 30,
+                "verdict": verdict,
+                "margin": 0.017,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def test_the_regime_finding_and_meaning_follow_the_effects() -> None:
+    far = _effects(-0.10)
+    finding = ch12.regime_finding(far).data
+    assert "+0.010 ± 0.020 over 30 seeds: inconclusive" in finding
+    assert (
+        "in the short budget" not in finding
+        and "in the short it is contradicted" in finding
+    )
+    assert len(re.findall(r"\d+\.\d+|\b\d+\b", finding.replace("8×8", ""))) <= 3
+    # the regimes' difference, +0.11 against a combined half-width of 0.028
+    assert "long moves N3's" in ch12.regime_meaning(far).data
+    assert "+0.110 ± 0.028" in ch12.regime_meaning(far).data
+    near = _effects(0.0)
+    assert "does not clearly move" in ch12.regime_meaning(near).data
+
+
+def test_regime_effects_judge_each_claim_in_each_regime() -> None:
+    regime, short = results.largest("gate_regime"), results.largest("gate_bottleneck")
+    effects = ch12.regime_effects(
+        ["N3", "N5"], {"long": regime.results, "short": short.results}
+    )
+    assert set(effects["regime"]) == {"long", "short"}
+    assert set(effects["claim"]) == {"N3", "N5"}
+    # each effect in both regimes, the same contrast on the same task
+    assert (effects.groupby("effect")["regime"].nunique() == 2).all()
+    primary = claims.evaluate("N3")
+    long = effects[(effects["claim"] == "N3") & (effects["regime"] == "long")]
+    assert list(long["verdict"]) == [j.verdict for j in primary.judged]

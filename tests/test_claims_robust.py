@@ -120,6 +120,46 @@ def test_a_flip_under_a_declared_specification_is_named() -> None:
     )
 
 
+def _regime_claim() -> claims.Claim:
+    """A8 with ``a - b`` measured in a regime named by the table's ``regime`` column."""
+
+    def quantity(results: pd.DataFrame) -> list[claims.Effect]:
+        best = claims.at_chosen_lr(verdict_rows(results))
+        regime = f"{results['regime'].iloc[0]} epochs"
+        effect = claims.paired(best, "a", "b", label="a - b")
+        return [dataclasses.replace(effect, label=f"a - b ({regime})", regime=regime)]
+
+    base = claims.get("A8")
+    return dataclasses.replace(
+        base, test=dataclasses.replace(base.test, quantity=quantity)
+    )
+
+
+def test_a_flip_in_another_declared_regime_is_named() -> None:
+    """a leads b when trained long (the primary regime) and trails in a short one: the
+    flip names the short regime and its effect by the label it has there; a regime that
+    agrees names nothing."""
+    claim = _regime_claim()
+    long = pd.DataFrame(_rows({("a", 0.1): (0.9, 0.9), ("b", 0.1): (0.8, 0.8)}))
+    short = pd.DataFrame(_rows({("a", 0.1): (0.8, 0.8), ("b", 0.1): (0.9, 0.9)}))
+    long["regime"], short["regime"] = 24, 8
+    outcome = claims.judge(claim, long)
+    assert outcome.verdict == claims.SUPPORTED
+    assert [e.key for e in claim.test.quantity(long)] == ["a - b"]
+    flips = robust.regime_flips(claim, long, outcome, claims.judge, {"short": short})
+    assert flips == [
+        {
+            "specification": {"regime": "short"},
+            "says": claims.CONTRADICTED,
+            "effects": {"a - b (8 epochs)": claims.CONTRADICTED},
+        }
+    ]
+    outcome.flips = flips
+    assert "under regime short: contradicted for a - b (8 epochs)" in outcome.says
+    agree = long.assign(regime=8)
+    assert robust.regime_flips(claim, long, outcome, claims.judge, {"s": agree}) == []
+
+
 # ------------------------------------------------- removing a seed from the shipped sets
 
 #: Claims whose shipped sets are cheap to judge again, one seed left out at a time.

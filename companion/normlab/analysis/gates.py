@@ -33,6 +33,7 @@ __all__ = [
     "LOSS_REACH",
     "PLATEAU_GAIN",
     "PLATEAU_SHARE",
+    "READY_ARM",
     "READY_LEAD",
     "PROGRESS",
     "PROGRESS_METRICS",
@@ -221,15 +222,18 @@ def at_defaults(runs: pd.DataFrame) -> pd.DataFrame:
 
 def runs_behind(arms: Iterable[str], present: Iterable[str]) -> list[str]:
     """The arms of a set (``present``) whose runs ``arms`` are made of: each arm the set
-    holds itself, and for AutoNorm-S composed from the plain gate and the set's first
+    holds itself, for AutoNorm-S composed from the plain gate and the set's first
     freeze (:func:`with_schedules`) those two runs (and its ``sample_at`` run for the
-    ablation that keeps sampling); empty when some arm is neither."""
+    ablation that keeps sampling), and for AutoNorm-S in a set that runs it deciding after
+    warm-up (:data:`READY_ARM`) that run; empty when some arm is neither."""
     present = list(present)
     epochs = freeze_epochs(present)
     behind: list[str] = []
     for arm in arms:
         if arm in present:
             parts = [arm]
+        elif arm == "autonorm_s" and READY_ARM in present:
+            parts = [READY_ARM]  # AutoNorm-S deciding after warm-up, one run
         elif arm.startswith("autonorm_s") and epochs and "autonorm" in present:
             parts = ["autonorm", f"{FREEZE_PREFIX}{epochs[0]}"]
             if arm.endswith("_sample"):
@@ -400,6 +404,8 @@ LOSS_REACH = 1.5
 #: the freeze is decided after warm-up, at the first epoch whose validation accuracy has
 #: left chance by this much (the features have formed)
 READY_LEAD = 0.3
+#: The arm of AutoNorm-S deciding after warm-up (``gate_regime``), one run each.
+READY_ARM = "autonorm_s_ready"
 
 
 def late_gain(history: Sequence[dict[str, Any]], share: float = PLATEAU_SHARE) -> float:

@@ -6,16 +6,20 @@ values or tables; the chapter glues them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 
+from .. import claims
 from ..analysis import gates as ag
+from ..analysis.gates import READY_ARM as READY
 from ..claims.tables import paired_table
 from ..data.sources import served_by, title
 from ..experiments import gate_study as gs
 from ..experiments.gate_grids import T_FREEZE
 from ..gates import FREEZE_PREFIX
+from ..names import display_name
 from ..paper import EPS_H
 from .ch11 import short_regime
 from .part2 import markdown
@@ -28,6 +32,11 @@ __all__ = [
     "lead_over_frozen_ln",
     "regime_table",
     "regime_sentence",
+    "ready_regime",
+    "ready_sentence",
+    "regime_effects",
+    "regime_finding",
+    "regime_meaning",
 ]
 
 #: The arms whose regime N3 and N5 read: AutoNorm-S's freeze run, FrozenLN, the plain gate.
@@ -87,6 +96,150 @@ def regime_sentence(row: pd.Series, name: str) -> str:
         f"{100 * row['fired']:.0f} % of seeds; the gated runs end with training loss "
         f"{row['loss_gated']:.2f} against FrozenLN's {row['loss_ln']:.2f}, {state}."
     )
+
+
+def ready_regime(results: pd.DataFrame, records: list[dict[str, Any]]) -> pd.DataFrame:
+    """The regime of ``gate_regime``'s runs, a row per task and arm, each arm at its rate
+    chosen on validation: ``lr``, ``n`` seeds, ``epochs``, the final training loss and its
+    ratio to FrozenLN's, the validation accuracy gained over the last quarter
+    (``late_gain``), whether the arm is past its plateau
+    (:func:`normlab.analysis.gates.regime`); for AutoNorm-S deciding after warm-up
+    (``autonorm_s_ready``) the first and last epoch of its decision over seeds
+    (``decided_first``, ``decided_last``), the mean validation accuracy then
+    (``accuracy_at``) and the share of seeds on which the paper's rule fired (the gates'
+    mean entropy at the decision at least eps_H, ``fired``)."""
+    runs = ag.at_defaults(results)
+    best = ag.chosen(runs)
+    rows = []
+    for task, part in best.groupby("data", sort=False):
+        lrs = part.groupby("arm")["lr"].first().to_dict()
+        chosen = [
+            r
+            for r in records
+            if r["config"]["data"] == task
+            and lrs.get(r["config"]["arm"]) == r["config"]["lr"]
+        ]
+        table = ag.regime(chosen).drop(columns="val_at_decision")
+        table.insert(2, "lr", table["arm"].map(lrs))
+        ready = part[part["arm"] == READY]
+        table["decided_first"] = table["arm"].map({READY: ready["decided_at"].min()})
+        table["decided_last"] = table["arm"].map({READY: ready["decided_at"].max()})
+        table["accuracy_at"] = table["arm"].map({READY: ready["accuracy_at"].mean()})
+        fired = float((ready["decision_entropy"] >= EPS_H).mean())
+        table["fired"] = table["arm"].map({READY: fired})
+        rows.append(table)
+    return pd.concat(rows, ignore_index=True)
+
+
+def ready_sentence(regime: pd.DataFrame, task: str, name: str) -> str:
+    """The regime of one task of ``gate_regime`` in one sentence (``regime``:
+    :func:`ready_regime`; ``name``: the task's dataset)."""
+    rows = regime[regime["data"] == task].set_index("arm")
+    ready = rows.loc[READY]
+    gated = rows.drop(index="frozen_ln")
+    short = [a for a, past in gated["plateau"].items() if not past]
+    when = f"{int(ready['decided_first'])}" + (
+        f" to {int(ready['decided_last'])}"
+        if ready["decided_last"] != ready["decided_first"]
+        else ""
+    )
+    state = (
+        "every gated arm is past its plateau"
+        if not short
+        else f"{len(short)} of {len(gated)} gated arms are short of their plateau"
+    )
+    return (
+        f"On {name}, trained for {int(ready['epochs'])} epochs, AutoNorm-S decides at "
+        f"epoch {when}, at validation accuracy {ready['accuracy_at']:.2f}, and the paper's "
+        f"rule fires on {100 * ready['fired']:.0f} % of seeds; {state} (the gated arms' "
+        f"final training loss is {gated['loss_ratio'].min():.1f}× to "
+        f"{gated['loss_ratio'].max():.1f}× FrozenLN's)."
+    )
+
+
+def _effect_words(key: str, table: pd.DataFrame) -> tuple[str, str]:
+    """``("AutoNorm-S − FrozenLN", "restyled 8×8 digits")`` for the effect
+    ``autonorm_s - frozen_ln on mnist_restyled``."""
+    arms, _, task = key.partition(" on ")
+    a, _, b = arms.partition(" - ")
+    rows = table.loc[table["data"] == task, ["source", "data_profile"]]
+    source, profile = rows.iloc[0] if len(rows) else (None, "cpu")
+    return f"{display_name(a)} − {display_name(b)}", title(
+        served_by(task, str(profile), source)
+    )
+
+
+def regime_effects(
+    claim_ids: list[str], tables: dict[str, pd.DataFrame]
+) -> pd.DataFrame:
+    """Each claim's effects judged in each regime (``tables``: a regime's name and its
+    set's results, the primary first), a row per effect and regime: ``claim``,
+    ``contrast`` and ``task`` (in words), ``effect`` (the three as a reader's name),
+    ``regime``, ``mean``, ``half`` (the interval the
+    verdict read), ``n`` seeds, ``verdict`` and ``margin``; an effect measured in one
+    regime only is kept."""
+    rows = []
+    for claim_id in claim_ids:
+        claim = claims.get(claim_id)
+        for regime, table in tables.items():
+            keys = {e.label: e.key for e in claim.test.quantity(table)}
+            for j in claims.judge(claim, table).judged:
+                contrast, task = _effect_words(keys[j.label], table)
+                rows.append(
+                    {
+                        "claim": claim_id,
+                        "contrast": contrast,
+                        "task": task,
+                        "effect": f"{claim_id}: {contrast}, {task}",
+                        "regime": regime,
+                        "mean": j.interval.mean,
+                        "half": j.interval.half,
+                        "n": j.n,
+                        "verdict": j.verdict,
+                        "margin": j.margin,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def regime_finding(effects: pd.DataFrame, claim_id: str = "N3") -> Any:
+    """The chapter's finding in one sentence: ``claim_id``'s first effect in the first
+    regime of ``effects`` (:func:`regime_effects`), and in the others."""
+    rows = effects[effects["claim"] == claim_id]
+    first = rows[rows["effect"] == rows["effect"].iloc[0]]
+    main, *others = first.itertuples(index=False)
+    text = (
+        f"Trained past the plateau and frozen after warm-up, {main.contrast} on the "
+        f"{main.task} is "
+        f"{main.mean:+.3f} ± {main.half:.3f} over {main.n} seeds: {main.verdict}"
+    )
+    for other in others:
+        text += f"; in the {other.regime} it is {other.verdict}"
+    return markdown(text + ".")
+
+
+def regime_meaning(effects: pd.DataFrame) -> Any:
+    """What the regimes of ``effects`` (:func:`regime_effects`) say together, one sentence
+    per effect measured in the first regime and another: how far the regime moves it (the
+    first regime's estimate minus the other's, the two sets' intervals combined as
+    independent, ``hypot`` of their half-widths), and whether that interval holds zero."""
+    regimes = list(dict.fromkeys(effects["regime"]))
+    sentences = []
+    for _, rows in effects.groupby("effect", sort=False):
+        by = rows.set_index("regime")
+        if regimes[0] not in by.index:
+            continue
+        first = by.loc[regimes[0]]
+        for other in (r for r in regimes[1:] if r in by.index):
+            shift = float(first["mean"] - by.loc[other, "mean"])
+            half = math.hypot(first["half"], by.loc[other, "half"])
+            moves = "moves" if abs(shift) > half else "does not clearly move"
+            sentences.append(
+                f"Against the {other}, the {regimes[0]} {moves} {first['claim']}'s "
+                f"{first['contrast']} on the {first['task']} ({shift:+.3f} ± "
+                f"{half:.3f})."
+            )
+    return markdown(" ".join(sentences))
 
 
 def freeze_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

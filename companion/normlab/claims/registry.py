@@ -79,7 +79,10 @@ class Effect:
     words ("supported for norm_like; ...", :func:`normlab.claims.verdict_words`;
     empty: the label). ``item_level`` is the test set's own share of ``item_var``, the
     runs' disagreement item by item taken out (:func:`normlab.stats.item_level_variance`),
-    which sizes a test set in a plan (None: ``item_var`` does)."""
+    which sizes a test set in a plan (None: ``item_var`` does). ``regime`` is the regime
+    the effect was measured in, in words (schedule, freeze, final losses), which its label
+    ends with in brackets; the same effect in another regime has the same label without
+    it."""
 
     label: str
     samples: np.ndarray
@@ -90,6 +93,14 @@ class Effect:
     item_var: float | None = None
     name: str = ""
     item_level: float | None = None
+    regime: str = ""
+
+    @property
+    def key(self) -> str:
+        """The label without the regime: what names the effect across regimes."""
+        return (
+            self.label.removesuffix(f" ({self.regime})") if self.regime else self.label
+        )
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,10 @@ class Test:
 
     ``min_profile`` is the smallest profile whose saved set may give a verdict: ``cpu`` where
     stand-in data test the mechanism, ``standard`` where only the real datasets can.
+    ``regimes`` names other experiments that measure the same quantity in another declared
+    regime (a shorter schedule, another freeze timing): the claim is judged again on each,
+    and an effect whose verdict differs there says so on the claim's row
+    (:func:`normlab.claims.robust.regime_flips`).
     """
 
     experiment: str
@@ -105,6 +120,7 @@ class Test:
     rule: Rule
     says: str
     min_profile: str = "cpu"
+    regimes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -534,6 +534,9 @@ def evaluate(
     if outcome.judged:
         outcome.rates = robust.rate_choices(claim, table, outcome.arms, judge)
         outcome.flips = robust.specification_flips(claim, table, outcome, judge)
+        outcome.flips += robust.regime_flips(
+            claim, table, outcome, judge, _regime_tables(test, root)
+        )
     if plans.plan(claim.id) is not None:
         outcome.planned = planned_from(claim, table, outcome)
     tasks = outcome.data or (sorted(set(table["data"])) if "data" in table else ())
@@ -548,6 +551,19 @@ def evaluate(
         "stand_in": stand_in,
     }
     return outcome
+
+
+def _regime_tables(test: Test, root: str | Path | None) -> dict[str, pd.DataFrame]:
+    """The results of each regime ``test`` declares beside its own, where a saved set of at
+    least its ``min_profile`` exists, keyed by the experiment's name."""
+    found = {}
+    for name in test.regimes:
+        saved = saved_results.largest(name, root)
+        if saved is not None and PROFILES.index(saved.profile) >= PROFILES.index(
+            test.min_profile
+        ):
+            found[name] = saved.results
+    return found
 
 
 def _spreads(

@@ -6,7 +6,8 @@ noise of its chosen one (the two rates' paired validation difference has a 95 % 
 that holds zero) and judges the claim again at the runner-up; :func:`specification_flips`
 judges it under each declared specification of its set
 (:func:`normlab.experiments.part1.specifications`) and keeps those whose effects' verdicts
-differ from the primary one's. :func:`normlab.claims.report.evaluate` attaches both to an
+differ from the primary one's; :func:`regime_flips` does the same across the other
+experiments its test declares as regimes (``Test.regimes``). :func:`normlab.claims.report.evaluate` attaches both to an
 outcome, so the scorecard shows a verdict at both rates and says "specification-dependent"
 where a declared specification flips it.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "RateChoice",
     "close_runner_ups",
     "rate_choices",
+    "regime_flips",
     "specification_flips",
 ]
 
@@ -181,5 +183,48 @@ def specification_flips(
             shown = {k: v for k, v in spec.items() if v != specs[0][k]}
             flips.append(
                 {"specification": shown, "says": other.says, "effects": changed}
+            )
+    return flips
+
+
+def _keys(claim: Claim, table: pd.DataFrame) -> dict[str, str]:
+    """Each effect's label in ``table``, mapped to its label without the regime."""
+    return {e.label: e.key for e in claim.test.quantity(table)}
+
+
+def regime_flips(
+    claim: Claim,
+    table: pd.DataFrame,
+    outcome: Any,
+    judge: Callable[[Claim, pd.DataFrame], Any],
+    others: dict[str, pd.DataFrame],
+) -> list[dict[str, Any]]:
+    """Each other regime (``others``: a declared regime's name and its set's results
+    table) in which an effect the primary judged gets another verdict (of
+    :data:`~normlab.claims.VERDICTS`), matched by its label without the regime:
+    ``{"specification": {"regime": name}, "says": ..., "effects": {label: verdict}}``,
+    the labels the other regime's, so each names the regime it was measured in."""
+    primary_keys = _keys(claim, table)
+    primary = {primary_keys[j.label]: j.verdict for j in outcome.judged}
+    flips = []
+    for name, other_table in others.items():
+        other = judge(claim, other_table)
+        if not other.judged:
+            continue
+        keys = _keys(claim, other_table)
+        changed = {
+            j.label: j.verdict
+            for j in other.judged
+            if keys[j.label] in primary
+            and j.verdict in VERDICTS
+            and j.verdict != primary[keys[j.label]]
+        }
+        if changed:
+            flips.append(
+                {
+                    "specification": {"regime": name},
+                    "says": other.says,
+                    "effects": changed,
+                }
             )
     return flips

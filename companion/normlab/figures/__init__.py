@@ -41,7 +41,7 @@ from .column import (
     style,
 )
 from .curves import metric_vs, training_curves
-from .effects import forest, forest_by_unit
+from .effects import forest, forest_by_unit, regime_forest
 from .gate_entropy import (
     entropy_explorer,
     entropy_figure,
@@ -116,6 +116,7 @@ __all__ = [
     "fixed_epochs_figure",
     "forest",
     "forest_by_unit",
+    "regime_forest",
     "freeze_figure",
     "gate_heatmaps",
     "gradient_against_tau",

@@ -3,7 +3,8 @@ width, its labels wrapped so that the plot keeps most of the width.
 
 :func:`forest` draws every effect on one axis; :func:`forest_by_unit` draws one panel per
 unit (an accuracy, a slope, nats, ...), each effect with its claim's margin, from the
-scorecard's records (:func:`normlab.claims.scorecard_records`)."""
+scorecard's records (:func:`normlab.claims.scorecard_records`); :func:`regime_forest`
+draws each effect once per regime it was measured in."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from matplotlib.lines import Line2D
 
 from .column import COLUMN_INCHES, MIN_FONT_PT, new_figure, style
 
-__all__ = ["VERDICT_COLOURS", "forest", "forest_by_unit"]
+__all__ = ["VERDICT_COLOURS", "forest", "forest_by_unit", "regime_forest"]
 
 #: The colour of each verdict an effect can have (:mod:`normlab.claims.rules`' words): the
 #: palette's green, blue, sky blue, vermilion, grey, pink and orange; a verdict of sign
@@ -160,5 +161,80 @@ def forest_by_unit(records: Sequence[dict[str, Any]]) -> Figure:
         ]
         figure.legend(
             handles=handles, loc="outside upper center", ncols=3, fontsize=MIN_FONT_PT
+        )
+    return figure
+
+
+#: The markers of the regimes in :func:`regime_forest`, in the order the regimes come.
+REGIME_MARKERS = ("o", "s", "^", "D")
+
+
+def regime_forest(rows: Any, xlabel: str = "effect (accuracy)") -> Figure:
+    """Each effect once per regime, beside each other: ``rows`` (a DataFrame) has
+    ``effect`` (its short name, a row of the plot), ``regime`` (a marker each, filled for
+    the first regime, hollow after), ``mean``, ``half`` (the interval its verdict read)
+    and ``verdict`` (its colour, :data:`VERDICT_COLOURS`); ``margin``, where present and
+    finite, draws the effect's ±margin band."""
+    effects = list(dict.fromkeys(rows["effect"]))
+    regimes = list(dict.fromkeys(rows["regime"]))
+    if len(regimes) > len(REGIME_MARKERS):
+        raise ValueError(
+            f"rows: at most {len(REGIME_MARKERS)} regimes, got {len(regimes)}"
+        )
+    step = 0.3 if len(regimes) > 1 else 0.0
+    with style():
+        figure, axes = new_figure(
+            size=(COLUMN_INCHES, max(2.2, 0.55 * len(effects) * len(regimes) + 2.4))
+        )
+        ax = axes[0, 0]
+        for row in rows.itertuples(index=False):
+            y = effects.index(row.effect) + step * (
+                regimes.index(row.regime) - (len(regimes) - 1) / 2
+            )
+            k = regimes.index(row.regime)
+            colour = VERDICT_COLOURS.get(row.verdict, "black")
+            half = row.half if math.isfinite(row.half) else 0.0
+            ax.errorbar(
+                row.mean,
+                y,
+                xerr=half,
+                fmt=REGIME_MARKERS[k],
+                color=colour,
+                mfc=colour if k == 0 else "white",
+                capsize=3,
+            )
+            margin = getattr(row, "margin", math.nan)
+            if margin is not None and math.isfinite(margin):
+                ax.fill_betweenx(
+                    [y - step / 2, y + step / 2], -margin, margin, color=MARGIN_COLOUR
+                )
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_yticks(range(len(effects)), [_label(e) for e in effects])
+        ax.tick_params(axis="y", labelsize=MIN_FONT_PT)
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel)
+        handles = [
+            Line2D(
+                [],
+                [],
+                marker=REGIME_MARKERS[k],
+                ls="",
+                color="black",
+                mfc="black" if k == 0 else "white",
+                label=name,
+            )
+            for k, name in enumerate(regimes)
+        ] + [
+            Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS[v], label=v)
+            for v in dict.fromkeys(rows["verdict"])
+            if v in VERDICT_COLOURS
+        ]
+        # below the axis, so that no interval hides behind it
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16),
+            ncol=2,
+            fontsize=MIN_FONT_PT,
         )
     return figure
