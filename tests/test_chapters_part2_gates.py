@@ -374,3 +374,25 @@ def test_regime_effects_judge_each_claim_in_each_regime() -> None:
     primary = claims.evaluate("N3")
     long = effects[(effects["claim"] == "N3") & (effects["regime"] == "long")]
     assert list(long["verdict"]) == [j.verdict for j in primary.judged]
+
+
+def test_the_chapter_numbers_are_read_from_the_sets(bottleneck) -> None:
+    runs = gs.at_defaults(bottleneck.results)
+    found = ch12.set_numbers(runs, bottleneck.profile)
+    for task in runs["data"].unique():
+        assert 0 <= found[f"ch12_h_{task}"] <= math.log(2)
+    assert found["ch12_epochs"] == runs["epochs"].max()
+    assert found["ch12_rates"].data == f"{runs['lr'].nunique()} learning rates"
+    composed = gs.chosen(gs.with_schedules(runs))
+    noise = ch12.paired_table(composed, "autonorm_s", "autonorm_s_sample", by="arm")
+    numbers = ch12.ablation_numbers(noise, noise.iloc[:0])
+    assert set(numbers) == {
+        f"ch12_noise{part}_{task}" for part in ("", "_half") for task in noise["data"]
+    }
+    regime = results.largest("gate_regime")
+    ready = ch12.ready_regime(regime.results, regime.records())
+    short = ch12.regime_table(bottleneck.results, bottleneck.records())
+    words = ch12.regime_numbers(ready, regime.results, short, bottleneck.results)
+    for task in ("mnist", "mnist_restyled"):
+        assert words[f"ch12_ready_{task}"].data.startswith("On ")
+        assert words[f"ch12_short_{task}"].data.startswith("On ")

@@ -14,10 +14,14 @@ import pandas as pd
 from .. import claims
 from ..analysis import gates as ag
 from ..analysis.gates import READY_ARM as READY
+from ..analysis.gates import READY_LEAD
 from ..claims.tables import paired_table
 from ..data.sources import served_by, title
 from ..experiments import gate_study as gs
 from ..experiments.gate_grids import T_FREEZE
+from ..experiments.gate_regime import REGIME_EPOCHS, REGIME_SEEDS
+from ..facts import gate_seeds_held
+from ..figures import task_title
 from ..gates import FREEZE_PREFIX
 from ..names import display_name
 from ..paper import EPS_H
@@ -37,6 +41,9 @@ __all__ = [
     "regime_effects",
     "regime_finding",
     "regime_meaning",
+    "set_numbers",
+    "ablation_numbers",
+    "regime_numbers",
 ]
 
 #: The arms whose regime N3 and N5 read: AutoNorm-S's freeze run, FrozenLN, the plain gate.
@@ -313,4 +320,61 @@ def lead_over_frozen_ln(runs: pd.DataFrame, t_freeze: int) -> dict[str, float]:
     for row in lead.itertuples():
         found[f"lead_{row.data}"] = float(row.mean)
         found[f"lead_half_{row.data}"] = float(row.ci95)
+    return found
+
+
+def set_numbers(runs: pd.DataFrame, profile: str = "cpu") -> dict[str, Any]:
+    """What the chapter says of ``gate_bottleneck``'s runs (at the defaults), keyed by glue
+    name: the mean decision entropy per task (``ch12_h_<task>``), the seeds held, the
+    rates and freeze epochs in words, and the epochs."""
+    decisions, _ = freeze_decisions(runs)
+    found: dict[str, Any] = {
+        f"ch12_h_{task}": float(row["mean"]) for (task, _t), row in decisions.iterrows()
+    }
+    rates = runs["lr"].nunique()
+    found["ch12_seeds_held"] = gate_seeds_held(runs, profile)
+    found["ch12_rates"] = markdown(
+        "one learning rate" if rates == 1 else f"{rates} learning rates"
+    )
+    freezes = gs.freeze_epochs(runs["arm"].unique())
+    found["ch12_freezes"] = markdown(", ".join(str(t) for t in freezes))
+    found["ch12_epochs"] = int(runs["epochs"].max())
+    return found
+
+
+def ablation_numbers(noise: pd.DataFrame, learning: pd.DataFrame) -> dict[str, float]:
+    """The freeze's two parts per task, keyed by glue name: removing the forward noise
+    (``noise``, AutoNorm-S minus the freeze that keeps sampling) and stopping the learning
+    (``learning``, that freeze minus the plain gate), each mean and 95 % half-width
+    (:func:`normlab.claims.tables.paired_table`'s rows)."""
+    found = {}
+    for name, pairs in (("noise", noise), ("learning", learning)):
+        for row in pairs.itertuples():
+            found[f"ch12_{name}_{row.data}"] = float(row.mean)
+            found[f"ch12_{name}_half_{row.data}"] = float(row.ci95)
+    return found
+
+
+def regime_numbers(
+    ready: pd.DataFrame,
+    regime_runs: pd.DataFrame,
+    short: pd.DataFrame,
+    short_runs: pd.DataFrame,
+) -> dict[str, Any]:
+    """The two regimes in words, keyed by glue name: per task the regime past the plateau
+    (``ready``: :func:`ready_regime` of ``regime_runs``; ``ch12_ready_<task>``) and the
+    short budget (``short``: :func:`regime_table` of ``short_runs``;
+    ``ch12_short_<task>``); the regime's epochs per task, its seeds and the lead the
+    decision waits for."""
+    found: dict[str, Any] = {
+        "ch12_ready_lead": READY_LEAD,
+        "ch12_regime_seeds": REGIME_SEEDS,
+    }
+    for task, epochs in REGIME_EPOCHS.items():
+        found[f"ch12_regime_epochs_{task}"] = epochs
+        name = task_title(task, regime_runs)
+        found[f"ch12_ready_{task}"] = markdown(ready_sentence(ready, task, name))
+    for task, row in short.set_index("data").iterrows():
+        name = task_title(str(task), short_runs)
+        found[f"ch12_short_{task}"] = markdown(regime_sentence(row, name))
     return found
