@@ -443,6 +443,20 @@ def test_a_budget_keeps_the_re_runs_short(copy: results.SavedSet) -> None:
         verification.verify(copy, budget=0)
 
 
+def test_a_population_members_re_run_costs_its_whole_population() -> None:
+    """A member records its share of its population's time but is re-run with all of
+    it, so a budget weighs the population: of two records that each took 5 s, the one
+    made in a population of 16 is not cheap."""
+    single = {"run_id": "a", "seconds": 5.0}
+    member = {
+        "run_id": "b",
+        "seconds": 5.0,
+        "population": {"members": [[0, 1e-3]] * 16},
+    }
+    assert verification.rerun_seconds(single) == 5.0
+    assert verification.rerun_seconds(member) == 80.0
+
+
 def test_drift_in_the_code_fails(copy: results.SavedSet, monkeypatch) -> None:
     """Same machine, so the comparison is exact: a change in the 7th digit is caught."""
     _drifted(monkeypatch, lambda m: m.update(val_loss=m["val_loss"] * (1 + 1e-7)))

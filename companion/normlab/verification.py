@@ -44,6 +44,7 @@ __all__ = [
     "BUDGET_GRACE",
     "OverBudget",
     "check_format",
+    "rerun_seconds",
     "rerun_threads",
     "made_on",
     "sample",
@@ -166,6 +167,14 @@ def check_format(saved: SavedSet) -> list[Mismatch]:
     return _saved_io.problems(saved.folder)
 
 
+def rerun_seconds(record: dict[str, Any]) -> float:
+    """What re-running ``record`` costs, from the seconds it records: a population's
+    member records its share of its population's time, and is re-run with the whole
+    population (:func:`normlab.experiments.populations.rerun_member`)."""
+    members = record.get("population", {}).get("members", [None])
+    return float(record["seconds"]) * len(members)
+
+
 def sample(
     saved: SavedSet, k: int = 3, *, max_seconds: float | None = None
 ) -> list[str]:
@@ -174,8 +183,9 @@ def sample(
     Records are taken in the order of a hash of their run id; each pick is the first one
     that adds the most values not yet covered on the experiment's configuration axes (the
     normaliser or arm first, then the other axes), so three picks meet three arms.
-    ``max_seconds`` keeps to the records that took at most that long to make (the
-    quickest record when none did), so that a re-run fits a time budget.
+    ``max_seconds`` keeps to the records whose re-run takes at most that long
+    (:func:`rerun_seconds`; the quickest record when none does), so that a re-run fits a
+    time budget.
     """
     from . import experiments
 
@@ -184,8 +194,8 @@ def sample(
     axes = experiments.get(saved.experiment).group_by(saved.profile)
     pool = sorted(saved.records(), key=lambda r: _saved_io.sha(r["run_id"]))
     if max_seconds is not None:
-        quickest = min(pool, key=lambda r: float(r["seconds"]))
-        pool = [r for r in pool if float(r["seconds"]) <= max_seconds] or [quickest]
+        quickest = min(pool, key=rerun_seconds)
+        pool = [r for r in pool if rerun_seconds(r) <= max_seconds] or [quickest]
     covered: dict[str, set[str]] = {a: set() for a in axes}
     chosen: list[str] = []
     while pool and len(chosen) < k:
@@ -410,7 +420,7 @@ def verify(
                 if (
                     ran
                     and budget is not None
-                    and spent + float(record["seconds"]) > budget
+                    and spent + rerun_seconds(record) > budget
                 ):
                     break
                 exact = mode == "exact" or (
@@ -425,8 +435,8 @@ def verify(
                 f"re-run of {run_id}",
                 f"stopped after {time.perf_counter() - started:.3g} s: the re-runs may "
                 f"take at most {limit:.3g} s ({BUDGET_LIMIT:g} times the budget of "
-                f"{budget:g} s, plus {BUDGET_GRACE:g}); the record says it took "
-                f"{float(record['seconds']):.3g} s",
+                f"{budget:g} s, plus {BUDGET_GRACE:g}); the record says its re-run "
+                f"takes {rerun_seconds(record):.3g} s",
             )
         )
     finally:
