@@ -20,8 +20,19 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_thread_from_the_start():
+    """One torch thread before any module-scoped fixture trains: a set a fixture saves and
+    the save a test makes must run on the same thread count, whatever OMP_NUM_THREADS the
+    suite was started with (two threads round differently from one)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
-def one_thread():
+def one_thread(one_thread_from_the_start):
     """Run every test on one torch thread: on a loaded 2-core machine, two OpenMP threads
     per process can stall small-model training by 10-100x (measured: 1.5 s vs 120 s)."""
     threads = torch.get_num_threads()

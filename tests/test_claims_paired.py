@@ -160,8 +160,12 @@ def test_a_verdict_names_only_the_data_its_effects_read() -> None:
 
 def test_n1_and_n3_read_the_same_cifar10_stand_in() -> None:
     n1, n3 = claims.evaluate("N1"), claims.evaluate("N3")  # the packaged saved set
-    assert n1.data == n3.data == ("mnist_restyled",)
-    assert n1.source["data"] == n3.source["data"]
+    assert n1.data[0] == n3.data[0] == "mnist_restyled"  # the primary: the stand-in
+    assert n3.data == ("mnist_restyled",)
+    assert set(n1.data) == {"mnist_restyled", "mnist"}  # N1 also on a stationary task
+    assert n3.source["data"] == "mechanism, on restyled 8×8 digits (a stand-in for CIFAR-10)"
+    assert n1.source["data"].startswith("mechanism, on real MNIST")  # names both tasks
+    assert n1.source["data"].endswith(n3.source["data"].removeprefix("mechanism, on "))
 
 
 def test_a_brief_verdict_table_keeps_the_columns_that_fit_a_chapter() -> None:

@@ -51,8 +51,10 @@ def test_n1_and_n3_read_the_same_cifar10_standin() -> None:
             ("mnist_restyled", "freeze_at_8"): [0.64, 0.65, 0.66, 0.67],
         }
     )
-    (n1,) = part2._n1_gate(table)
+    n1, stationary = part2._n1_gate(table)
     n3 = part2._n3_gate(table)
+    assert stationary.label.startswith("autonorm - autonorm_random on mnist (")
+    assert stationary.samples == pytest.approx([0.1] * 4)
     assert n1.label.startswith("autonorm - autonorm_random on mnist_restyled (")
     assert all(" on mnist_restyled (" in e.label for e in n3)
     # each label states its regime: the schedule, the freeze decision, the final losses
@@ -61,7 +63,7 @@ def test_n1_and_n3_read_the_same_cifar10_standin() -> None:
     assert n1.samples == pytest.approx([-0.1] * 4)  # learned minus random there
     # the hinge configurations do not enter the claim: a second readout changes nothing
     other = table.assign(readout="mean", test_metric=0.0, val_metric=0.0)
-    (again,) = part2._n1_gate(pd.concat([table, other], ignore_index=True))
+    again, _ = part2._n1_gate(pd.concat([table, other], ignore_index=True))
     assert again.samples == pytest.approx(n1.samples)
 
 

@@ -238,20 +238,25 @@ def regime_meaning(effects: pd.DataFrame) -> Any:
     independent, ``hypot`` of their half-widths), and whether that interval holds zero."""
     regimes = list(dict.fromkeys(effects["regime"]))
     sentences = []
-    for _, rows in effects.groupby("effect", sort=False):
-        by = rows.set_index("regime")
-        if regimes[0] not in by.index:
-            continue
-        first = by.loc[regimes[0]]
-        for other in (r for r in regimes[1:] if r in by.index):
+    for other in regimes[1:]:
+        shifts = []
+        for _, rows in effects.groupby("effect", sort=False):
+            by = rows.set_index("regime")
+            if regimes[0] not in by.index or other not in by.index:
+                continue
+            first = by.loc[regimes[0]]
             shift = float(first["mean"] - by.loc[other, "mean"])
             half = math.hypot(first["half"], by.loc[other, "half"])
             moves = "moves" if abs(shift) > half else "does not clearly move"
-            sentences.append(
-                f"Against the {other}, the {regimes[0]} {moves} {first['claim']}'s "
-                f"{first['contrast']} on the {first['task']} ({shift:+.3f} ± "
-                f"{half:.3f})."
+            shifts.append(
+                f"It {moves} {first['claim']}'s {first['contrast']} on the "
+                f"{first['task']} ({shift:+.3f} ± {half:.3f})."
             )
+        if shifts:
+            sentences += [
+                f"Each shift here is the {regimes[0]}'s estimate minus the {other}'s.",
+                *shifts,
+            ]
     return markdown(" ".join(sentences))
 
 
@@ -373,12 +378,12 @@ def regime_numbers(
     ``ch12_short_<task>``); and the regime's declared epochs per task, its seeds and the
     lead the decision waits for (``ch12_regime_declared``)."""
     epochs = " and ".join(
-        f"{n} on {title(served_by(task, 'cpu', _source(regime_runs, task)))}"
+        f"{n} epochs on {title(served_by(task, 'cpu', _source(regime_runs, task)))}"
         for task, n in REGIME_EPOCHS.items()
     )
     found: dict[str, Any] = {
         "ch12_regime_declared": markdown(
-            f"Training runs {epochs} epochs. AutoNorm-S applies the paper's rule at the "
+            f"Training runs {epochs}. AutoNorm-S applies the paper's rule at the "
             "end of the first epoch whose validation accuracy has left chance by "
             f"{READY_LEAD:g}, and every arm runs {REGIME_SEEDS} seeds at its chosen rate "
             "on both tasks."
