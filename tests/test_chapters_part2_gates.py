@@ -357,7 +357,9 @@ def test_the_regime_finding_and_meaning_follow_the_effects() -> None:
     assert len(re.findall(r"\d+\.\d+|\b\d+\b", finding.replace("8×8", ""))) <= 3
     # the regimes' difference, +0.11 against a combined half-width of 0.028
     meaning = ch12.regime_meaning(far).data
-    assert meaning.startswith("Each shift here is the long's estimate minus the short's.")
+    assert meaning.startswith(
+        "Each shift here is the long's estimate minus the short's."
+    )
     assert "It moves N3's" in meaning
     assert "+0.110 ± 0.028" in ch12.regime_meaning(far).data
     near = _effects(0.0)

@@ -163,7 +163,10 @@ def test_n1_and_n3_read_the_same_cifar10_stand_in() -> None:
     assert n1.data[0] == n3.data[0] == "mnist_restyled"  # the primary: the stand-in
     assert n3.data == ("mnist_restyled",)
     assert set(n1.data) == {"mnist_restyled", "mnist"}  # N1 also on a stationary task
-    assert n3.source["data"] == "mechanism, on restyled 8×8 digits (a stand-in for CIFAR-10)"
+    assert (
+        n3.source["data"]
+        == "mechanism, on restyled 8×8 digits (a stand-in for CIFAR-10)"
+    )
     assert n1.source["data"].startswith("mechanism, on real MNIST")  # names both tasks
     assert n1.source["data"].endswith(n3.source["data"].removeprefix("mechanism, on "))
 
