@@ -57,6 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab.population",
             "normlab.population_noise",
             "normlab._population_opt",
+            "normlab._population_ensemble",
             "normlab.gates",
             "normlab.corruption_suite",
         ),

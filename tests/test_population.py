@@ -1,7 +1,7 @@
 """The population engine (normlab.population): K seeds as one batched model.
 
 A member must start as its single run starts (same initial weights, same first batch, the
-same first loss and gradients, to float rounding: vmapped matmuls may sum in another order,
+same first loss and gradients, to float rounding: batched matmuls may sum in another order,
 so 1e-5 relative, 1e-6 absolute), take the same first optimiser step, and end where single
 runs end in distribution (the mean difference of test accuracy over 16 seeds inside its 95 %
 interval). A diverged member stops without touching the others; a killed population resumes
@@ -305,6 +305,15 @@ def test_the_runner_writes_a_record_per_member_that_verify_reruns(
         seeds=3,
     )
     monkeypatch.setitem(experiment.profiles, "quick", small)
+    from normlab.experiments import populations
+
+    readings = []  # the checkout is read once a population: its members share one moment
+    made_by = populations.made_by
+    monkeypatch.setattr(
+        populations,
+        "made_by",
+        lambda device: readings.append(device) or made_by(device),
+    )
     report = run_grid(
         "fc_normalisers",
         profile="quick",
@@ -314,10 +323,13 @@ def test_the_runner_writes_a_record_per_member_that_verify_reruns(
         progress=False,
     )
     assert len(report.ran) == 6
+    assert len(readings) == 1
     records = sorted((tmp_path / "fc_normalisers" / "quick" / "runs").glob("*.json"))
     from normlab._records import parse
 
-    record = parse(records[4].read_text(), "record")
+    parsed = [parse(r.read_text(), "record") for r in records]
+    assert all(r["made_by"] == parsed[0]["made_by"] for r in parsed)
+    record = parsed[4]
     assert record["population"]["size"] == 6
     assert record["run_id"] in {r.run_id for r in experiment.runs("quick")}
     again = rerun_member(
