@@ -517,3 +517,15 @@ def test_the_hand_written_backward_passes_are_once_differentiable() -> None:
     )
     with pytest.raises(RuntimeError, match="once_differentiable|differentiable"):
         grad.sum().backward()
+
+
+def test_gain_is_the_layers_forward_and_gradchecks() -> None:
+    from normlab.layers import Gain
+
+    layer = Gain(5, init=1.5, dtype=F64)
+    x = torch.randn(3, 4, 5, dtype=F64, requires_grad=True)
+    assert torch.equal(layer(x), NF.gain(x, layer.weight))
+    weight = torch.randn(5, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(NF.gain, (x, weight))
+    with pytest.raises(ValueError, match=r"num_features=5\), got \(3, 4\)"):
+        NF.gain(torch.randn(3, 4, dtype=F64), weight)

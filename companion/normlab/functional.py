@@ -36,6 +36,7 @@ __all__ = [
     "patch_norm_conv2d",
     "patch_sq_norm",
     "dyt",
+    "gain",
     "autonorm_mix",
     "power_of_two_scale",
 ]
@@ -664,3 +665,25 @@ def dyt(
     if weight is None:
         return y if bias is None else y + bias
     return y * weight if bias is None else torch.addcmul(bias, weight, y)
+
+
+def gain(x: Tensor, weight: Tensor) -> Tensor:
+    r""":math:`\gamma \odot x`, the scale broadcast over ``x``'s last dimension.
+
+    Args:
+        x: input of shape :math:`(*, \text{num\_features})`.
+        weight: :math:`\gamma`, of shape :math:`(\text{num\_features})`.
+
+    See :class:`~normlab.layers.Gain`.
+
+    Examples::
+
+        >>> gain(torch.ones(2, 3), torch.tensor([1.0, 2.0, 3.0])).tolist()
+        [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
+    """
+    if x.dim() == 0 or x.shape[-1] != weight.shape[-1]:
+        raise ValueError(
+            f"input must have shape (*, num_features={weight.shape[-1]}), "
+            f"got {tuple(x.shape)}"
+        )
+    return x * weight

@@ -331,8 +331,9 @@ class Gain(nn.Module):
         nn.init.constant_(self.weight, self.init)
 
     def forward(self, x: Tensor) -> Tensor:
-        _check_features(x, self.num_features)
-        return x * self.weight
+        if not isinstance(x, Tensor):
+            raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
+        return NF.gain(x, self.weight)
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, init={self.init}"
