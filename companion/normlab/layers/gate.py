@@ -17,12 +17,12 @@ from torch import nn
 
 from .. import functional as NF
 from .._checks import one_of, positive_number
+from ..functional import _check_input as check_input
 from ..paper import DYT_ALPHA_INIT, TAU
 from ._common import (
     ShapeLike,
     as_shape,
     at_least_float32,
-    check_input,
     per_sample,
     pooled_mlp,
     token_pool,
