@@ -550,3 +550,13 @@ def test_ada_and_film_norm_are_the_layers_forwards_and_gradcheck() -> None:
         ValueError, match=r"normalized_shape \(5,\); expected \(\*, 5\)"
     ):
         NF.ada_norm(torch.randn(3, 4, dtype=F64), (5,))
+
+
+def test_rms_norm2d_is_the_layers_forward_and_gradchecks() -> None:
+    from normlab.layers import RMSNorm2d
+
+    layer = RMSNorm2d(3).double()
+    x = torch.randn(2, 3, 4, 4, dtype=F64, requires_grad=True)
+    assert torch.equal(layer(x), NF.rms_norm2d(x, layer.weight, layer.eps))
+    weight = torch.randn(3, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(NF.rms_norm2d, (x, weight))

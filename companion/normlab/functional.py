@@ -39,6 +39,7 @@ __all__ = [
     "gain",
     "ada_norm",
     "film_norm",
+    "rms_norm2d",
     "autonorm_mix",
     "power_of_two_scale",
 ]
@@ -762,3 +763,32 @@ def film_norm(
     )
     y = F.layer_norm(x, normalized_shape, eps=eps)
     return torch.addcmul(beta.reshape(view), y, 1.0 + d_gamma.reshape(view))
+
+
+def rms_norm2d(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    r""":math:`\gamma_c\, x / \sqrt{\mathrm{mean}_{c,h,w}(x^2) + \epsilon}` per sample, the
+    mean square taken at a power-of-two scale. See :class:`~normlab.layers.RMSNorm2d`.
+
+    Args:
+        x: input of shape :math:`(N, C, H, W)`.
+        weight: :math:`\gamma`, of shape :math:`(C)`.
+        eps: added to the mean square.
+
+    Examples::
+
+        >>> y = rms_norm2d(torch.randn(2, 3, 4, 4), torch.ones(3))
+        >>> torch.allclose(y.square().mean(dim=(1, 2, 3)), torch.ones(2), atol=1e-4)
+        True
+    """
+    if x.dim() != 4 or x.shape[1] != weight.shape[0]:
+        raise ValueError(
+            f"input must have shape (N, C={weight.shape[0]}, H, W), got {tuple(x.shape)}"
+        )
+    # the mean square at a power-of-two scale: finite for any finite input
+    scale = power_of_two_scale(x, (1, 2, 3), 1.0)
+    scaled = x / scale
+    mean_sq = scaled.square().mean(dim=(1, 2, 3), keepdim=True)
+    # x / scale times rsqrt, not x times rsqrt / scale: that factor is subnormal near
+    # the dtype's largest value
+    inv_rms = torch.rsqrt(mean_sq + eps / scale.square())
+    return scaled * inv_rms * weight.view(1, -1, 1, 1)

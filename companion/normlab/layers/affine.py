@@ -269,18 +269,7 @@ class RMSNorm2d(nn.Module):
         nn.init.ones_(self.weight)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.dim() != 4 or x.shape[1] != self.num_channels:
-            raise ValueError(
-                f"input must have shape (N, C={self.num_channels}, H, W), got {tuple(x.shape)}"
-            )
-        # the mean square at a power-of-two scale: finite for any finite input
-        scale = NF.power_of_two_scale(x, (1, 2, 3), 1.0)
-        scaled = x / scale
-        mean_sq = scaled.square().mean(dim=(1, 2, 3), keepdim=True)
-        # x / scale times rsqrt, not x times rsqrt / scale: that factor is subnormal near
-        # the dtype's largest value
-        inv_rms = torch.rsqrt(mean_sq + self.eps / scale.square())
-        return scaled * inv_rms * self.weight.view(1, -1, 1, 1)
+        return NF.rms_norm2d(x, self.weight, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.num_channels}, eps={self.eps}"
