@@ -517,3 +517,46 @@ def test_the_hand_written_backward_passes_are_once_differentiable() -> None:
     )
     with pytest.raises(RuntimeError, match="once_differentiable|differentiable"):
         grad.sum().backward()
+
+
+def test_gain_is_the_layers_forward_and_gradchecks() -> None:
+    from normlab.layers import Gain
+
+    layer = Gain(5, init=1.5, dtype=F64)
+    x = torch.randn(3, 4, 5, dtype=F64, requires_grad=True)
+    assert torch.equal(layer(x), NF.gain(x, layer.weight))
+    weight = torch.randn(5, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(NF.gain, (x, weight))
+    with pytest.raises(ValueError, match=r"num_features=5\), got \(3, 4\)"):
+        NF.gain(torch.randn(3, 4, dtype=F64), weight)
+
+
+def test_ada_and_film_norm_are_the_layers_forwards_and_gradcheck() -> None:
+    from normlab.layers import AdaNorm, FiLMNorm
+
+    x = torch.randn(3, 4, 5, dtype=F64, requires_grad=True)
+    ada = AdaNorm(5, k=0.2, scale=1.5)
+    assert torch.equal(ada(x), NF.ada_norm(x, (5,), 0.2, 1.5))
+    assert torch.autograd.gradcheck(lambda t: NF.ada_norm(t, (5,), 0.0, 1.5), (x,))
+    film = FiLMNorm(5, dtype=F64)
+    torch.nn.init.normal_(film.condition[2].weight)
+    d_gamma, beta = film.condition(x.mean(dim=1)).chunk(2, dim=-1)
+    assert torch.equal(film(x), NF.film_norm(x, d_gamma, beta, (5,)))
+    d_gamma, beta = (torch.randn(3, 5, dtype=F64, requires_grad=True) for _ in "ab")
+    assert torch.autograd.gradcheck(
+        lambda *t: NF.film_norm(*t, (5,)), (x, d_gamma, beta)
+    )
+    with pytest.raises(
+        ValueError, match=r"normalized_shape \(5,\); expected \(\*, 5\)"
+    ):
+        NF.ada_norm(torch.randn(3, 4, dtype=F64), (5,))
+
+
+def test_rms_norm2d_is_the_layers_forward_and_gradchecks() -> None:
+    from normlab.layers import RMSNorm2d
+
+    layer = RMSNorm2d(3).double()
+    x = torch.randn(2, 3, 4, 4, dtype=F64, requires_grad=True)
+    assert torch.equal(layer(x), NF.rms_norm2d(x, layer.weight, layer.eps))
+    weight = torch.randn(3, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(NF.rms_norm2d, (x, weight))

@@ -36,6 +36,10 @@ __all__ = [
     "patch_norm_conv2d",
     "patch_sq_norm",
     "dyt",
+    "gain",
+    "ada_norm",
+    "film_norm",
+    "rms_norm2d",
     "autonorm_mix",
     "power_of_two_scale",
 ]
@@ -48,6 +52,19 @@ PATCHNORM_FLOOR = 1.0
 
 Dims = int | tuple[int, ...]
 Pair = int | tuple[int, int]
+
+
+def _check_input(x: Tensor, shape: tuple[int, ...], min_extra_dims: int = 0) -> None:
+    """Raise a clear error when ``x`` does not end with ``shape``."""
+    if (
+        x.dim() < len(shape) + min_extra_dims
+        or tuple(x.shape[x.dim() - len(shape) :]) != shape
+    ):
+        lead = "(N, *tokens, " if min_extra_dims else "(*, "
+        raise ValueError(
+            f"input of shape {tuple(x.shape)} does not match normalized_shape {shape}; "
+            f"expected {lead}{', '.join(map(str, shape))})"
+        )
 
 
 def power_of_two_scale(x: Tensor, dim: Dims, floor: float) -> Tensor:
@@ -664,3 +681,114 @@ def dyt(
     if weight is None:
         return y if bias is None else y + bias
     return y * weight if bias is None else torch.addcmul(bias, weight, y)
+
+
+def gain(x: Tensor, weight: Tensor) -> Tensor:
+    r""":math:`\gamma \odot x`, the scale broadcast over ``x``'s last dimension.
+
+    Args:
+        x: input of shape :math:`(*, \text{num\_features})`.
+        weight: :math:`\gamma`, of shape :math:`(\text{num\_features})`.
+
+    See :class:`~normlab.layers.Gain`.
+
+    Examples::
+
+        >>> gain(torch.ones(2, 3), torch.tensor([1.0, 2.0, 3.0])).tolist()
+        [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
+    """
+    if x.dim() == 0 or x.shape[-1] != weight.shape[-1]:
+        raise ValueError(
+            f"input must have shape (*, num_features={weight.shape[-1]}), "
+            f"got {tuple(x.shape)}"
+        )
+    return x * weight
+
+
+def ada_norm(
+    x: Tensor,
+    normalized_shape: tuple[int, ...],
+    k: float = 0.1,
+    scale: float = 1.0,
+    eps: float = 1e-5,
+) -> Tensor:
+    r""":math:`C\,(1 - k\,\mathrm{sg}(y)) \odot y`, :math:`y = \mathrm{LN}(x)` without affine
+    over ``normalized_shape``; ``sg`` stops the gradient. See :class:`~normlab.layers.AdaNorm`.
+
+    Args:
+        x: input of shape :math:`(*, \text{normalized\_shape})`.
+        normalized_shape: the trailing dimensions normalised over.
+        k, scale, eps: :math:`k`, :math:`C` and the variance's :math:`\epsilon`.
+
+    Examples::
+
+        >>> x = torch.randn(4, 8)
+        >>> torch.equal(ada_norm(x, (8,), k=0.0), F.layer_norm(x, (8,)))
+        True
+    """
+    _check_input(x, normalized_shape)
+    y = F.layer_norm(x, normalized_shape, eps=eps)
+    return scale * (1.0 - k * y.detach()) * y
+
+
+def film_norm(
+    x: Tensor,
+    d_gamma: Tensor,
+    beta: Tensor,
+    normalized_shape: tuple[int, ...],
+    eps: float = 1e-5,
+) -> Tensor:
+    r""":math:`\mathrm{LN}(x) \odot (1 + \Delta\gamma) + \beta`, LN without affine over
+    ``normalized_shape``, with one :math:`\Delta\gamma` and :math:`\beta` per sample (from
+    :class:`~normlab.layers.FiLMNorm`'s conditioning MLP).
+
+    Args:
+        x: input of shape :math:`(N, *, \text{normalized\_shape})`.
+        d_gamma, beta: per-sample scale offset and shift, each of shape :math:`(N, D)`,
+            :math:`D = \prod \text{normalized\_shape}`.
+        normalized_shape: the trailing dimensions normalised over.
+        eps: added to the variance.
+
+    Examples::
+
+        >>> x, zero = torch.randn(4, 3, 8), torch.zeros(4, 8)
+        >>> torch.equal(film_norm(x, zero, zero, (8,)), F.layer_norm(x, (8,)))
+        True
+    """
+    _check_input(x, normalized_shape, min_extra_dims=1)
+    view = (
+        x.shape[0],
+        *([1] * (x.dim() - 1 - len(normalized_shape))),
+        *normalized_shape,
+    )
+    y = F.layer_norm(x, normalized_shape, eps=eps)
+    return torch.addcmul(beta.reshape(view), y, 1.0 + d_gamma.reshape(view))
+
+
+def rms_norm2d(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    r""":math:`\gamma_c\, x / \sqrt{\mathrm{mean}_{c,h,w}(x^2) + \epsilon}` per sample, the
+    mean square taken at a power-of-two scale. See :class:`~normlab.layers.RMSNorm2d`.
+
+    Args:
+        x: input of shape :math:`(N, C, H, W)`.
+        weight: :math:`\gamma`, of shape :math:`(C)`.
+        eps: added to the mean square.
+
+    Examples::
+
+        >>> y = rms_norm2d(torch.randn(2, 3, 4, 4), torch.ones(3))
+        >>> torch.allclose(y.square().mean(dim=(1, 2, 3)), torch.ones(2), atol=1e-4)
+        True
+    """
+    if x.dim() != 4 or x.shape[1] != weight.shape[0]:
+        raise ValueError(
+            f"input must have shape (N, C={weight.shape[0]}, H, W), got {tuple(x.shape)}"
+        )
+    # the mean square at a power-of-two scale: finite for any finite input
+    scale = power_of_two_scale(x, (1, 2, 3), 1.0)
+    scaled = x / scale
+    mean_sq = scaled.square().mean(dim=(1, 2, 3), keepdim=True)
+    # x / scale times rsqrt, not x times rsqrt / scale: that factor is subnormal near
+    # the dtype's largest value
+    inv_rms = torch.rsqrt(mean_sq + eps / scale.square())
+    return scaled * inv_rms * weight.view(1, -1, 1, 1)

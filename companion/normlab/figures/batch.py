@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from ..analysis import runs
 from ..analysis.batch import CELL, scaling_summary, steps_scores
 from ..experiments.part1_batch import PRIMARY
-from ..normalisers import colour
+from ..normalisers import colour, linestyle
 from .column import MIN_FONT_PT, label, new_figure, style
 from .part1 import draw_band, draw_batch_curves
 
@@ -73,6 +73,7 @@ def draw_steps(results: pd.DataFrame, ax: Any) -> None:
             marker="o",
             markersize=3,
             color=shade,
+            linestyle=linestyle(name),
             label=label(name),
         )
         ax.fill_between(

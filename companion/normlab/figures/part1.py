@@ -23,7 +23,7 @@ from ..analysis.part1 import batch_slopes, lr_sensitivity
 from ..claims.pairing import at_chosen_lr, paired
 from ..experiments.part1 import CORRECTIONS, LEAD_RIVALS, verdict_rows
 from ..names import data_label
-from ..normalisers import colour
+from ..normalisers import colour, linestyle
 from ..stats import interval
 from .column import label, new_figure, style
 
@@ -46,7 +46,7 @@ def _only(results: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def draw_band(ax: Any, table: pd.DataFrame, x: str, name: str) -> None:
-    """One normaliser's mean line and 95 % CI band, in its registered colour."""
+    """One normaliser's mean line and 95 % CI band, in its registered colour and line style."""
     rows = table.sort_values(x)
     low, high = (
         rows["mean"] - rows["ci95"].fillna(0.0),
@@ -59,6 +59,7 @@ def draw_band(ax: Any, table: pd.DataFrame, x: str, name: str) -> None:
         marker="o",
         markersize=3,
         color=shade,
+        linestyle=linestyle(name),
         label=label(name),
     )
     ax.fill_between(rows[x], low, high, color=shade, alpha=0.15, linewidth=0)

@@ -39,21 +39,6 @@ def as_shape(normalized_shape: ShapeLike) -> tuple[int, ...]:
     return shape
 
 
-def check_input(
-    x: torch.Tensor, shape: tuple[int, ...], min_extra_dims: int = 0
-) -> None:
-    """Raise a clear error when ``x`` does not end with ``shape``."""
-    if (
-        x.dim() < len(shape) + min_extra_dims
-        or tuple(x.shape[x.dim() - len(shape) :]) != shape
-    ):
-        lead = "(N, *tokens, " if min_extra_dims else "(*, "
-        raise ValueError(
-            f"input of shape {tuple(x.shape)} does not match normalized_shape {shape}; "
-            f"expected {lead}{', '.join(map(str, shape))})"
-        )
-
-
 def token_pool(
     x: torch.Tensor, ndim_normalized: int, token_mask: torch.Tensor | None = None
 ) -> torch.Tensor:

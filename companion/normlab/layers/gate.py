@@ -17,12 +17,12 @@ from torch import nn
 
 from .. import functional as NF
 from .._checks import one_of, positive_number
-from ..paper import TAU
+from ..functional import _check_input as check_input
+from ..paper import DYT_ALPHA_INIT, TAU
 from ._common import (
     ShapeLike,
     as_shape,
     at_least_float32,
-    check_input,
     per_sample,
     pooled_mlp,
     token_pool,
@@ -272,7 +272,8 @@ class AutoNorm(nn.Module):
         hard: straight-through one-hot gate weights. Default: ``False``.
         selector_hidden: width of the selector's MLP. Default: ``max(1, D // 2)``.
         selector: ``"learned"``, ``"random"`` or ``"fixed"``. Default: ``"learned"``.
-        alpha_init: DyT's initial :math:`\alpha`. Default: ``0.5``.
+        alpha_init: DyT's initial :math:`\alpha`. Default: ``0.5``
+            (:data:`normlab.paper.DYT_ALPHA_INIT`).
         eps: LayerNorm's epsilon. Default: ``1e-5``.
         device, dtype: where and in which dtype the parameters are made.
 
@@ -313,7 +314,7 @@ class AutoNorm(nn.Module):
         hard: bool = False,
         selector_hidden: int | None = None,
         selector: str = "learned",
-        alpha_init: float = 0.5,
+        alpha_init: float = DYT_ALPHA_INIT,
         eps: float = 1e-5,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
