@@ -62,7 +62,7 @@ def test_part1_grids_meet_the_design() -> None:
                 f"{exp.name} {profile}: lr chosen from >= {least} rates"
             )
     cpu = fc.grid("cpu").configs(seeds=1)
-    assert {c["normaliser"] for c in cpu} == set(part1.NORMALISERS)
+    assert {c["normaliser"] for c in cpu} == set(part1.BOOK_NORMALISERS)
     # the specification curve: the primary specification and each one-choice change of
     # it at the primary shape, with every normaliser
     primary_shape = [
@@ -75,7 +75,7 @@ def test_part1_grids_meet_the_design() -> None:
         ("digits", "xavier_normal", "sgd"),
     ):
         spec = dict(source=source, init=init, optimizer=optimizer, head="same")
-        assert _names_at(primary_shape, **spec) == set(part1.NORMALISERS), spec
+        assert _names_at(primary_shape, **spec) == set(part1.BOOK_NORMALISERS), spec
     assert part1.FC_PRIMARY["source"] == "mnist_5k"
     assert {c["optimizer"] for c in fc.grid("quick").configs()} == {"sgd", "adam"}
     for profile in batch.profiles:  # the large-batch studies' range: a factor of 64
@@ -86,7 +86,7 @@ def test_part1_grids_meet_the_design() -> None:
     cpu_batch = batch.grid("cpu").configs(seeds=1)
     primary = [c for c in cpu_batch if all(c[k] == v for k, v in PRIMARY.items())]
     assert {c["batch_size"] for c in primary} == set(part1_batch.CPU_SIZES)
-    assert {c["normaliser"] for c in primary} == set(part1.NORMALISERS)
+    assert {c["normaliser"] for c in primary} == set(part1.BOOK_NORMALISERS)
     assert {"optimizer", "init", "budget"} <= set(batch.grid("cpu").axes)
     assert {c["init"] for c in cpu_batch} == {"xavier_normal", "default"}
     assert {c["budget"] for c in cpu_batch} == set(part1_batch.BATCH_BUDGETS)
@@ -111,7 +111,7 @@ def test_cpu_fc_points_are_matched() -> None:
     primary = {**part1.FC_PRIMARY, "head": "same"}
     act, depth, width = part1.FC_SHAPE
     assert _names_at(cpu, **primary, activation=act, depth=depth, width=width) == set(
-        part1.NORMALISERS
+        part1.BOOK_NORMALISERS
     )
     for act, depth, width in part1.FC_OTHER_SHAPES:
         assert _names_at(
@@ -119,7 +119,7 @@ def test_cpu_fc_points_are_matched() -> None:
         ) == set(part1.FC_CORE)
     assert _names_at(cpu, head="plain") == set(part1.CORRECTIONS)
     toy = {"source": "digits", "init": "xavier_normal", "optimizer": "sgd"}
-    assert _names_at(cpu, **toy) == set(part1.NORMALISERS)
+    assert _names_at(cpu, **toy) == set(part1.BOOK_NORMALISERS)
 
 
 def test_cpu_fc_confirmation_runs_the_pilots_choice_for_the_planned_seeds() -> None:

@@ -357,7 +357,7 @@ def coupling_at_init(images: int = 64) -> pd.DataFrame:
     x = load_data("mnist_5k", "train").x.flatten(1)[:images]
     rows = []
     for init in ("xavier_normal", "default"):
-        for name in part1.NORMALISERS:
+        for name in part1.BOOK_NORMALISERS:
             seed_everything(0)
             model = mlp_for(
                 name,
