@@ -3,6 +3,7 @@ float64 gradients."""
 
 from __future__ import annotations
 
+import doctest
 from collections.abc import Callable
 
 import pytest
@@ -13,7 +14,9 @@ from normlab.layers import (
     DyT,
     L2Norm,
     NormLikeLinear,
+    NormSelector,
     PatchNormConv2d,
+    token_pool,
 )
 from torch import Tensor, nn
 
@@ -141,6 +144,90 @@ def test_dyt_without_its_affine_is_tanh() -> None:
     assert torch.equal(NF.dyt(x, alpha), torch.tanh(alpha * x))
     bias = torch.randn(6)
     assert torch.equal(NF.dyt(x, alpha, bias=bias), torch.tanh(alpha * x) + bias)
+
+
+def test_ada_norm_gradchecks_in_float64_with_its_factor_held() -> None:
+    """At ``k=0`` AdaNorm is LayerNorm, gradchecked as it is; at ``k > 0`` its gradient is
+    that of the same expression with the factor :math:`C(1 - k y)` a constant, bit for bit,
+    and that expression gradchecks."""
+    torch.manual_seed(2)
+    shape, k, scale, eps = (3, 4), 0.2, 1.5, 1e-3
+    x = (torch.randn(2, 5, 3, 4, dtype=F64) + 0.3).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda inp: NF.ada_norm(inp, shape, 0.0, scale, eps), (x,)
+    )
+    factor = scale * (1.0 - k * torch.nn.functional.layer_norm(x, shape, eps=eps))
+    factor = factor.detach()
+
+    def held(inp: Tensor) -> Tensor:
+        return factor * torch.nn.functional.layer_norm(inp, shape, eps=eps)
+
+    assert torch.autograd.gradcheck(held, (x,))
+    v = torch.randn(x.shape, dtype=F64)
+    (got,) = torch.autograd.grad(NF.ada_norm(x, shape, k, scale, eps), x, v)
+    (want,) = torch.autograd.grad(held(x), x, v)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+@pytest.mark.parametrize("training", [False, True])
+def test_norm_selector_is_its_layer_bit_for_bit(training: bool, hard: bool) -> None:
+    torch.manual_seed(0)
+    layer = _randomise(NormSelector((3, 4), k=3, hidden=5, hard=hard)).train(training)
+    x = torch.randn(2, 5, 3, 4)
+    torch.manual_seed(5)  # the same Gumbel noise for both
+    got = layer(x)
+    logits = NF.at_least_float32(layer.mlp(token_pool(x, 2)))
+    torch.manual_seed(5)
+    assert torch.equal(got, NF.norm_selector(logits, layer.tau, hard, training))
+    assert torch.equal(layer.last_probs, torch.softmax(logits, dim=-1))
+
+
+def test_norm_selector_holds_frozen_members_to_their_probabilities() -> None:
+    logits = torch.randn(4, 2, generator=torch.Generator().manual_seed(3))
+    noise = NF.sample_gumbel(logits.shape, generator=torch.Generator().manual_seed(4))
+    members = torch.tensor([True, False, True, False]).unsqueeze(-1)
+    got = NF.norm_selector(
+        logits, 0.5, training=True, noise=noise, frozen_members=members
+    )
+    sampled = NF.gumbel_softmax(logits, 0.5, noise=noise)
+    assert torch.equal(got, torch.where(members, torch.softmax(logits, -1), sampled))
+    frozen = NF.norm_selector(logits, 0.5, training=True, noise=noise, frozen=True)
+    assert torch.equal(frozen, torch.softmax(logits, -1))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_norm_selector_gradchecks_in_float64(training: bool) -> None:
+    """Soft weights only: the straight-through gradient of ``hard`` is by design not the
+    derivative of its one-hot value."""
+    logits = torch.randn(4, 3, dtype=F64, requires_grad=True)
+    noise = NF.sample_gumbel(logits.shape, generator=torch.Generator().manual_seed(4))
+    assert torch.autograd.gradcheck(
+        lambda ell: NF.norm_selector(ell, 0.7, training=training, noise=noise),
+        (logits,),
+    )
+
+
+EXAMPLED = [
+    name for name in NF.__all__ if "Examples::" in (getattr(NF, name).__doc__ or "")
+]
+
+
+def test_the_part_two_gain_and_rms_norm2d_functions_have_examples() -> None:
+    assert {"ada_norm", "film_norm", "gain", "rms_norm2d", "norm_selector"} <= set(
+        EXAMPLED
+    )
+
+
+@pytest.mark.parametrize("name", EXAMPLED)
+def test_docstring_examples_run(name: str) -> None:
+    fn = getattr(NF, name)
+    (test,) = doctest.DocTestFinder(recurse=False).find(fn, name, globs=vars(NF))
+    assert test.examples
+    torch.manual_seed(0)
+    report: list[str] = []
+    result = doctest.DocTestRunner().run(test, out=report.append)
+    assert result.failed == 0, "".join(report)
 
 
 def test_patch_norm_refuses_an_unknown_mode() -> None:

@@ -17,6 +17,7 @@ or autocast the plain expressions run instead.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +42,12 @@ __all__ = [
     "film_norm",
     "rms_norm2d",
     "autonorm_mix",
+    "TAU_MIN",
+    "check_tau",
+    "at_least_float32",
+    "sample_gumbel",
+    "gumbel_softmax",
+    "norm_selector",
     "power_of_two_scale",
 ]
 
@@ -792,3 +799,144 @@ def rms_norm2d(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     # the dtype's largest value
     inv_rms = torch.rsqrt(mean_sq + eps / scale.square())
     return scaled * inv_rms * weight.view(1, -1, 1, 1)
+
+
+def at_least_float32(t: Tensor) -> Tensor:
+    """Upcast bf16/fp16 to float32 (float64 stays float64)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
+TAU_MIN = 1e-3
+"""The smallest Gumbel-Softmax temperature accepted. Below it, float32's softmax of
+``(logits + G) / tau`` is one-hot to rounding for any gap above about 0.1 between the
+candidates, so the selector's gradients are exactly zero for almost every sample."""
+
+
+def check_tau(value: float) -> float:
+    """``value`` as a float if it is a finite temperature ``>= TAU_MIN``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < TAU_MIN
+    ):
+        raise ValueError(
+            f"tau must be a finite number >= {TAU_MIN} (TAU_MIN: below it the selector's "
+            f"gradients vanish in float32), got {value!r}"
+        )
+    return float(value)
+
+
+def sample_gumbel(
+    shape: Sequence[int] | torch.Size,
+    *,
+    device: torch.device | str | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    r"""Standard Gumbel noise :math:`G = -\log E`, :math:`E \sim \mathrm{Exp}(1)`, in float32.
+
+    Sampling :math:`E` directly (rather than :math:`-\log(-\log U)`) needs one logarithm; it
+    is clamped away from zero so that :math:`G` is always finite (at most about 87).
+    """
+    e = torch.empty(tuple(shape), device=device, dtype=torch.float32).exponential_(
+        generator=generator
+    )
+    return -e.clamp_min_(torch.finfo(torch.float32).tiny).log()
+
+
+def gumbel_softmax(
+    logits: Tensor,
+    tau: float,
+    hard: bool = False,
+    generator: torch.Generator | None = None,
+    noise: Tensor | None = None,
+) -> Tensor:
+    r"""Gumbel-Softmax (Jang et al. 2017; Maddison et al. 2017) over the last dimension.
+
+    .. math::
+        w = \mathrm{softmax}\bigl((\ell + G) / \tau\bigr), \qquad G_i \sim \mathrm{Gumbel}(0, 1)
+
+    As :math:`\tau \to 0`, :math:`w` tends to the one-hot vector of
+    :math:`\arg\max(\ell + G)`, which is distributed as :math:`\mathrm{softmax}(\ell)` (the
+    Gumbel-max trick). ``hard=True`` is the straight-through estimator: the forward value is
+    that one-hot vector, the gradient is the soft one. Computed in float32 whatever the
+    dtype of ``logits`` is lower (bf16 or fp16 overflow at small ``tau``); returns float32
+    (float64 for float64 logits). ``noise`` (optional): the Gumbel noise, drawn by the
+    caller (:mod:`normlab.population` draws each member's from its own stream).
+    """
+    tau = check_tau(tau)
+    if noise is None:
+        noise = sample_gumbel(logits.shape, device=logits.device, generator=generator)
+    soft = torch.softmax((at_least_float32(logits) + noise) / tau, dim=-1)
+    if not hard:
+        return soft
+    index = soft.argmax(dim=-1, keepdim=True)
+    one_hot = torch.zeros_like(soft).scatter_(-1, index, 1.0)
+    return one_hot - soft.detach() + soft
+
+
+def norm_selector(
+    logits: Tensor,
+    tau: float,
+    hard: bool = False,
+    training: bool = False,
+    *,
+    noise: Tensor | None = None,
+    frozen: bool = False,
+    frozen_members: Tensor | None = None,
+) -> Tensor:
+    r"""AutoNorm's gate weights from its logits :math:`\ell`: sampled in training, else the
+    probabilities the samples follow.
+
+    .. math::
+        w = \begin{cases}
+            \mathrm{GumbelSoftmax}(\ell, \tau) & \text{training, not frozen} \\
+            \mathrm{softmax}(\ell) & \text{otherwise}
+        \end{cases}
+
+    With ``hard``, the straight-through one-hot weights in training and the one-hot
+    :math:`\arg\max \ell` otherwise. See :class:`~normlab.layers.NormSelector`, which
+    predicts :math:`\ell` from the sample's pooled input.
+
+    Args:
+        logits: :math:`\ell`, one row per sample, float32 or float64.
+        tau: the Gumbel-Softmax temperature, at least :data:`TAU_MIN`.
+        hard: one-hot weights instead of soft ones. Default: ``False``.
+        training: whether to sample. Default: ``False``.
+        noise: the Gumbel noise to sample with, drawn by the caller; None: drawn here.
+        frozen: whether the weights are deterministic in training too. Default: ``False``.
+        frozen_members: per sample, whether its weights are deterministic in training
+            (a population's members whose gate is frozen); None: none is.
+
+    Shape:
+        - logits: :math:`(N, k)`
+        - Output: :math:`(N, k)`, in the dtype of ``logits``
+
+    Examples::
+
+        >>> logits = torch.tensor([[2.0, 0.0], [0.0, 1.0]])
+        >>> torch.equal(norm_selector(logits, 0.5), torch.softmax(logits, dim=-1))
+        True
+        >>> norm_selector(logits, 0.5, hard=True).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        >>> norm_selector(logits, 0.5, training=True).sum(-1).tolist()
+        [1.0, 1.0]
+    """
+    probs = torch.softmax(logits, dim=-1)
+    if training and not frozen:
+        weights = gumbel_softmax(logits, tau, hard, noise=noise)
+        if frozen_members is not None:
+            # population members whose gate AutoNorm-S froze: as a frozen gate, below
+            weights = torch.where(
+                frozen_members, _selected(logits, probs, hard), weights
+            )
+        return weights
+    return _selected(logits, probs, hard)
+
+
+def _selected(logits: Tensor, probs: Tensor, hard: bool) -> Tensor:
+    """The deterministic gate weights: the one-hot argmax of ``logits`` when ``hard``, else
+    ``probs``."""
+    if hard:
+        return F.one_hot(logits.argmax(dim=-1), logits.shape[-1]).to(logits.dtype)
+    return probs

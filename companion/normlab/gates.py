@@ -23,7 +23,8 @@ from torch import nn
 
 from ._checks import one_of, positive_int
 from .callbacks import Callback, TrainState
-from .layers.gate import CANDIDATES, AutoNorm, check_tau, gumbel_softmax, sample_gumbel
+from .functional import check_tau, gumbel_softmax, sample_gumbel
+from .layers.gate import CANDIDATES, AutoNorm
 from .paper import EPS_H, FREEZE_RULES, T_FREEZE_EPOCHS
 
 __all__ = [

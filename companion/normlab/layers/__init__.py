@@ -15,6 +15,7 @@ Every normaliser's name, label and colour live in :mod:`normlab.normalisers`, wh
 
 from __future__ import annotations
 
+from ..functional import TAU_MIN, gumbel_softmax, sample_gumbel
 from ._common import ShapeLike, token_pool
 from .affine import (
     PATCHNORM_MODES,
@@ -26,15 +27,7 @@ from .affine import (
     RMSNorm2d,
 )
 from .candidates import AdaNorm, DyT, FiLMNorm
-from .gate import (
-    CANDIDATES,
-    SELECTOR_MODES,
-    TAU_MIN,
-    AutoNorm,
-    NormSelector,
-    gumbel_softmax,
-    sample_gumbel,
-)
+from .gate import CANDIDATES, SELECTOR_MODES, AutoNorm, NormSelector
 
 __all__ = [
     "AffineLikeLinear",

@@ -86,11 +86,6 @@ def pooled_mlp(
     )
 
 
-def at_least_float32(t: torch.Tensor) -> torch.Tensor:
-    """Upcast bf16/fp16 to float32 (float64 stays float64)."""
-    return t.to(torch.promote_types(t.dtype, torch.float32))
-
-
 def per_sample(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Reshape a per-sample tensor ``(N,)`` to broadcast against ``x`` ``(N, ...)``."""
     return v.reshape(v.shape[0], *([1] * (x.dim() - 1)))
