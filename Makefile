@@ -33,13 +33,14 @@ $(VENV)/.lab-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e ".[lab]"
 	touch $@
 
-# After the HTML, the reader notebooks (normlab.reader): every chapter in plain Markdown with
-# its glued numbers filled in from the executed notebooks, into _build/notebooks/ (what
-# `make lab` opens) and _build/html/notebooks/ (published with the HTML; the Colab buttons).
+# After the HTML, the reader notebooks (book/_ext/normlab_book/reader.py, the book's own
+# tooling, not in the wheel): every chapter in plain Markdown with its glued numbers filled
+# in from the executed notebooks, into _build/notebooks/ (what `make lab` opens) and
+# _build/html/notebooks/ (published with the HTML; the Colab buttons).
 book: $(VENV)/.book-installed
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
 	$(MAKE) check-figures
-	$(BIN)/python -m normlab.reader _build
+	PYTHONPATH=book/_ext $(BIN)/python -m normlab_book.reader _build
 
 # By hand, what .github/workflows/publish.yml does on every push to main: `make book`, then
 # _build/html (reader notebooks included) committed as the whole content of the pages branch
@@ -73,11 +74,12 @@ test: $(VENV)/.test-installed
 		times="$$times $$part=$${took}s"; \
 	done; echo "make test: every part passed;$$times"
 
-# Ruff's lint rules and its formatter (pyproject.toml's [tool.ruff]) over the package, tests
-# and benchmarks; `ruff check --fix` and `ruff format` repair what they find.
+# Ruff's lint rules and its formatter (pyproject.toml's [tool.ruff]) over the package, tests,
+# benchmarks and the book's tooling (book/_ext); `ruff check --fix` and `ruff format` repair
+# what they find.
 lint:
-	$(BIN)/ruff check companion tests benchmarks
-	$(BIN)/ruff format --check companion tests benchmarks
+	$(BIN)/ruff check companion tests benchmarks book/_ext
+	$(BIN)/ruff format --check companion tests benchmarks book/_ext
 
 test-unit:
 	$(UNIT_ENV) $(BIN)/python -m pytest tests -n $(NB_WORKERS)
@@ -140,7 +142,7 @@ book-env:
 # structure build: local requests, links, images, typeset maths, Colab links, and moves every
 # control of the interactive figures (chapters 10 and 11); screenshots go to _build/screenshots/. Without Chromium it says loudly that it skipped (CI never skips).
 test-browser:
-	$(BIN)/python tests/browser_check.py _build/structure
+	PYTHONPATH=book/_ext $(BIN)/python tests/browser_check.py _build/structure
 
 clean:
 	rm -rf _build conf.py
