@@ -108,14 +108,16 @@ test-notebooks:
 # Warnings-as-errors Sphinx build of the book's structure. It executes the notebooks with
 # interactive figures, STRUCTURE_EXECUTES (chapters 10 and 11, in the kernels' BOOK_ENV), so
 # that the browser test can drive them; every other notebook renders without outputs, and so
-# without the numbers its prose glues (`make book` fails on a missing one).
+# without the numbers its prose glues (`make book` fails on a missing one). The generated
+# conf.py names _config.yml's local_extensions but, unlike `jupyter-book build`, does not put
+# their folder (book/_ext, the book's tooling) on sys.path: PYTHONPATH does.
 STRUCTURE_EXECUTES := book/10_gate.ipynb book/11_bottleneck.ipynb
 NOT_EXECUTED := $(foreach nb,$(filter-out $(STRUCTURE_EXECUTES),$(wildcard book/*.ipynb)),'$(nb)',)
 test-structure:
 	$(BIN)/jupyter-book config sphinx . > /dev/null
 	echo "nb_execution_excludepatterns = [$(NOT_EXECUTED)]" >> conf.py
 	echo "suppress_warnings += ['mystnb.glue']  # glued numbers of notebooks not executed here" >> conf.py
-	$(BOOK_ENV) $(BIN)/python -m sphinx -W -n --keep-going -q -b html \
+	$(BOOK_ENV) PYTHONPATH=book/_ext $(BIN)/python -m sphinx -W -n --keep-going -q -b html \
 		-D nb_execution_mode=force -c . . _build/structure
 	rm -f conf.py
 
