@@ -98,8 +98,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab.chapters",
             "normlab.interactive",
             "normlab.widgets",
-            # the chapters as plain notebooks for Jupyter and Colab
-            "normlab.reader",
         ),
     ),
     ("entry points", ("normlab", "normlab.__main__")),
