@@ -16,7 +16,7 @@ def bottleneck():
 
 
 def test_power_table_holds_what_the_scorecard_says() -> None:
-    from normlab.claims.report import evaluate
+    from normlab.claims.judging import evaluate
 
     table = facts.power_table(["N1", "N5"])
     outcome = evaluate("N1")
@@ -37,7 +37,7 @@ def test_verdict_of_a_claim_on_one_effect() -> None:
 
 
 def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
-    from normlab.claims.report import evaluate
+    from normlab.claims.judging import evaluate
     from normlab.experiments import get as experiment
     from normlab.experiments.costs import CPU_BUDGET_MIN
 
@@ -83,7 +83,8 @@ def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
 
 
 def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
-    from normlab.claims.report import INCONCLUSIVE, evaluate
+    from normlab.claims.judging import evaluate
+    from normlab.claims.rules import INCONCLUSIVE
     from normlab.experiments.costs import CPU_BUDGET_MIN
 
     ids = ["N8", "N9", "N12"]
@@ -140,7 +141,7 @@ def test_gate_seeds_held_names_the_cells_run_further() -> None:
 
 
 def test_verdict_gives_the_seeds_its_effects_read() -> None:
-    from normlab.claims.report import evaluate
+    from normlab.claims.judging import evaluate
 
     found = facts.verdict("N5")
     assert found["seeds"] == max(j.n for j in evaluate("N5").judged)
@@ -150,7 +151,7 @@ def test_verdict_gives_the_seeds_its_effects_read() -> None:
 def test_a_plans_runs_are_the_arms_its_effects_compare(bottleneck) -> None:
     """A further seed of N13 adds the soft and the hard gate on each task, of N5 FrozenLN
     and AutoNorm-S's two runs on real MNIST; N14 names no arms, so every arm counts."""
-    from normlab.claims.report import evaluate
+    from normlab.claims.judging import evaluate
 
     table = bottleneck.results
     cases = {

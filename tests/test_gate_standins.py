@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 from normlab import claims, results
+from normlab.claims.judging import evaluate, primary_source
 from normlab.claims.pairing import chance_level
-from normlab.claims.report import evaluate, primary_source
 from normlab.data import REAL, served_by
 from normlab.data.sources import STAND_INS
 from normlab.experiments import gate_study as gs

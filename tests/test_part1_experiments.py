@@ -147,11 +147,11 @@ def test_cpu_fc_confirmation_runs_the_pilots_choice_for_the_planned_seeds() -> N
     assert {part1.fc_cell(r): r["lr"] for _, r in chosen.iterrows()} == (
         part1.FC_CONFIRM_RATES
     )
-    planned = claims.report.evaluate("A8").planned
+    planned = claims.judging.evaluate("A8").planned
     assert planned is not None and planned[0] <= primary_seeds
     # A11's margin is half a point; where its pilot's plan asks more seeds than the set
     # holds, its verdict may not claim a size
-    a11_out = claims.report.evaluate("A11")
+    a11_out = claims.judging.evaluate("A11")
     assert a11_out.planned is not None and a11_out.planned[0] is not None
     if a11_out.planned[0] > part1.FC_A11_SEEDS:
         assert {j.verdict for j in a11_out.judged} <= {

@@ -6,7 +6,7 @@ noise of its chosen one (the two rates' paired validation difference has a 95 % 
 that holds zero) and judges the claim again at the runner-up; :func:`specification_flips`
 judges it under each declared specification of its set
 (:func:`normlab.experiments.part1.specifications`) and keeps those whose effects' verdicts
-differ from the primary one's. :func:`normlab.claims.report.evaluate` attaches both to an
+differ from the primary one's. :func:`normlab.claims.judging.evaluate` attaches both to an
 outcome, so the scorecard shows a verdict at both rates and says "specification-dependent"
 where a declared specification flips it.
 """
