@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pytest
 import torch
 from normlab import functional as NF
+from normlab.functional import _affine, _gate
+from normlab.functional._common import _SumOfSquares
 from normlab.layers import (
     AffineLikeLinear,
     DyT,
@@ -222,7 +224,10 @@ def test_the_part_two_gain_and_rms_norm2d_functions_have_examples() -> None:
 @pytest.mark.parametrize("name", EXAMPLED)
 def test_docstring_examples_run(name: str) -> None:
     fn = getattr(NF, name)
-    (test,) = doctest.DocTestFinder(recurse=False).find(fn, name, globs=vars(NF))
+    # a reader's namespace: torch, its functional module as F and normlab.functional's
+    globs = {"torch": torch, "F": torch.nn.functional}
+    globs |= {n: getattr(NF, n) for n in NF.__all__}
+    (test,) = doctest.DocTestFinder(recurse=False).find(fn, name, globs=globs)
     assert test.examples
     torch.manual_seed(0)
     report: list[str] = []
@@ -276,11 +281,11 @@ def test_the_sum_of_squares_has_autograds_gradients_bit_for_bit(
     x = _rows(dtype)
     pairs = [
         (
-            lambda v: NF._SumOfSquares.apply(v, -1),
+            lambda v: _SumOfSquares.apply(v, -1),
             lambda v: v.square().sum(-1, keepdim=True),
         ),
         (
-            lambda v: NF._SumOfSquares.apply(v.view(2, 4, 37), (1, 2)),
+            lambda v: _SumOfSquares.apply(v.view(2, 4, 37), (1, 2)),
             lambda v: v.view(2, 4, 37).square().sum((1, 2), keepdim=True),
         ),
     ]
@@ -359,6 +364,13 @@ def _one_node_cases(dtype: torch.dtype) -> dict[str, tuple[Callable, Tensor, tup
 ONE_NODE_CASES = list(_one_node_cases(torch.float32))
 
 
+def _plain_expressions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every function take the path of ``torch.func`` transforms and autocast: the
+    plain expressions, without the hand-written backward nodes."""
+    for module in (_affine, _gate):
+        monkeypatch.setattr(module, "_composite", lambda x: True)
+
+
 def _one_node(out: Tensor) -> bool:
     """Whether ``out``'s graph holds one of the layers' own backward nodes."""
     seen, stack = set(), [out.grad_fn]
@@ -400,7 +412,7 @@ def test_the_one_node_layers_have_autograds_gradients_bit_for_bit(
     )
     out, fast = _outputs_and_grads(fn, x, weight, b)
     assert _one_node(out)  # the hand-written backward is the one tested
-    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _plain_expressions(monkeypatch)
     plain_out, plain = _outputs_and_grads(fn, x, weight, b)
     assert not _one_node(plain_out)
     assert len(fast) == len(plain)
@@ -452,7 +464,7 @@ def test_the_one_node_layers_match_autograd_over_the_dtypes_range(
     bias = torch.randn(w_shape[0], generator=g, dtype=torch.float64).to(dtype)
     out, fast = _outputs_and_grads(fn, x, weight, bias)
     assert _one_node(out)
-    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _plain_expressions(monkeypatch)
     _, plain = _outputs_and_grads(fn, x, weight, bias)
     for got, want in zip(fast, plain, strict=True):
         assert _same_bits(got, want)
@@ -491,7 +503,7 @@ def test_reused_temporaries_give_autograds_bits_for_any_upstream_layout(
         return [out.detach(), *torch.autograd.grad(out, inputs, _upstream(kind, out))]
 
     fast = grads()
-    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _plain_expressions(monkeypatch)
     for got, want in zip(fast, grads(), strict=True):
         assert _same_bits(got, want)
 
@@ -585,7 +597,7 @@ def test_autonorm_has_autograds_gradients_bit_for_bit(
         return [out.detach(), inp.grad, *(p.grad for p in layer.parameters())]
 
     fast = run()
-    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _plain_expressions(monkeypatch)
     plain = run()
     bits = {torch.float32: torch.int32, torch.float64: torch.int64}
     bits[torch.bfloat16] = torch.int16

@@ -16,7 +16,7 @@ from torch import nn
 
 from .. import functional as NF
 from .._checks import positive_number
-from ..functional import _check_input as check_input
+from ..functional._common import _check_input as check_input
 from ..paper import DYT_ALPHA_INIT
 from ._common import ShapeLike, as_shape, pooled_mlp, token_pool
 

@@ -16,8 +16,8 @@ from torch import nn
 
 from .. import functional as NF
 from .._checks import one_of, positive_number
-from ..functional import _check_input as check_input
 from ..functional import check_tau
+from ..functional._common import _check_input as check_input
 from ..paper import DYT_ALPHA_INIT, TAU
 from ._common import (
     ShapeLike,
