@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from normlab import results
+from normlab.analysis import gates as ag
 from normlab.analysis import mechanism as mech
 from normlab.chapters import ch11, ch12
-from normlab.experiments import gate_study as gs
 from normlab.experiments.gate_grids import T_FREEZE
 from test_gate_mechanism import _gap_row, _selector_cells
 
@@ -149,7 +149,7 @@ def bottleneck():
 
 def test_gate_diagnostics_read_each_arm_at_its_chosen_rate(bottleneck) -> None:
     table = ch11.gate_diagnostics(bottleneck.results).set_index(["data", "arm"])
-    best = gs.chosen(gs.with_schedules(bottleneck.results))
+    best = ag.chosen(ag.with_schedules(bottleneck.results))
     row = table.loc[("mnist", "autonorm")]
     rows = best.query("data == 'mnist' and arm == 'autonorm'")
     assert row["test accuracy"] == pytest.approx(rows["test_metric"].mean())
@@ -274,11 +274,11 @@ def test_the_selector_sentences_follow_the_data() -> None:
 
 
 def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:
-    runs = gs.at_defaults(bottleneck.results)
+    runs = ag.at_defaults(bottleneck.results)
     decisions, fires = ch12.freeze_decisions(runs)
     assert decisions[["min", "max"]].stack().between(0, math.log(2)).all()
     assert fires.stack().between(0, 1).all()
-    t = gs.freeze_epochs(runs["arm"].unique())[0]
+    t = ag.freeze_epochs(runs["arm"].unique())[0]
     effect = ch12.freeze_effect(runs, t)
     assert set(effect["rule"]) == {"high", "low"}
     # the two readings fire on complementary seeds, and an unfired rule changes nothing

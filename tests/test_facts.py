@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from normlab import claims, facts, results
+from normlab.analysis import gates as ag
 from normlab.experiments import gate_study as gs
 
 
@@ -166,16 +167,16 @@ def test_a_plans_runs_are_the_arms_its_effects_compare(bottleneck) -> None:
 
 def test_runs_behind_expands_autonorm_s_into_its_runs() -> None:
     present = ["frozen_ln", "autonorm", "freeze_at_3", "sample_at_3"]
-    assert gs.runs_behind(["autonorm_s", "frozen_ln"], present) == [
+    assert ag.runs_behind(["autonorm_s", "frozen_ln"], present) == [
         "autonorm",
         "freeze_at_3",
         "frozen_ln",
     ]
-    assert gs.runs_behind(["autonorm_s_sample"], present) == [
+    assert ag.runs_behind(["autonorm_s_sample"], present) == [
         "autonorm",
         "freeze_at_3",
         "sample_at_3",
     ]
-    assert gs.runs_behind(["autonorm_s"], ["autonorm_s", "frozen_ln"]) == ["autonorm_s"]
-    assert gs.runs_behind(["strongest of a/b"], present) == []
-    assert gs.runs_behind(["autonorm_s"], ["autonorm"]) == []  # no freeze to compose
+    assert ag.runs_behind(["autonorm_s"], ["autonorm_s", "frozen_ln"]) == ["autonorm_s"]
+    assert ag.runs_behind(["strongest of a/b"], present) == []
+    assert ag.runs_behind(["autonorm_s"], ["autonorm"]) == []  # no freeze to compose

@@ -12,7 +12,12 @@ import torch
 from normlab import experiments
 from normlab.analysis import batch as batch_analysis
 from normlab.analysis import part1 as analysis_part1
-from normlab.divergence import layer_inputs, offdiagonal_share, tangent_kernel
+from normlab.divergence import (
+    kernel_coupling,
+    layer_inputs,
+    offdiagonal_share,
+    tangent_kernel,
+)
 from normlab.experiments import Grid, RunContext, part1, part1_batch, part1_conv
 from normlab.experiments.part1_batch import PRIMARY
 from normlab.functional import PATCHNORM_FLOOR
@@ -340,13 +345,13 @@ def test_kernel_coupling_of_affine_like_is_the_cosine_gram_of_augmented_inputs()
     cosine = unit @ unit.T  # the affine-like kernel (chapter 3): diagonal exactly 1
     assert torch.allclose(tangent_kernel(model.head, head_input), cosine, atol=1e-12)
     off = cosine.abs().sum() - cosine.diagonal().abs().sum()
-    measured = analysis_part1.kernel_coupling(model, x)
+    measured = kernel_coupling(model, x)
     assert measured["gram_offdiag"] == pytest.approx(
         float(off / cosine.abs().sum()), rel=1e-9
     )
     assert measured["gram_cosine"] == pytest.approx(float(off / (7 * 6)), rel=1e-9)
     with pytest.raises(ValueError, match="batch of >= 2"):
-        analysis_part1.kernel_coupling(model, x[:1])
+        kernel_coupling(model, x[:1])
 
 
 def test_position_coupling_matches_the_conv_kernel() -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from . import claims
+from .analysis import gates as ag
 from .data.sources import served_by, title
 from .experiments import gate_study as gs
 from .names import display_name
@@ -147,7 +148,7 @@ def _claim_runs(claim_id: str, outcome: Any, table: pd.DataFrame) -> pd.DataFram
     if outcome.data and "data" in read and set(outcome.data) & set(read["data"]):
         read = read[read["data"].isin(outcome.data)]
     if outcome.arms and "arm" in read:
-        behind = gs.runs_behind(outcome.arms, read["arm"].unique())
+        behind = ag.runs_behind(outcome.arms, read["arm"].unique())
         if behind:
             read = read[read["arm"].isin(behind)]
     found = plans.plan(claim_id)

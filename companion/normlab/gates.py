@@ -29,6 +29,7 @@ from .paper import EPS_H, FREEZE_RULES, T_FREEZE_EPOCHS
 
 __all__ = [
     "FREEZE_PREFIX",
+    "READY_LEAD",
     "SAMPLE_PREFIX",
     "AutoNormS",
     "GateAverages",
@@ -49,6 +50,10 @@ __all__ = [
 #: freeze), or stop their learning there and keep sampling (chapter 12's ablation).
 FREEZE_PREFIX = "freeze_at_"
 SAMPLE_PREFIX = "sample_at_"
+#: :class:`ReadyAutoNormS`'s lead in the gate studies: the freeze is decided after warm-up,
+#: at the first epoch whose validation accuracy has left chance by this much (the features
+#: have formed)
+READY_LEAD = 0.3
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,7 @@ import pandas as pd
 from .. import results as saved_results
 from .. import stats
 from .._runtime import PROFILES
-from ..analysis.runs import duplicated_runs
+from ..run_tables import duplicated_runs
 from ..stats import Interval, interval
 from . import plans, robust
 from .plans import data_words

@@ -91,7 +91,7 @@ def at_chosen_lr(
     diverged seed. A table without an ``lr`` column (one rate
     per arm) is returned whole.
     """
-    from ..analysis.runs import at_chosen_lr as chosen
+    from ..run_tables import at_chosen_lr as chosen
 
     if results.empty:
         raise Unmeasurable("the results table is empty")

@@ -384,23 +384,21 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
 # The gate studies (chapters 11 and 12). The cpu sets use stand-ins: ``mnist`` (stationary
 # digits) and ``mnist_restyled`` (the same digits, each in its own style: diverse); the GPU
 # profiles add the real vision datasets. AutoNorm-S is the paper's rule (H >= eps_H at
-# T_freeze), composed from the autonorm and freeze_at_<T> runs (gate_study.compose_schedule).
+# T_freeze), composed from the autonorm and freeze_at_<T> runs (ag.compose_schedule).
 
 
 def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
     """Every arm (AutoNorm-S composed in) at the lr chosen on val per (data, arm), at the
     book's default initialisation, readout and selector rate (a set's other configurations,
     where it has any, are not these claims')."""
-    from ..experiments import gate_study
+    from ..analysis import gates as ag
 
     if results.empty or "arm" not in results:
         raise Unmeasurable("no gate-study runs (an 'arm' column) in this table")
-    table = results = gate_study.at_defaults(results)
-    if gate_study.freeze_epochs(results["arm"].unique()) and "autonorm" in set(
-        results["arm"]
-    ):
-        table = gate_study.with_schedules(results, EPS_H)
-    return gate_study.chosen(table)
+    table = results = ag.at_defaults(results)
+    if ag.freeze_epochs(results["arm"].unique()) and "autonorm" in set(results["arm"]):
+        table = ag.with_schedules(results, EPS_H)
+    return ag.chosen(table)
 
 
 def _gate_diff(
@@ -442,11 +440,11 @@ def _regime(results: pd.DataFrame, best: pd.DataFrame, data: str, *arms: str) ->
     """The regime of a gate verdict, for its label (issue 51): the schedule's epochs, for
     AutoNorm-S the epoch of its decision and the share of seeds on which the rule fired,
     and each compared arm's final training loss (mean over seeds at its chosen rate)."""
-    from ..experiments import gate_study
+    from ..analysis import gates as ag
 
     rows = best[best["data"] == data]
     words = [f"{int(rows['epochs'].max())} epochs"] if "epochs" in rows else []
-    freeze = gate_study.freeze_epochs(results["arm"].unique())
+    freeze = ag.freeze_epochs(results["arm"].unique())
     composed = rows[rows["arm"] == "autonorm_s"]
     if "autonorm_s" in arms and freeze and "fired" in composed:
         fired = float(composed["fired"].mean())

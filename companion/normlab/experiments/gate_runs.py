@@ -56,11 +56,11 @@ from torch import nn
 
 from .. import data
 from .._runtime import seed_everything
-from ..analysis.gates import READY_LEAD
 from ..callbacks import Callback, TrainState
 from ..data.sources import RESTYLED
 from ..gates import (
     FREEZE_PREFIX,
+    READY_LEAD,
     SAMPLE_PREFIX,
     AutoNormS,
     GateTelemetry,

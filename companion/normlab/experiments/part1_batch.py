@@ -20,7 +20,7 @@ The budget conventions (the grid's ``budget`` axis):
 
 The analysis (each cell's rate, the scaling slopes, the critical batch size) is
 :mod:`normlab.analysis.batch`. Every run also measures the update kernel's cross-sample
-coupling on the trained net (:func:`normlab.analysis.part1.kernel_coupling`).
+coupling on the trained net (:func:`normlab.divergence.kernel_coupling`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..analysis.part1 import kernel_coupling
+from ..divergence import kernel_coupling
 from ..training import TargetStop
 from .grid import Grid
 from .part1 import (
@@ -106,7 +106,7 @@ def eval_every(config: Mapping[str, Any]) -> int:
 def train_batch_run(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One run of the batch-size experiment: an :func:`~normlab.models.mlp_for` MLP trained
     under the ``budget`` convention (module docstring), tested, then measured with
-    :func:`~normlab.analysis.part1.kernel_coupling` on its first ``batch_size`` training
+    :func:`~normlab.divergence.kernel_coupling` on its first ``batch_size`` training
     samples. A ``to_target`` run's record adds ``steps_to_target`` (NaN when censored),
     ``reached`` and ``epochs_to_target``."""
     splits = config_splits(config)

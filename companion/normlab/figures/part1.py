@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis import runs
+from .. import run_tables as runs
 from ..analysis.part1 import batch_slopes, lr_sensitivity
 from ..claims.pairing import at_chosen_lr, paired
 from ..experiments.part1 import CORRECTIONS, LEAD_RIVALS, verdict_rows
@@ -102,7 +102,7 @@ def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
 
 
 def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
-    """A kernel measurement of ``normlab.analysis.part1.kernel_coupling``
+    """A kernel measurement of ``normlab.divergence.kernel_coupling``
     (``value``) against the batch size, one line (95 % band across seeds) per normaliser,
     from the runs of the first budget at the learning rate chosen on val per normaliser and
     batch size."""
