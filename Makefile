@@ -33,13 +33,14 @@ $(VENV)/.lab-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e ".[lab]"
 	touch $@
 
-# After the HTML, the reader notebooks (normlab.reader): every chapter in plain Markdown with
-# its glued numbers filled in from the executed notebooks, into _build/notebooks/ (what
-# `make lab` opens) and _build/html/notebooks/ (published with the HTML; the Colab buttons).
+# After the HTML, the reader notebooks (book/_ext/normlab_book/reader.py, the book's own
+# tooling, not in the wheel): every chapter in plain Markdown with its glued numbers filled
+# in from the executed notebooks, into _build/notebooks/ (what `make lab` opens) and
+# _build/html/notebooks/ (published with the HTML; the Colab buttons).
 book: $(VENV)/.book-installed
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
 	$(MAKE) check-figures
-	$(BIN)/python -m normlab.reader _build
+	PYTHONPATH=book/_ext $(BIN)/python -m normlab_book.reader _build
 
 # By hand, what .github/workflows/publish.yml does on every push to main: `make book`, then
 # _build/html (reader notebooks included) committed as the whole content of the pages branch
@@ -73,11 +74,12 @@ test: $(VENV)/.test-installed
 		times="$$times $$part=$${took}s"; \
 	done; echo "make test: every part passed;$$times"
 
-# Ruff's lint rules and its formatter (pyproject.toml's [tool.ruff]) over the package, tests
-# and benchmarks; `ruff check --fix` and `ruff format` repair what they find.
+# Ruff's lint rules and its formatter (pyproject.toml's [tool.ruff]) over the package, tests,
+# benchmarks and the book's tooling (book/_ext); `ruff check --fix` and `ruff format` repair
+# what they find.
 lint:
-	$(BIN)/ruff check companion tests benchmarks
-	$(BIN)/ruff format --check companion tests benchmarks
+	$(BIN)/ruff check companion tests benchmarks book/_ext
+	$(BIN)/ruff format --check companion tests benchmarks book/_ext
 
 test-unit:
 	$(UNIT_ENV) $(BIN)/python -m pytest tests -n $(NB_WORKERS)
@@ -106,14 +108,16 @@ test-notebooks:
 # Warnings-as-errors Sphinx build of the book's structure. It executes the notebooks with
 # interactive figures, STRUCTURE_EXECUTES (chapters 10 and 11, in the kernels' BOOK_ENV), so
 # that the browser test can drive them; every other notebook renders without outputs, and so
-# without the numbers its prose glues (`make book` fails on a missing one).
+# without the numbers its prose glues (`make book` fails on a missing one). The generated
+# conf.py names _config.yml's local_extensions but, unlike `jupyter-book build`, does not put
+# their folder (book/_ext, the book's tooling) on sys.path: PYTHONPATH does.
 STRUCTURE_EXECUTES := book/10_gate.ipynb book/11_bottleneck.ipynb
 NOT_EXECUTED := $(foreach nb,$(filter-out $(STRUCTURE_EXECUTES),$(wildcard book/*.ipynb)),'$(nb)',)
 test-structure:
 	$(BIN)/jupyter-book config sphinx . > /dev/null
 	echo "nb_execution_excludepatterns = [$(NOT_EXECUTED)]" >> conf.py
 	echo "suppress_warnings += ['mystnb.glue']  # glued numbers of notebooks not executed here" >> conf.py
-	$(BOOK_ENV) $(BIN)/python -m sphinx -W -n --keep-going -q -b html \
+	$(BOOK_ENV) PYTHONPATH=book/_ext $(BIN)/python -m sphinx -W -n --keep-going -q -b html \
 		-D nb_execution_mode=force -c . . _build/structure
 	rm -f conf.py
 
@@ -140,7 +144,7 @@ book-env:
 # structure build: local requests, links, images, typeset maths, Colab links, and moves every
 # control of the interactive figures (chapters 10 and 11); screenshots go to _build/screenshots/. Without Chromium it says loudly that it skipped (CI never skips).
 test-browser:
-	$(BIN)/python tests/browser_check.py _build/structure
+	PYTHONPATH=book/_ext $(BIN)/python tests/browser_check.py _build/structure
 
 clean:
 	rm -rf _build conf.py

@@ -50,7 +50,7 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 import yaml
 from normlab.interactive import BUNDLE, MARKER, MAX_DATA_BYTES
-from normlab.reader import colab_link
+from normlab_book.reader import colab_link
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+# The book's tooling (normlab_book: the reader notebooks, the Sphinx extensions) lives beside
+# the book, not in the installed package; the tests import it from the checkout.
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
 os.environ.setdefault("NORMLAB_PROFILE", "quick")
 os.environ.setdefault("MPLBACKEND", "Agg")
 

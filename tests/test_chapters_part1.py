@@ -44,7 +44,7 @@ def _glued(values: dict, prefix: str) -> None:
 
 def test_ch06_ranking_is_the_chosen_rate_mean_of_every_normaliser(fc) -> None:
     ranks = ch06.ranking(fc)
-    assert set(ranks["normaliser"]) == set(part1.NORMALISERS)
+    assert set(ranks["normaliser"]) == set(part1.BOOK_NORMALISERS)
     assert ranks["mean"].is_monotonic_decreasing
     assert ranks["rank"].tolist() == list(range(1, len(ranks) + 1))
     cell = fc[(fc["source"] == "mnist_5k") & (fc["init"] == "xavier_normal")]

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from normlab import claims, results
+from normlab.analysis import gates as ag
 from normlab.analysis import mechanism as mech
-from normlab.analysis.gates import READY_ARM
 from normlab.chapters import ch11, ch12
-from normlab.experiments import gate_study as gs
 from normlab.experiments.gate_grids import T_FREEZE
+from normlab.gates import READY_ARM
 from test_gate_mechanism import _gap_row, _selector_cells
 
 SEEDS = range(5)
@@ -151,7 +151,7 @@ def bottleneck():
 
 def test_gate_diagnostics_read_each_arm_at_its_chosen_rate(bottleneck) -> None:
     table = ch11.gate_diagnostics(bottleneck.results).set_index(["data", "arm"])
-    best = gs.chosen(gs.with_schedules(bottleneck.results))
+    best = ag.chosen(ag.with_schedules(bottleneck.results))
     row = table.loc[("mnist", "autonorm")]
     rows = best.query("data == 'mnist' and arm == 'autonorm'")
     assert row["test accuracy"] == pytest.approx(rows["test_metric"].mean())
@@ -276,11 +276,11 @@ def test_the_selector_sentences_follow_the_data() -> None:
 
 
 def test_freeze_decisions_and_effect_on_the_saved_sets(bottleneck) -> None:
-    runs = gs.at_defaults(bottleneck.results)
+    runs = ag.at_defaults(bottleneck.results)
     decisions, fires = ch12.freeze_decisions(runs)
     assert decisions[["min", "max"]].stack().between(0, math.log(2)).all()
     assert fires.stack().between(0, 1).all()
-    t = gs.freeze_epochs(runs["arm"].unique())[0]
+    t = ag.freeze_epochs(runs["arm"].unique())[0]
     effect = ch12.freeze_effect(runs, t)
     assert set(effect["rule"]) == {"high", "low"}
     # the two readings fire on complementary seeds, and an unfired rule changes nothing
@@ -299,11 +299,11 @@ def test_the_regime_table_reads_each_arm_at_its_chosen_rate() -> None:
     regime = results.largest("gate_regime")
     assert regime is not None
     table = ch12.ready_regime(regime.results, regime.records())
-    chosen = gs.chosen(gs.at_defaults(regime.results))
+    chosen = ag.chosen(ag.at_defaults(regime.results))
     lrs = chosen.groupby(["data", "arm"])["lr"].first()
     assert len(table) == len(lrs)
     seeds = (
-        gs.at_defaults(regime.results).groupby(["data", "arm", "lr"])["seed"].nunique()
+        ag.at_defaults(regime.results).groupby(["data", "arm", "lr"])["seed"].nunique()
     )
     for row in table.itertuples():
         assert row.lr == lrs[row.data, row.arm]
@@ -381,13 +381,13 @@ def test_regime_effects_judge_each_claim_in_each_regime() -> None:
 
 
 def test_the_chapter_numbers_are_read_from_the_sets(bottleneck) -> None:
-    runs = gs.at_defaults(bottleneck.results)
+    runs = ag.at_defaults(bottleneck.results)
     found = ch12.set_numbers(runs, bottleneck.profile)
     for task in runs["data"].unique():
         assert 0 <= found[f"ch12_h_{task}"] <= math.log(2)
     assert found["ch12_epochs"] == runs["epochs"].max()
     assert found["ch12_rates"].data == f"{runs['lr'].nunique()} learning rates"
-    composed = gs.chosen(gs.with_schedules(runs))
+    composed = ag.chosen(ag.with_schedules(runs))
     noise = ch12.paired_table(composed, "autonorm_s", "autonorm_s_sample", by="arm")
     numbers = ch12.ablation_numbers(noise, noise.iloc[:0])
     assert set(numbers) == {

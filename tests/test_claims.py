@@ -569,7 +569,8 @@ def test_cross_fitting_never_reads_a_seed_at_a_choice_it_made() -> None:
     """Seeds 0, 2, 4 find rate 0.1 best on val, seeds 1, 3, 5 rate 1.0: cross-fitted,
     each half is read at the other half's rate, and no change to a half's own val
     metric moves the rate it is read at."""
-    from normlab.analysis import batch, runs
+    from normlab import run_tables as runs
+    from normlab.analysis import batch
 
     table = epochs_table(dict.fromkeys(["layernorm"], 0.0))
     even = table["seed"] % 2 == 0

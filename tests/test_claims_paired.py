@@ -172,7 +172,7 @@ def test_n1_and_n3_read_the_same_cifar10_stand_in() -> None:
 
 
 def test_a_brief_verdict_table_keeps_the_columns_that_fit_a_chapter() -> None:
-    from normlab.claims.report import BRIEF_COLUMNS
+    from normlab.claims.rendering import BRIEF_COLUMNS
 
     full = claims.verdict_table(["N12"])
     brief = claims.verdict_table(["N12"], brief=True)

@@ -412,11 +412,11 @@ def test_the_plan_comes_from_the_pilot_and_later_seeds_do_not_move_it() -> None:
     )
     pilot = claims.plans.pilot(table)
     assert sorted(pilot["seed"]) == list(range(n))
-    from_pilot = claims.report.planned_from(claim, table)
+    from_pilot = claims.judging.planned_from(claim, table)
     sd = float(np.std(values[:n], ddof=1))
     assert from_pilot == claims.plans.planned([(sd, 0.0, 0.01, None, False)])
     whole = claims.judge(claim, table)
-    assert claims.report.planned_from(claim, table, whole) == from_pilot
+    assert claims.judging.planned_from(claim, table, whole) == from_pilot
     everything = claims.plans.planned(
         [(float(np.std(values, ddof=1)), 0.0, 0.01, None, False)]
     )

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from normlab import claims, stats
-from normlab.claims import report, robust
+from normlab.claims import robust
 from normlab.experiments.part1 import verdict_rows
 
 
@@ -192,8 +192,8 @@ def test_removing_a_seed_from_a_shipped_set_never_decides_an_unresolved_size(
 def test_report_attaches_robustness_on_evaluate() -> None:
     """evaluate() fills an outcome's rate choices and flips from its saved set; the JSON
     record carries them where there are any."""
-    outcome = report.evaluate("A15")
-    record = report.scorecard_records(outcomes=[outcome])[0]
+    outcome = claims.evaluate("A15")
+    record = claims.scorecard_records(outcomes=[outcome])[0]
     assert ("specification_dependent" in record) == bool(outcome.flips)
     assert record["verdict_words"] == outcome.says
     assert np.isfinite(record["effects"][0]["seeds_only"]["confidence"])
@@ -215,7 +215,7 @@ def test_the_kinds_are_counted_apart() -> None:
         _record("A8", "empirical", claims.SUPPORTED),
         _record("A9", "empirical", claims.MIXED),
     ]
-    table = report.kind_counts(records).set_index("verdict")
+    table = claims.kind_counts(records).set_index("verdict")
     assert list(table.columns) == ["exact", "conceptual", "empirical"]
     assert list(table.loc["claims"]) == [6, 1, 2]
     assert list(table.loc[claims.SUPPORTED]) == [6, 0, 1]
@@ -287,7 +287,7 @@ def test_a_contradicted_effect_reports_the_p_of_its_contradiction() -> None:
     assert judged.verdict == claims.CONTRADICTED
     assert judged.p < 0.01 and judged.p_test == "beyond the margin (the contradiction)"
     assert claims.AtLeast(0.01).p_value(judged.interval) == 1.0  # the support test's
-    record = report.scorecard_records(
+    record = claims.scorecard_records(
         outcomes=[_judge_samples(samples, claims.AtLeast(0.01))]
     )
     assert record[0]["effects"][0]["p_test"] == judged.p_test

@@ -44,7 +44,9 @@ def test_chapter_link_points_at_the_notebook_when_it_exists(tmp_path: Path) -> N
     (tmp_path / "02_affine.ipynb").write_text("{}")
     assert claims.chapter_link(2, tmp_path) == "[2](02_affine.ipynb)"
     assert claims.chapter_link(7, tmp_path) == "7"
-    assert claims.chapter_link(16) == "[16](16_scorecard.ipynb)"  # the book's own
+    assert claims.chapter_link(2) == "2"  # no folder named: the library knows no book
+    book = Path(__file__).resolve().parents[1] / "book"
+    assert claims.chapter_link(16, book) == "[16](16_scorecard.ipynb)"  # the book's own
 
 
 def test_part_markdown_holds_only_that_part_in_order(tmp_path: Path) -> None:

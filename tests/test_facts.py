@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from normlab import claims, facts, results
+from normlab.analysis import gates as ag
 from normlab.experiments import gate_study as gs
 
 
@@ -16,7 +17,7 @@ def bottleneck():
 
 
 def test_power_table_holds_what_the_scorecard_says() -> None:
-    from normlab.claims.report import evaluate
+    from normlab.claims.judging import evaluate
 
     table = facts.power_table(["N1", "N5"])
     outcome = evaluate("N1")
@@ -37,7 +38,7 @@ def test_verdict_of_a_claim_on_one_effect() -> None:
 
 
 def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
-    from normlab.claims.report import evaluate
+    from normlab.claims.judging import evaluate
     from normlab.experiments import get as experiment
     from normlab.experiments.costs import CPU_BUDGET_MIN
 
@@ -83,7 +84,8 @@ def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
 
 
 def test_resolve_cost_prices_what_the_scorecard_says_is_needed() -> None:
-    from normlab.claims.report import INCONCLUSIVE, evaluate
+    from normlab.claims.judging import evaluate
+    from normlab.claims.rules import INCONCLUSIVE
     from normlab.experiments.costs import CPU_BUDGET_MIN
 
     ids = ["N8", "N9", "N12"]
@@ -140,7 +142,7 @@ def test_gate_seeds_held_names_the_cells_run_further() -> None:
 
 
 def test_verdict_gives_the_seeds_its_effects_read() -> None:
-    from normlab.claims.report import evaluate
+    from normlab.claims.judging import evaluate
 
     found = facts.verdict("N5")
     assert found["seeds"] == max(j.n for j in evaluate("N5").judged)
@@ -151,7 +153,7 @@ def test_a_plans_runs_are_the_arms_its_effects_compare(bottleneck) -> None:
     """A further seed of N13 adds the soft and the hard gate on each task; of N5 in the
     short budget FrozenLN and AutoNorm-S's two runs on real MNIST, in the regime past the
     plateau FrozenLN and AutoNorm-S's one; N14 names no arms, so every arm counts."""
-    from normlab.claims.report import evaluate
+    from normlab.claims.judging import evaluate
 
     table = bottleneck.results
     regime = results.largest("gate_regime").results
@@ -170,16 +172,16 @@ def test_a_plans_runs_are_the_arms_its_effects_compare(bottleneck) -> None:
 
 def test_runs_behind_expands_autonorm_s_into_its_runs() -> None:
     present = ["frozen_ln", "autonorm", "freeze_at_3", "sample_at_3"]
-    assert gs.runs_behind(["autonorm_s", "frozen_ln"], present) == [
+    assert ag.runs_behind(["autonorm_s", "frozen_ln"], present) == [
         "autonorm",
         "freeze_at_3",
         "frozen_ln",
     ]
-    assert gs.runs_behind(["autonorm_s_sample"], present) == [
+    assert ag.runs_behind(["autonorm_s_sample"], present) == [
         "autonorm",
         "freeze_at_3",
         "sample_at_3",
     ]
-    assert gs.runs_behind(["autonorm_s"], ["autonorm_s", "frozen_ln"]) == ["autonorm_s"]
-    assert gs.runs_behind(["strongest of a/b"], present) == []
-    assert gs.runs_behind(["autonorm_s"], ["autonorm"]) == []  # no freeze to compose
+    assert ag.runs_behind(["autonorm_s"], ["autonorm_s", "frozen_ln"]) == ["autonorm_s"]
+    assert ag.runs_behind(["strongest of a/b"], present) == []
+    assert ag.runs_behind(["autonorm_s"], ["autonorm"]) == []  # no freeze to compose

@@ -13,9 +13,9 @@ from normlab.checkpoint import CHECKPOINT_NAME
 from normlab.data import DataSplit, load
 from normlab.experiments.registry import RunContext
 from normlab.experiments.runner import train_and_test
+from normlab.functional import TAU_MIN
 from normlab.gates import AutoNormS
 from normlab.layers import AutoNorm, FiLMNorm, NormSelector, gumbel_softmax
-from normlab.layers.gate import TAU_MIN
 from normlab.training import DivergenceError, FitConfig, evaluate, fit
 from torch import nn
 

@@ -3,17 +3,22 @@ float64 gradients."""
 
 from __future__ import annotations
 
+import doctest
 from collections.abc import Callable
 
 import pytest
 import torch
 from normlab import functional as NF
+from normlab.functional import _affine, _gate
+from normlab.functional._common import _SumOfSquares
 from normlab.layers import (
     AffineLikeLinear,
     DyT,
     L2Norm,
     NormLikeLinear,
+    NormSelector,
     PatchNormConv2d,
+    token_pool,
 )
 from torch import Tensor, nn
 
@@ -143,6 +148,93 @@ def test_dyt_without_its_affine_is_tanh() -> None:
     assert torch.equal(NF.dyt(x, alpha, bias=bias), torch.tanh(alpha * x) + bias)
 
 
+def test_ada_norm_gradchecks_in_float64_with_its_factor_held() -> None:
+    """At ``k=0`` AdaNorm is LayerNorm, gradchecked as it is; at ``k > 0`` its gradient is
+    that of the same expression with the factor :math:`C(1 - k y)` a constant, bit for bit,
+    and that expression gradchecks."""
+    torch.manual_seed(2)
+    shape, k, scale, eps = (3, 4), 0.2, 1.5, 1e-3
+    x = (torch.randn(2, 5, 3, 4, dtype=F64) + 0.3).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda inp: NF.ada_norm(inp, shape, 0.0, scale, eps), (x,)
+    )
+    factor = scale * (1.0 - k * torch.nn.functional.layer_norm(x, shape, eps=eps))
+    factor = factor.detach()
+
+    def held(inp: Tensor) -> Tensor:
+        return factor * torch.nn.functional.layer_norm(inp, shape, eps=eps)
+
+    assert torch.autograd.gradcheck(held, (x,))
+    v = torch.randn(x.shape, dtype=F64)
+    (got,) = torch.autograd.grad(NF.ada_norm(x, shape, k, scale, eps), x, v)
+    (want,) = torch.autograd.grad(held(x), x, v)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+@pytest.mark.parametrize("training", [False, True])
+def test_norm_selector_is_its_layer_bit_for_bit(training: bool, hard: bool) -> None:
+    torch.manual_seed(0)
+    layer = _randomise(NormSelector((3, 4), k=3, hidden=5, hard=hard)).train(training)
+    x = torch.randn(2, 5, 3, 4)
+    torch.manual_seed(5)  # the same Gumbel noise for both
+    got = layer(x)
+    logits = NF.at_least_float32(layer.mlp(token_pool(x, 2)))
+    torch.manual_seed(5)
+    assert torch.equal(got, NF.norm_selector(logits, layer.tau, hard, training))
+    assert torch.equal(layer.last_probs, torch.softmax(logits, dim=-1))
+
+
+def test_norm_selector_holds_frozen_members_to_their_probabilities() -> None:
+    logits = torch.randn(4, 2, generator=torch.Generator().manual_seed(3))
+    noise = NF.sample_gumbel(logits.shape, generator=torch.Generator().manual_seed(4))
+    members = torch.tensor([True, False, True, False]).unsqueeze(-1)
+    got = NF.norm_selector(
+        logits, 0.5, training=True, noise=noise, frozen_members=members
+    )
+    sampled = NF.gumbel_softmax(logits, 0.5, noise=noise)
+    assert torch.equal(got, torch.where(members, torch.softmax(logits, -1), sampled))
+    frozen = NF.norm_selector(logits, 0.5, training=True, noise=noise, frozen=True)
+    assert torch.equal(frozen, torch.softmax(logits, -1))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_norm_selector_gradchecks_in_float64(training: bool) -> None:
+    """Soft weights only: the straight-through gradient of ``hard`` is by design not the
+    derivative of its one-hot value."""
+    logits = torch.randn(4, 3, dtype=F64, requires_grad=True)
+    noise = NF.sample_gumbel(logits.shape, generator=torch.Generator().manual_seed(4))
+    assert torch.autograd.gradcheck(
+        lambda ell: NF.norm_selector(ell, 0.7, training=training, noise=noise),
+        (logits,),
+    )
+
+
+EXAMPLED = [
+    name for name in NF.__all__ if "Examples::" in (getattr(NF, name).__doc__ or "")
+]
+
+
+def test_the_part_two_gain_and_rms_norm2d_functions_have_examples() -> None:
+    assert {"ada_norm", "film_norm", "gain", "rms_norm2d", "norm_selector"} <= set(
+        EXAMPLED
+    )
+
+
+@pytest.mark.parametrize("name", EXAMPLED)
+def test_docstring_examples_run(name: str) -> None:
+    fn = getattr(NF, name)
+    # a reader's namespace: torch, its functional module as F and normlab.functional's
+    globs = {"torch": torch, "F": torch.nn.functional}
+    globs |= {n: getattr(NF, n) for n in NF.__all__}
+    (test,) = doctest.DocTestFinder(recurse=False).find(fn, name, globs=globs)
+    assert test.examples
+    torch.manual_seed(0)
+    report: list[str] = []
+    result = doctest.DocTestRunner().run(test, out=report.append)
+    assert result.failed == 0, "".join(report)
+
+
 def test_patch_norm_refuses_an_unknown_mode() -> None:
     with pytest.raises(ValueError, match="affine_like"):
         NF.patch_norm_conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 3, 3), mode="x")
@@ -189,11 +281,11 @@ def test_the_sum_of_squares_has_autograds_gradients_bit_for_bit(
     x = _rows(dtype)
     pairs = [
         (
-            lambda v: NF._SumOfSquares.apply(v, -1),
+            lambda v: _SumOfSquares.apply(v, -1),
             lambda v: v.square().sum(-1, keepdim=True),
         ),
         (
-            lambda v: NF._SumOfSquares.apply(v.view(2, 4, 37), (1, 2)),
+            lambda v: _SumOfSquares.apply(v.view(2, 4, 37), (1, 2)),
             lambda v: v.view(2, 4, 37).square().sum((1, 2), keepdim=True),
         ),
     ]
@@ -272,6 +364,13 @@ def _one_node_cases(dtype: torch.dtype) -> dict[str, tuple[Callable, Tensor, tup
 ONE_NODE_CASES = list(_one_node_cases(torch.float32))
 
 
+def _plain_expressions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every function take the path of ``torch.func`` transforms and autocast: the
+    plain expressions, without the hand-written backward nodes."""
+    for module in (_affine, _gate):
+        monkeypatch.setattr(module, "_composite", lambda x: True)
+
+
 def _one_node(out: Tensor) -> bool:
     """Whether ``out``'s graph holds one of the layers' own backward nodes."""
     seen, stack = set(), [out.grad_fn]
@@ -313,7 +412,7 @@ def test_the_one_node_layers_have_autograds_gradients_bit_for_bit(
     )
     out, fast = _outputs_and_grads(fn, x, weight, b)
     assert _one_node(out)  # the hand-written backward is the one tested
-    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _plain_expressions(monkeypatch)
     plain_out, plain = _outputs_and_grads(fn, x, weight, b)
     assert not _one_node(plain_out)
     assert len(fast) == len(plain)
@@ -365,7 +464,7 @@ def test_the_one_node_layers_match_autograd_over_the_dtypes_range(
     bias = torch.randn(w_shape[0], generator=g, dtype=torch.float64).to(dtype)
     out, fast = _outputs_and_grads(fn, x, weight, bias)
     assert _one_node(out)
-    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _plain_expressions(monkeypatch)
     _, plain = _outputs_and_grads(fn, x, weight, bias)
     for got, want in zip(fast, plain, strict=True):
         assert _same_bits(got, want)
@@ -404,7 +503,7 @@ def test_reused_temporaries_give_autograds_bits_for_any_upstream_layout(
         return [out.detach(), *torch.autograd.grad(out, inputs, _upstream(kind, out))]
 
     fast = grads()
-    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _plain_expressions(monkeypatch)
     for got, want in zip(fast, grads(), strict=True):
         assert _same_bits(got, want)
 
@@ -498,7 +597,7 @@ def test_autonorm_has_autograds_gradients_bit_for_bit(
         return [out.detach(), inp.grad, *(p.grad for p in layer.parameters())]
 
     fast = run()
-    monkeypatch.setattr(NF, "_composite", lambda x: True)
+    _plain_expressions(monkeypatch)
     plain = run()
     bits = {torch.float32: torch.int32, torch.float64: torch.int64}
     bits[torch.bfloat16] = torch.int16
@@ -517,3 +616,46 @@ def test_the_hand_written_backward_passes_are_once_differentiable() -> None:
     )
     with pytest.raises(RuntimeError, match="once_differentiable|differentiable"):
         grad.sum().backward()
+
+
+def test_gain_is_the_layers_forward_and_gradchecks() -> None:
+    from normlab.layers import Gain
+
+    layer = Gain(5, init=1.5, dtype=F64)
+    x = torch.randn(3, 4, 5, dtype=F64, requires_grad=True)
+    assert torch.equal(layer(x), NF.gain(x, layer.weight))
+    weight = torch.randn(5, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(NF.gain, (x, weight))
+    with pytest.raises(ValueError, match=r"num_features=5\), got \(3, 4\)"):
+        NF.gain(torch.randn(3, 4, dtype=F64), weight)
+
+
+def test_ada_and_film_norm_are_the_layers_forwards_and_gradcheck() -> None:
+    from normlab.layers import AdaNorm, FiLMNorm
+
+    x = torch.randn(3, 4, 5, dtype=F64, requires_grad=True)
+    ada = AdaNorm(5, k=0.2, scale=1.5)
+    assert torch.equal(ada(x), NF.ada_norm(x, (5,), 0.2, 1.5))
+    assert torch.autograd.gradcheck(lambda t: NF.ada_norm(t, (5,), 0.0, 1.5), (x,))
+    film = FiLMNorm(5, dtype=F64)
+    torch.nn.init.normal_(film.condition[2].weight)
+    d_gamma, beta = film.condition(x.mean(dim=1)).chunk(2, dim=-1)
+    assert torch.equal(film(x), NF.film_norm(x, d_gamma, beta, (5,)))
+    d_gamma, beta = (torch.randn(3, 5, dtype=F64, requires_grad=True) for _ in "ab")
+    assert torch.autograd.gradcheck(
+        lambda *t: NF.film_norm(*t, (5,)), (x, d_gamma, beta)
+    )
+    with pytest.raises(
+        ValueError, match=r"normalized_shape \(5,\); expected \(\*, 5\)"
+    ):
+        NF.ada_norm(torch.randn(3, 4, dtype=F64), (5,))
+
+
+def test_rms_norm2d_is_the_layers_forward_and_gradchecks() -> None:
+    from normlab.layers import RMSNorm2d
+
+    layer = RMSNorm2d(3).double()
+    x = torch.randn(2, 3, 4, 4, dtype=F64, requires_grad=True)
+    assert torch.equal(layer(x), NF.rms_norm2d(x, layer.weight, layer.eps))
+    weight = torch.randn(3, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(NF.rms_norm2d, (x, weight))

@@ -14,7 +14,7 @@ from normlab import experiments
 from normlab.analysis import gates as ag
 from normlab.experiments import RunContext, gate_mix, gate_regime
 from normlab.experiments import gate_study as gs
-from normlab.gates import ReadyAutoNormS
+from normlab.gates import READY_LEAD, ReadyAutoNormS
 from normlab.layers import AutoNorm
 
 TINY = {
@@ -103,7 +103,7 @@ def test_ready_autonorm_s_decides_once_validation_accuracy_has_left_chance(
     config = {**TINY, "arm": "autonorm_s_ready", "epochs": 3}
     record = gs.train_gate(config, RunContext(torch.device("cpu"), tmp_path))
     curve = [h["val_accuracy"] for h in record["history"]]
-    ready = ag.ready_epoch(record["history"], chance=0.1, lead=ag.READY_LEAD)
+    ready = ag.ready_epoch(record["history"], chance=0.1, lead=READY_LEAD)
     decided = record["metrics"]["decided_at"]
     assert decided == (ready if ready is not None else len(curve))
     assert record["metrics"]["accuracy_at"] == curve[decided - 1]
@@ -157,14 +157,14 @@ def test_n1_and_the_mix_confirm_at_the_rates_their_pilots_chose() -> None:
     from normlab.experiments import gate_grids
 
     bottleneck = results.largest("gate_bottleneck").results
-    pilot = gs.chosen(claims.plans.pilot(gs.at_defaults(bottleneck)))
+    pilot = ag.chosen(claims.plans.pilot(ag.at_defaults(bottleneck)))
     on_task = pilot[pilot["data"] == gate_grids.N3_TASK].groupby("arm")
     for arm, rates in gate_grids.N1_CONFIRM_RATES.items():
         assert {on_task["lr"].first()[arm]} == set(rates)
         assert not on_task["at_edge"].first()[arm]
     mix = results.largest("gate_mix").results
     study = claims.plans.pilot(ch11.mix_runs(bottleneck, mix))
-    chosen = gs.chosen(study[study["data"] == gate_mix.MIX_TASK]).groupby("arm")
+    chosen = ag.chosen(study[study["data"] == gate_mix.MIX_TASK]).groupby("arm")
     for arm, rates in gate_mix.MIX_CONFIRM_RATES.items():
         assert {chosen["lr"].first()[arm]} == set(rates)
 
@@ -174,9 +174,9 @@ def test_the_regime_confirms_at_the_rates_its_pilot_chose() -> None:
     inside its widened grid, on each task; and only there."""
     from normlab import results
 
-    regime = gs.at_defaults(results.largest("gate_regime").results)
+    regime = ag.at_defaults(results.largest("gate_regime").results)
     pilot = regime[regime["seed"] < regime["data"].map(gate_regime.REGIME_PILOT_SEEDS)]
-    chosen = gs.chosen(pilot)
+    chosen = ag.chosen(pilot)
     assert not chosen["at_edge"].any()
     picked = chosen.groupby(["data", "arm"])["lr"].first()
     assert set(gate_regime.REGIME_CONFIRM_RATES) == set(picked.index)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 from normlab import claims, results
+from normlab.analysis import gates as ag
+from normlab.claims.judging import evaluate, primary_source
 from normlab.claims.pairing import chance_level
-from normlab.claims.report import evaluate, primary_source
 from normlab.data import REAL, served_by
 from normlab.data.sources import STAND_INS
 from normlab.experiments import gate_study as gs
@@ -54,7 +55,7 @@ def test_every_gate_claims_effects_read_the_stand_in_the_table_names(
 
 def test_every_stand_in_trains_at_cpu_scale(saved) -> None:
     """FrozenLN (and every compared arm at its chosen rate) between chance + 0.1 and 0.97."""
-    best = gs.chosen(gs.with_schedules(saved.results))
+    best = ag.chosen(ag.with_schedules(saved.results))
     for stand_in in STAND_INS.values():
         if stand_in.task is None:
             continue

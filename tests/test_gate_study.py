@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from normlab import experiments, figures
+from normlab.analysis import gates as ag
 from normlab.callbacks import TrainState
 from normlab.claims.tables import paired_table
 from normlab.data import load
@@ -157,7 +158,7 @@ def test_compose_applies_the_rule_to_the_recorded_entropy(
             {"arm": "freeze_at_3", "test_metric": 0.7, "decision_entropy": 0.3},
         ]
     )
-    out = gs.compose_schedule(runs, 3, eps_h, rule)
+    out = ag.compose_schedule(runs, 3, eps_h, rule)
     assert len(out) == 1 and bool(out["fired"].iloc[0]) is fired
     assert out["test_metric"].iloc[0] == (0.7 if fired else 0.5)
     assert out["arm"].iloc[0] == ("autonorm_s" if rule == "high" else "autonorm_s_low")
@@ -165,9 +166,9 @@ def test_compose_applies_the_rule_to_the_recorded_entropy(
 
 def test_compose_needs_both_runs() -> None:
     with pytest.raises(ValueError, match="no freeze_at_2"):
-        gs.compose_schedule(table([{"arm": "autonorm", "test_metric": 0.5}]), 2, 0.1)
+        ag.compose_schedule(table([{"arm": "autonorm", "test_metric": 0.5}]), 2, 0.1)
     with pytest.raises(ValueError, match="no autonorm partner"):
-        gs.compose_schedule(
+        ag.compose_schedule(
             table(
                 [{"arm": "freeze_at_2", "test_metric": 0.5, "decision_entropy": 0.2}]
             ),
@@ -175,7 +176,7 @@ def test_compose_needs_both_runs() -> None:
             0.1,
         )
     with pytest.raises(ValueError, match="rule"):
-        gs.compose_schedule(table([]), 2, 0.1, "middle")
+        ag.compose_schedule(table([]), 2, 0.1, "middle")
 
 
 def test_freeze_run_keeps_gates_bit_identical(tmp_path: Path) -> None:
@@ -223,7 +224,7 @@ def test_composed_schedule_equals_a_real_autonorm_s_run(tmp_path: Path) -> None:
             {**TINY, "arm": arm}, RunContext(torch.device("cpu"), tmp_path / arm)
         )
         records.append({**record, "run_id": arm, "config": {**TINY, "arm": arm}})
-    runs = gs.run_table(records)
+    runs = ag.run_table(records)
     train, val = load("digits", "train"), load("digits", "val")
     entropy = float(runs["decision_entropy"].dropna().iloc[0])
     above = (entropy + math.log(2)) / 2
@@ -245,7 +246,7 @@ def test_composed_schedule_equals_a_real_autonorm_s_run(tmp_path: Path) -> None:
             device="cpu",
             callbacks=[GateTelemetry(), AutoNormS(1, eps_h, tau=0.5, rule=rule)],
         )
-        composed = gs.compose_schedule(runs, 1, eps_h, rule)
+        composed = ag.compose_schedule(runs, 1, eps_h, rule)
         assert history[-1]["val_accuracy"] == composed["val_metric"].iloc[0]
         assert history[-1]["val_loss"] == composed["val_loss"].iloc[0]
 
@@ -418,15 +419,15 @@ def test_compose_keeps_sampling_where_the_rule_fires() -> None:
             {"arm": "sample_at_3", "test_metric": 0.3},
         ]
     )
-    fired = gs.compose_schedule(rows, 3, 0.1, keep_sampling=True)
+    fired = ag.compose_schedule(rows, 3, 0.1, keep_sampling=True)
     assert fired["arm"].tolist() == ["autonorm_s_sample"]
     assert fired["test_metric"].tolist() == [0.3] and fired["fired"].all()
-    quiet = gs.compose_schedule(rows, 3, 0.5, keep_sampling=True)
+    quiet = ag.compose_schedule(rows, 3, 0.5, keep_sampling=True)
     assert quiet["test_metric"].tolist() == [0.1] and not quiet["fired"].any()
-    arms = set(gs.with_schedules(rows)["arm"])
+    arms = set(ag.with_schedules(rows)["arm"])
     assert arms == {"autonorm", "autonorm_s", "autonorm_s_low", "autonorm_s_sample"}
     with pytest.raises(ValueError, match="no sample_at_3 partner"):
-        gs.compose_schedule(
+        ag.compose_schedule(
             rows[rows["arm"] != "sample_at_3"], 3, 0.1, keep_sampling=True
         )
 
@@ -452,7 +453,7 @@ def test_with_schedules_composes_the_sampling_ablation_where_it_has_partners() -
         ],
         ignore_index=True,
     )
-    out = gs.with_schedules(rows)
+    out = ag.with_schedules(rows)
     assert sorted(out.loc[out["arm"] == "autonorm_s", "seed"]) == [0, 1]
     assert out.loc[out["arm"] == "autonorm_s_sample", "seed"].tolist() == [0]
 
@@ -467,10 +468,10 @@ def test_shared_seeds_keeps_the_seeds_every_cell_ran() -> None:
             {"arm": "frozen_ln", "seed": 2},
         ]
     )
-    assert gs.shared_seeds(rows)["seed"].unique().tolist() == []
-    kept = gs.shared_seeds(rows[rows["lr"] == 1e-3])
+    assert ag.shared_seeds(rows)["seed"].unique().tolist() == []
+    kept = ag.shared_seeds(rows[rows["lr"] == 1e-3])
     assert sorted(kept["seed"]) == [0, 0]
-    assert gs.shared_seeds(rows.iloc[:0]).empty
+    assert ag.shared_seeds(rows.iloc[:0]).empty
 
 
 def test_n3_cells_run_a_pilot_then_its_planned_seeds_at_the_pilots_rates() -> None:
@@ -505,7 +506,7 @@ def test_n3_cells_run_a_pilot_then_its_planned_seeds_at_the_pilots_rates() -> No
     }
     assert {a: set(r) for a, r in gate_grids.N3_CONFIRM_RATES.items()} == wanted
     # judged on this set (the short budget, a declared regime of N3), it reads them all
-    from normlab.claims.report import judge
+    from normlab.claims.judging import judge
 
     outcome = judge(claims.get("N3"), saved)
     assert {j.n for j in outcome.judged} == {gate_grids.N3_SEEDS}
@@ -547,20 +548,20 @@ def _two_rate_runs() -> pd.DataFrame:
 
 def test_arms_are_compared_each_at_its_rate_chosen_on_val() -> None:
     runs = _two_rate_runs()
-    summary = gs.arm_summary(runs).set_index("arm")
+    summary = ag.arm_summary(runs).set_index("arm")
     assert summary.loc["a", "lr"] == 0.01 and summary.loc["b", "lr"] == 0.001
     assert summary["at_edge"].all()  # both choices are the grid's ends: flagged
-    diff = paired_table(gs.chosen(runs), "a", "b", by="arm").iloc[0]
+    diff = paired_table(ag.chosen(runs), "a", "b", by="arm").iloc[0]
     assert diff["n"] == 4 and diff["mean"] == pytest.approx(0.05)
     assert diff["ci95"] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_at_lr_of_keeps_every_arm_at_one_arms_rate() -> None:
     runs = _two_rate_runs()
-    at = gs.at_lr_of(runs, "b")
+    at = ag.at_lr_of(runs, "b")
     assert set(at["lr"]) == {0.001} and set(at["arm"]) == {"a", "b"} and len(at) == 8
     with pytest.raises(ValueError, match="arm='c'"):
-        gs.at_lr_of(runs, "c")
+        ag.at_lr_of(runs, "c")
 
 
 def synthetic_gates() -> pd.DataFrame:

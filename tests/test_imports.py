@@ -183,10 +183,11 @@ def _notebook_cells(path: Path) -> list[str]:
 
 
 def third_party_imports() -> dict[str, set[str]]:
-    """Top-level module -> files importing it, over the package, tests, benchmarks and chapters."""
+    """Top-level module -> files importing it, over the package, tests, benchmarks, the
+    book's tooling (``book/_ext``) and chapters."""
     sources = [
         (p, p.read_text())
-        for folder in ("companion", "tests", "benchmarks")
+        for folder in ("companion", "tests", "benchmarks", "book/_ext")
         for p in (ROOT / folder).rglob("*.py")
     ]
     sources += [
@@ -194,7 +195,11 @@ def third_party_imports() -> dict[str, set[str]]:
         for p in (ROOT / "book").glob("*.ipynb")
         for cell in _notebook_cells(p)
     ]
-    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"normlab"}
+    local = (
+        {p.stem for p in (ROOT / "tests").glob("*.py")}
+        | {p.parent.name for p in (ROOT / "book" / "_ext").glob("*/__init__.py")}
+        | {"normlab"}
+    )
     found: dict[str, set[str]] = {}
     for path, source in sources:
         for name in _top_level_imports(source) - set(sys.stdlib_module_names) - local:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from myst_nb.core.render import get_mime_priority
 from normlab import interactive as iv
+from normlab_book import interactive as extension
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,12 +91,11 @@ def test_the_book_shows_the_twin_and_jupyter_the_widget() -> None:
     widget = "application/vnd.jupyter.widget-view+json"
     assert html.index("text/html") < html.index(widget) < html.index("image/png")
     assert get_mime_priority("latex", overrides) == get_mime_priority("latex", [])
-    assert (
-        "normlab.interactive"
-        in yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"][
-            "extra_extensions"
-        ]
-    )
+    local = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"][
+        "local_extensions"
+    ]
+    assert local["normlab_book.interactive"] == "book/_ext"
+    assert (ROOT / local["normlab_book.interactive"] / "normlab_book").is_dir()
 
 
 def test_the_bundle_is_wrapped_and_matches_altairs_vega_lite() -> None:
@@ -123,7 +123,7 @@ class FakeApp:
 
 def test_the_extension_loads_the_bundle_only_where_a_chart_is(tmp_path: Path) -> None:
     app = FakeApp(tmp_path)
-    assert iv.setup(app)["parallel_read_safe"]
+    assert extension.setup(app)["parallel_read_safe"]
     on_page = app.events["html-page-context"]
     on_page(app, "a", "page.html", {"body": "<p>no chart</p>"}, None)
     assert app.js == []
@@ -137,10 +137,10 @@ def test_the_extension_writes_the_bundle_after_an_html_build(
 ) -> None:
     monkeypatch.setattr(iv, "bundle", lambda: "(function () {\n})();\n")
     written = tmp_path / "html" / "_static" / iv.BUNDLE
-    iv._write_bundle(FakeApp(tmp_path / "html"), RuntimeError("build failed"))
-    iv._write_bundle(FakeApp(tmp_path / "html", fmt="latex"), None)
+    extension._write_bundle(FakeApp(tmp_path / "html"), RuntimeError("build failed"))
+    extension._write_bundle(FakeApp(tmp_path / "html", fmt="latex"), None)
     assert not written.exists()
-    iv._write_bundle(FakeApp(tmp_path / "html"), None)
+    extension._write_bundle(FakeApp(tmp_path / "html"), None)
     assert written.read_text() == "(function () {\n})();\n"
 
 

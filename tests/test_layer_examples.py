@@ -21,19 +21,19 @@ LAYERS = [
 
 
 def test_every_public_layer_is_covered() -> None:
-    # Every layer class a registered normaliser builds, however many there are, and the
-    # convolutional ones the CNNs use.
+    # Every layer class a registered normaliser builds, however many there are, in an MLP,
+    # a Transformer or a CNN.
     registered = {
         getattr(factory, "func", factory)
         for entry in normalisers.NORMALISERS.values()
-        for factory in entry.pair
+        for factory in (*entry.pair, *(entry.conv or ()))
         if factory is not None
     }
     ours = {
         f for f in registered if isinstance(f, type) and f.__module__[:8] == "normlab."
     }
     assert ours and ours <= set(LAYERS)
-    assert {layers.PatchNormConv2d, layers.AutoNorm} <= set(LAYERS)
+    assert {layers.PatchNormConv2d, layers.RMSNorm2d, layers.AutoNorm} <= ours
 
 
 SECTIONS = ("Args:", "Attributes:", "Shape:", "Examples::")

@@ -63,9 +63,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("theory", ("normlab.symbolic", "normlab.divergence")),
-    # tables of runs and their summaries: read by the runner, the claims and the figures,
-    # knowing nothing of any experiment
-    ("run tables", ("normlab.analysis",)),
+    # tables of runs and their summaries, and a gated run's telemetry as a table: read by
+    # the runner, the studies, the analysis and the figures, knowing nothing of any study
+    ("run tables", ("normlab.run_tables", "normlab.gate_tables")),
     (
         "experiment machinery",  # grids, the registry and the runner every study uses
         (
@@ -79,8 +79,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("experiments", ("normlab.experiments",)),  # the studies, and the package itself
     (
-        "analysis",  # claims, saved sets, their verification, tables of runs
+        "analysis",  # the studies' tables, claims, saved sets and their verification
         (
+            "normlab.analysis",
             "normlab.claims",
             "normlab._saved_io",
             "normlab.results",
@@ -99,8 +100,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab.chapters",
             "normlab.interactive",
             "normlab.widgets",
-            # the chapters as plain notebooks for Jupyter and Colab
-            "normlab.reader",
         ),
     ),
     ("entry points", ("normlab", "normlab.__main__")),

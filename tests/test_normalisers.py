@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import json
 from pathlib import Path
-from types import MappingProxyType
 
 import pandas as pd
 import pytest
@@ -32,15 +32,7 @@ NAME_TAKERS = {
 NAME_KEYWORDS = {"normaliser", "norm_layer", "kind"}
 
 
-_BOOK_PART1: tuple[str, ...] = (
-    "none",
-    "batchnorm",
-    "layernorm",
-    "rmsnorm",
-    "l2",
-    "norm_like",
-    "affine_like",
-)
+_BOOK_PART1: tuple[str, ...] = part1.BOOK_NORMALISERS
 _BOOK_PART2: tuple[str, ...] = (
     "frozen_ln",
     "dyt",
@@ -73,9 +65,13 @@ def test_the_canonical_names_in_book_order() -> None:
 
 
 def _check_part(part: tuple[str, ...]) -> None:
-    """One part's figures tell its normalisers apart: distinct colours and labels."""
-    colours = [normalisers.colour(n) for n in part]
-    assert len(set(colours)) == len(colours) and set(colours) <= set(PALETTE)
+    """One part's figures tell its normalisers apart: distinct (colour, line style) pairs,
+    distinct colours while the palette lasts, and distinct labels."""
+    styles = [(normalisers.colour(n), normalisers.linestyle(n)) for n in part]
+    assert len(set(styles)) == len(styles)
+    colours = [c for c, _ in styles]
+    assert set(colours) <= set(PALETTE)
+    assert len(set(colours)) == min(len(colours), len(PALETTE))
     labels = [normalisers.label(n) for n in part]
     assert len(set(labels)) == len(labels)
 
@@ -183,6 +179,34 @@ def test_bad_entries_are_refused() -> None:
             norm_layer=AutoNorm,
             freeze_rule="sometimes",
         )
+    with pytest.raises(ValueError, match="linestyle"):
+        normalisers.Normaliser(
+            name="x", part=1, label="x", linestyle="~", norm_layer=None
+        )
+    taken = normalisers.Normaliser(
+        name="y", part=1, label="y", colour=PALETTE[0], linestyle="-", norm_layer=None
+    )
+    with pytest.raises(ValueError, match="'z'.*expected a free pair"):
+        normalisers._table(taken, dataclasses.replace(taken, name="z"))
+
+
+def test_styles_scale_past_the_palette() -> None:
+    """An entry without a colour takes its part's first free (colour, line style) pair:
+    the palette's colours solid, then dashed, then dotted; the named ones keep theirs."""
+    entries = [
+        normalisers.Normaliser(name=f"n{i}", part=1, label=f"N{i}", norm_layer=None)
+        for i in range(20)
+    ]
+    table = normalisers._table(*NORMALISERS.values(), *entries)
+    assert all(table[n] == NORMALISERS[n] for n in NORMALISERS)
+    new = [(table[e.name].colour, table[e.name].linestyle) for e in entries]
+    free = [c for c in PALETTE if c not in {normalisers.colour(n) for n in PART1}]
+    assert new[: len(free)] == [(c, "-") for c in free]
+    assert new[len(free) : len(free) + len(PALETTE)] == [(c, "--") for c in PALETTE]
+    assert new[len(free) + len(PALETTE) :][0] == (PALETTE[0], ":")
+    assert new[-1][1] == "-."
+    pairs = [(e.colour, e.linestyle) for e in table.values() if e.part == 1]
+    assert len(set(pairs)) == len(pairs)
 
 
 class _ScratchNorm(nn.Module):
@@ -203,7 +227,7 @@ class _ScratchNorm(nn.Module):
 
 def _register(monkeypatch: pytest.MonkeyPatch, entry: normalisers.Normaliser) -> None:
     """Add ``entry`` to the registry for one test, as one more entry in NORMALISERS would."""
-    table = MappingProxyType({**NORMALISERS, entry.name: entry})
+    table = normalisers._table(*NORMALISERS.values(), entry)
     monkeypatch.setattr(normalisers, "NORMALISERS", table)
     for attr, part in (("PART1", 1), ("PART2", 2)):
         names = tuple(n for n, e in table.items() if e.part == part)
@@ -220,17 +244,17 @@ def test_a_new_normaliser_is_one_layer_and_one_entry(
     from normlab.figures import colours
     from normlab.models import ViTConfig, ViTLite
 
-    free = next(c for c in PALETTE if c not in {normalisers.colour(n) for n in PART1})
     entry = normalisers.Normaliser(
         name="scratch",
         part=1,
         label="Scratch",
-        colour=free,
         norm_layer=_ScratchNorm,
         description="x / max |x|",
     )
     _register(monkeypatch, entry)
-    assert normalisers.names(1)[-1] == "scratch" and normalisers.get("scratch") is entry
+    assert normalisers.names(1)[-1] == "scratch"
+    assert normalisers.get("scratch").norm_layer is _ScratchNorm
+    free = normalisers.colour("scratch")
     _check_part(normalisers.names(1))
     mlp = mlp_for("scratch", in_features=6, num_classes=3, width=5, depth=2)
     assert sum(isinstance(m, _ScratchNorm) for m in mlp.modules()) == 2

@@ -13,8 +13,13 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
-from normlab.layers import AffineLikeLinear, L2Norm, NormLikeLinear, PatchNormConv2d
-from normlab.models import RMSNorm2d
+from normlab.layers import (
+    AffineLikeLinear,
+    L2Norm,
+    NormLikeLinear,
+    PatchNormConv2d,
+    RMSNorm2d,
+)
 from torch import Tensor, nn
 
 F64 = torch.float64

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from normlab import data, experiments
+from normlab import data, experiments, gate_tables, run_tables
+from normlab.analysis import tasks as task_analysis
 from normlab.claims.tables import equivalence_table
 from normlab.corruption_suite import (
     accuracy_under_corruption,
@@ -93,7 +94,7 @@ def test_at_chosen_lr_keeps_the_validation_best() -> None:
         for s in range(3)
         for v in [1.0 if lr == best else 0.0]
     ]
-    chosen = tasks.at_chosen_lr(pd.DataFrame(rows))
+    chosen = run_tables.at_chosen_lr(pd.DataFrame(rows))
     assert chosen.groupby("normaliser")["lr"].unique().map(list).to_dict() == {
         "a": [0.1],
         "b": [0.01],
@@ -121,9 +122,9 @@ def test_gate_summary_measures_depth_slope_and_entropy() -> None:
         "gates": gates,
         "history": [{"epoch": 1, "step": 10}, {"epoch": 2, "step": 20}],
     }
-    table = tasks.gate_table([record])
+    table = gate_tables.gate_table([record])
     assert list(table["position"][:3]) == [0, 1, 2] and set(table["step"]) == {10, 20}
-    summary = tasks.gate_summary(table).iloc[0]
+    summary = gate_tables.gate_summary(table).iloc[0]
     assert summary["depth_slope"] == pytest.approx(
         0.6
     )  # p_dyt 0.2 -> 0.8 over relative depth 0 -> 1
@@ -147,7 +148,7 @@ def test_tagging_baselines_count_words() -> None:
         split="test",
         meta=meta,
     )
-    assert tasks.tagging_baselines(train, test) == {
+    assert task_analysis.tagging_baselines(train, test) == {
         "majority_tag": pytest.approx(2 / 3),
         "word_majority": 1.0,
     }
@@ -222,7 +223,9 @@ def test_robust_run_records_every_condition(tmp_path: Path) -> None:
     assert record["mean_corruption_accuracy"] == pytest.approx(
         np.mean([r["accuracy"] for r in record["corruption"]])
     )
-    table = tasks.corruption_table([{"run_id": "r", "config": config, **record}])
+    table = task_analysis.corruption_table(
+        [{"run_id": "r", "config": config, **record}]
+    )
     assert set(table["severity"]) == {0, 1, 2, 3, 4, 5} and len(table) == 1 + 5 * len(
         CORRUPTIONS
     )
@@ -235,7 +238,9 @@ def test_regression_references_report_original_units() -> None:
         warnings.simplefilter(
             "error"
         )  # the iteration cap is recorded, not warned about
-        table = tasks.regression_references("energy_efficiency", "quick", seeds=1)
+        table = task_analysis.regression_references(
+            "energy_efficiency", "quick", seeds=1
+        )
     assert set(table["model"]) == {"mean", "linear", "mlp"} and table["stand_in"].all()
     assert table.loc[table["model"] == "mlp", "capped"].isin([True, False]).all()
     splits = data.for_profile("energy_efficiency", "quick")
@@ -406,12 +411,16 @@ def test_equivalence_table_applies_the_margin_to_the_paired_interval() -> None:
 
 def test_progress_epoch_is_the_first_epoch_at_the_stated_share_of_the_gain() -> None:
     # chance 0.5, best 0.9: 80 % of the way is 0.82, first reached at epoch 4
-    assert tasks.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9, 0.88], 0.5) == 4
-    assert tasks.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9], 0.5, fraction=1.0) == 5
-    assert tasks.progress_epoch([0.9, 0.2], 0.1) == 1
-    assert tasks.progress_epoch([0.48, 0.49, 0.47], 0.5) == 2  # never above chance
+    assert gate_tables.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9, 0.88], 0.5) == 4
+    assert (
+        gate_tables.progress_epoch([0.5, 0.6, 0.8, 0.85, 0.9], 0.5, fraction=1.0) == 5
+    )
+    assert gate_tables.progress_epoch([0.9, 0.2], 0.1) == 1
+    assert (
+        gate_tables.progress_epoch([0.48, 0.49, 0.47], 0.5) == 2
+    )  # never above chance
     with pytest.raises(ValueError, match="fraction"):
-        tasks.progress_epoch([0.5], 0.5, fraction=0.0)
+        gate_tables.progress_epoch([0.5], 0.5, fraction=0.0)
 
 
 def test_gate_progress_reads_the_gates_at_that_epoch() -> None:
@@ -429,7 +438,7 @@ def test_gate_progress_reads_the_gates_at_that_epoch() -> None:
         ],
         "gates": gates,
     }
-    found = tasks.gate_progress(record, chance=0.5)
+    found = gate_tables.gate_progress(record, chance=0.5)
     assert found["progress_epoch"] == 2
     assert found["entropy_at_progress"] == pytest.approx((0.29 + 0.2) / 2)
     assert found["p_ln_at_progress"] == pytest.approx(1 - (0.3 + 0.1) / 2)
@@ -439,8 +448,8 @@ def test_with_sources_names_the_dataset_that_served_each_row() -> None:
     frame = pd.DataFrame(
         {"data": ["mnist", "sst2"], "source": ["mnist_5k", None], "x": [1, 2]}
     )
-    named = tasks.with_sources(frame)
+    named = task_analysis.with_sources(frame)
     assert list(named["data"]) == ["mnist_5k", "sst2"] and "source" not in named
-    assert tasks.with_sources(frame.drop(columns="source")).equals(
+    assert task_analysis.with_sources(frame.drop(columns="source")).equals(
         frame.drop(columns="source")
     )

@@ -116,8 +116,8 @@ def test_make_book_publishes_the_reader_notebooks_beside_the_html() -> None:
     _build/html/notebooks/, the folder the Colab links name."""
     makefile = (ROOT / "Makefile").read_text()
     book = makefile[makefile.index("\nbook:") :].split("\n\n", 1)[0]
-    assert "-m normlab.reader _build" in book
-    from normlab.reader import NOTEBOOKS, colab_link
+    assert "PYTHONPATH=book/_ext $(BIN)/python -m normlab_book.reader _build" in book
+    from normlab_book.reader import NOTEBOOKS, colab_link
 
     link = colab_link("https://c", CONFIG["repository"]["url"], "b", "01_x")
     assert link.endswith(f"/blob/b/{NOTEBOOKS}/01_x.ipynb") and NOTEBOOKS == "notebooks"

@@ -1,4 +1,4 @@
-"""Reader notebooks (normlab.reader): every chapter converts to plain Jupyter Markdown with its
+"""Reader notebooks (normlab_book.reader, the book's tooling): every chapter converts to plain Jupyter Markdown with its
 glued values filled in, from a fabricated build that holds them as myst-nb leaves them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 import yaml
-from normlab import reader
+from normlab_book import reader
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())

@@ -236,7 +236,7 @@ def repository() -> tuple[str, str]:
 
 def test_colab_links_follow_config() -> None:
     """A Colab link opens a chapter's reader notebook where _config.yml publishes it."""
-    from normlab.reader import colab_link, read_book
+    from normlab_book.reader import colab_link, read_book
 
     launch = CONFIG["launch_buttons"]
     links = re.findall(r"https://colab\.research\.google\.com/[^\s`)>\]]+", README)

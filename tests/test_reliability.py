@@ -17,8 +17,9 @@ import nbformat
 import pandas as pd
 import pytest
 import torch
-from normlab import analysis, checkpoint, claims, reader, results
+from normlab import checkpoint, claims, results, run_tables
 from normlab._lock import FileLock, LockError
+from normlab_book import reader
 
 
 @pytest.fixture(scope="module")
@@ -41,18 +42,18 @@ def test_a_table_that_repeats_a_run_is_refused(
     """Duplicated (arm, seed) rows were pooled as more seeds (A9 and A15 changed verdict)
     or crashed pandas (gate_bottleneck); now the claim refuses the table, naming the run."""
     table = shipped_tables[experiment]
-    assert analysis.runs.duplicated_runs(table) is None
+    assert run_tables.duplicated_runs(table) is None
     claims.judge(claims.get(claim_id), table)  # the set as shipped is judged
     doubled = pd.concat([table, table.iloc[:4]], ignore_index=True)
-    assert "8 rows repeat a run" in analysis.runs.duplicated_runs(doubled)
+    assert "8 rows repeat a run" in run_tables.duplicated_runs(doubled)
     with pytest.raises(ValueError, match=f"claim {claim_id}: .*repeat a run.*seed="):
         claims.judge(claims.get(claim_id), doubled)
 
 
 def test_a_repeated_run_id_is_found_without_config_columns() -> None:
     table = pd.DataFrame({"run_id": ["x-1", "x-2", "x-1"], "val": [1.0, 2.0, 3.0]})
-    assert "2 rows repeat a run" in analysis.runs.duplicated_runs(table)
-    assert analysis.runs.duplicated_runs(table.iloc[:2]) is None
+    assert "2 rows repeat a run" in run_tables.duplicated_runs(table)
+    assert run_tables.duplicated_runs(table.iloc[:2]) is None
 
 
 # ------------------------------------------------------------------------- checkpoints

@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from normlab.experiments.part2_tasks import at_chosen_lr
 from normlab.robustness import (
     corruption_ranking,
     matched_rates,
@@ -15,6 +14,7 @@ from normlab.robustness import (
     robustness_run_table,
     robustness_summary,
 )
+from normlab.run_tables import at_chosen_lr
 from scipy import stats
 
 SEEDS = range(5)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .functional import _inverse_homogeneous, _norm_floor, power_of_two_scale
+from .functional._common import _inverse_homogeneous, _norm_floor, power_of_two_scale
 from .layers.affine import AffineLikeLinear, L2Norm, NormLikeLinear
 from .models.mlp import MLP
 

@@ -34,10 +34,10 @@ import pandas as pd
 
 from ._records import RUN_ID, RecordError, loads, parse
 from ._runtime import PROFILES
-from .analysis.runs import records_table
 from .experiments import get as get_experiment
 from .experiments.grid import run_id as _run_id
 from .experiments.runner import MANIFEST, PACKED
+from .run_tables import records_table
 
 TABLE = "results.csv"
 #: The manifest format this normlab reads and writes (3: the manifest carries its own digest).

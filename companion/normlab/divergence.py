@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -45,6 +46,7 @@ __all__ = [
     "SelfAttention",
     "offdiagonal_share",
     "layer_inputs",
+    "kernel_coupling",
     "augmented_unit",
     "l1_over_l2_augmented",
     "label_gradients",
@@ -588,6 +590,41 @@ def layer_inputs(model: nn.Module, layers: list[nn.Module], x: Tensor) -> list[T
     if missing:
         raise ValueError(f"layers at positions {missing} were not called by model(x)")
     return [seen[id(layer)] for layer in layers]
+
+
+def kernel_coupling(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """Cross-sample coupling of the update kernels of a trained MLP on the batch ``x``.
+
+    For every linear layer that reads hidden activations (all but the first), the tangent
+    kernel over the batch (:func:`tangent_kernel`) is built from the
+    real inputs that layer receives. Returned, averaged over those layers:
+
+    - ``gram_offdiag``: the share of the kernel's absolute mass off the diagonal
+      (:func:`offdiagonal_share`), what the other samples contribute to a
+      sample's update;
+    - ``gram_cosine``: the mean of :math:`|K_{ij}| / \\sqrt{K_{ii} K_{jj}}` over pairs
+      ``i != j``, the coupling of one pair whatever the batch size.
+    """
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)][1:]
+    if not linears or x.shape[0] < 2:
+        raise ValueError(
+            "kernel_coupling needs a model with at least two linear layers and a batch of >= 2"
+        )
+    inputs = layer_inputs(model, linears, x)
+    shares, cosines = [], []
+    for layer, inp in zip(linears, inputs):
+        kernel = tangent_kernel(layer, inp).double()
+        shares.append(offdiagonal_share(kernel))
+        scale = kernel.diagonal().clamp_min(torch.finfo(kernel.dtype).tiny).rsqrt()
+        normalised = (kernel * scale[:, None] * scale[None, :]).abs()
+        n = kernel.shape[0]
+        cosines.append(
+            float((normalised.sum() - normalised.diagonal().sum()) / (n * (n - 1)))
+        )
+    return {
+        "gram_offdiag": float(np.mean(shares)),
+        "gram_cosine": float(np.mean(cosines)),
+    }
 
 
 class ResidualBlock(nn.Module):

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from . import claims
+from .analysis import gates as ag
 from .data.sources import served_by, title
 from .experiments import gate_study as gs
 from .names import display_name
@@ -58,7 +59,8 @@ def power_table(claim_ids: Iterable[str]) -> pd.DataFrame:
     these seeds detect at 80 % power), ``seeds`` (held), ``planned`` (the claim's plan,
     from the pilot spread) and ``to resolve`` (the seeds that would resolve an inconclusive
     effect at the observed spread; blank when resolved)."""
-    from .claims.report import evaluate, scorecard_records
+    from .claims.judging import evaluate
+    from .claims.records import scorecard_records
 
     records = scorecard_records(outcomes=[evaluate(i) for i in claim_ids])
     rows = [
@@ -146,7 +148,7 @@ def _claim_runs(claim_id: str, outcome: Any, table: pd.DataFrame) -> pd.DataFram
     if outcome.data and "data" in read and set(outcome.data) & set(read["data"]):
         read = read[read["data"].isin(outcome.data)]
     if outcome.arms and "arm" in read:
-        behind = gs.runs_behind(outcome.arms, read["arm"].unique())
+        behind = ag.runs_behind(outcome.arms, read["arm"].unique())
         if behind:
             read = read[read["arm"].isin(behind)]
     found = plans.plan(claim_id)
@@ -221,7 +223,8 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     evaluation not counted)
     and ``budgets``: that time over a chapter's CPU budget
     (:data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty when none is inconclusive."""
-    from .claims.report import INCONCLUSIVE, evaluate
+    from .claims.judging import evaluate
+    from .claims.rules import INCONCLUSIVE
     from .experiments.costs import CPU_BUDGET_MIN
 
     rows = []
@@ -251,7 +254,7 @@ def resolve_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
 
 def plan_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     """Each claim of ``claim_ids`` whose plan (from the pilot,
-    :func:`normlab.claims.report.planned_from`) asks for more than its saved cpu set
+    :func:`normlab.claims.judging.planned_from`) asks for more than its saved cpu set
     holds: ``id``, ``verdict``, ``seeds`` (held), ``planned seeds``, ``test items`` and
     ``planned test items`` (where the plan needs a larger test set), ``runs to plan``
     (the runs the missing seeds add under the primary specification, of the arms the
@@ -259,7 +262,7 @@ def plan_cost(claim_ids: Iterable[str]) -> pd.DataFrame:
     :func:`_seed_cost`), ``CPU-hours`` and
     ``budgets`` (that time over :data:`normlab.experiments.costs.CPU_BUDGET_MIN`). Empty
     when every plan is met."""
-    from .claims.report import evaluate
+    from .claims.judging import evaluate
     from .experiments.costs import CPU_BUDGET_MIN
 
     rows = []

@@ -23,11 +23,14 @@ from torch import nn
 
 from ._checks import one_of, positive_int
 from .callbacks import Callback, TrainState
-from .layers.gate import CANDIDATES, AutoNorm, check_tau, gumbel_softmax, sample_gumbel
+from .functional import check_tau, gumbel_softmax, sample_gumbel
+from .layers.gate import CANDIDATES, AutoNorm
 from .paper import EPS_H, FREEZE_RULES, T_FREEZE_EPOCHS
 
 __all__ = [
     "FREEZE_PREFIX",
+    "READY_ARM",
+    "READY_LEAD",
     "SAMPLE_PREFIX",
     "AutoNormS",
     "GateAverages",
@@ -48,6 +51,12 @@ __all__ = [
 #: freeze), or stop their learning there and keep sampling (chapter 12's ablation).
 FREEZE_PREFIX = "freeze_at_"
 SAMPLE_PREFIX = "sample_at_"
+#: :class:`ReadyAutoNormS`'s lead in the gate studies: the freeze is decided after warm-up,
+#: at the first epoch whose validation accuracy has left chance by this much (the features
+#: have formed)
+READY_LEAD = 0.3
+#: The gate studies' arm of AutoNorm-S deciding after warm-up (``gate_regime``).
+READY_ARM = "autonorm_s_ready"
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:

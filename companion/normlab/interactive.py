@@ -17,8 +17,10 @@ inputs) in its spec, and the browser redraws it as a control moves.
 - :func:`bundle`: the shared script (Vega, Vega-Lite and vega-embed, from
   ``vl-convert-python``), wrapped in a function so that its top-level names cannot clash
   with the page's own (Sphinx's ``_``).
-- :func:`setup`: the Sphinx extension (``_config.yml`` loads it): it writes the bundle into
-  the build's ``_static`` folder and loads it, once, on each page that has a chart.
+
+The book's build writes the bundle into its ``_static`` folder and loads it on each page that
+has a chart: a Sphinx extension in the book's tooling (``book/_ext/normlab_book/interactive.py``),
+not in this package.
 """
 
 from __future__ import annotations
@@ -27,11 +29,9 @@ import base64
 import hashlib
 import html
 import json
-from pathlib import Path
 from typing import Any
 
 from ._extras import require
-from ._io import write_text_atomic
 
 __all__ = [
     "BUNDLE",
@@ -43,7 +43,6 @@ __all__ = [
     "choice",
     "bundle",
     "vegalite_version",
-    "setup",
 ]
 
 #: The bundle's file name under the build's ``_static`` folder.
@@ -229,26 +228,3 @@ class LiveAndStatic:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
         return {**widget_view(self.live), **self.twin._repr_mimebundle_()}
-
-
-# ------------------------------------------------------------------ the Sphinx extension
-
-
-def _load_on_page(
-    app: Any, pagename: str, templatename: str, context: dict, doctree: Any
-) -> None:
-    if f'class="{MARKER}"' in context.get("body", ""):
-        app.add_js_file(BUNDLE)
-
-
-def _write_bundle(app: Any, exception: Exception | None) -> None:
-    if exception is None and app.builder.format == "html":
-        write_text_atomic(Path(app.outdir) / "_static" / BUNDLE, bundle())
-
-
-def setup(app: Any) -> dict[str, Any]:
-    """Sphinx entry point: the bundle is written at the end of each HTML build, from the
-    installed ``vl-convert-python``, and loaded by the pages that embed a chart."""
-    app.connect("html-page-context", _load_on_page)
-    app.connect("build-finished", _write_bundle)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}

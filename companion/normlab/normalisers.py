@@ -27,10 +27,17 @@ with the paper's freezing rule (``"high"``) or its opposite reading (``"low"``).
 Colours come from one colour-blind-safe palette, :data:`PALETTE` (Okabe and Ito, 2008).
 Parts never share a figure, so a colour repeats across parts but never within one; a
 normaliser that plays the same role in both parts (LayerNorm, FrozenLN) keeps one colour.
+An entry that names no colour gets the first (line style, colour) pair, line styles from
+:data:`LINESTYLES` outermost, that no earlier entry of its part has: a ninth name of a part
+is drawn dashed, so a part holds up to ``len(PALETTE) * len(LINESTYLES)`` names.
+
+A new normaliser is one layer class and one entry in :data:`NORMALISERS`; an entry with a
+``conv`` pair also joins chapter 8's CNNs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,12 +56,15 @@ from .layers import (
     FiLMNorm,
     L2Norm,
     NormLikeLinear,
+    PatchNormConv2d,
+    RMSNorm2d,
 )
 from .layers._common import ShapeLike, as_shape
 from .paper import FREEZE_RULES
 
 __all__ = [
     "PALETTE",
+    "LINESTYLES",
     "PARTS",
     "NORMALISERS",
     "PART1",
@@ -62,10 +72,15 @@ __all__ = [
     "Normaliser",
     "LinearFactory",
     "NormFactory",
+    "ConvFactory",
+    "ConvPair",
+    "CONV3X3",
     "get",
     "names",
+    "conv_names",
     "label",
     "colour",
+    "linestyle",
     "norm_layer",
     "resolve_norm_layer",
     "l2_norm",
@@ -75,6 +90,13 @@ LinearFactory = Callable[..., nn.Module]
 """``(in_features, out_features) -> nn.Module``, like ``nn.Linear``."""
 NormFactory = Callable[..., nn.Module]
 """``normalized_shape -> nn.Module``, like ``nn.LayerNorm`` (``num_features`` for BatchNorm)."""
+ConvFactory = Callable[..., nn.Module]
+"""``(in_channels, out_channels) -> nn.Module``, like a 3x3 ``nn.Conv2d``."""
+ConvPair = tuple[ConvFactory, NormFactory | None]
+"""Chapter 8's ``(conv_layer, norm_layer)`` pair; ``norm_layer`` takes the channel count."""
+
+#: The convolution of chapter 8's CNNs: 3x3, padding 1 (the map keeps its size).
+CONV3X3: ConvFactory = functools.partial(nn.Conv2d, kernel_size=3, padding=1)
 
 # Okabe-Ito: black, orange, sky blue, bluish green, yellow, blue, vermillion, reddish purple.
 PALETTE: tuple[str, ...] = (
@@ -88,6 +110,9 @@ PALETTE: tuple[str, ...] = (
     "#CC79A7",
 )
 _BLACK, _ORANGE, _SKY, _GREEN, _YELLOW, _BLUE, _VERMILLION, _PURPLE = PALETTE
+#: Matplotlib line styles; an entry's default style takes the next one once its part has
+#: used every colour of :data:`PALETTE` with the one before.
+LINESTYLES: tuple[str, ...] = ("-", "--", ":", "-.")
 
 PARTS: tuple[int, ...] = (1, 2)
 
@@ -113,23 +138,29 @@ class Normaliser:
     ``norm_layer`` builds the normalisation layer (None: there is none); ``linear_layer``
     is the linear layer it goes with in Part I's MLPs. ``drop_in`` says that ``norm_layer``
     takes a ``normalized_shape`` like ``nn.LayerNorm``, so it fits a Transformer's
-    normalisation slots. ``freeze_rule`` is the AutoNorm-S rule trained with it (Part II),
-    ``gated`` whether its layers have an AutoNorm gate to record.
+    normalisation slots. ``conv`` is its ``(conv_layer, norm_layer)`` pair in chapter 8's
+    CNNs (None: it has none there). ``colour`` and ``linestyle`` draw it in every figure;
+    left None, the registry gives the entry its part's next free pair (module docstring).
+    ``freeze_rule`` is the AutoNorm-S rule trained with it (Part II), ``gated`` whether its
+    layers have an AutoNorm gate to record.
     """
 
     name: str
     part: int
     label: str
-    colour: str
     norm_layer: NormFactory | None
+    colour: str | None = None
+    linestyle: str | None = None
     linear_layer: LinearFactory = nn.Linear
     drop_in: bool = True
+    conv: ConvPair | None = None
     freeze_rule: str | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
         one_of("part", self.part, PARTS)
-        one_of("colour", self.colour, PALETTE)
+        one_of("colour", self.colour, (*PALETTE, None))
+        one_of("linestyle", self.linestyle, (*LINESTYLES, None))
         one_of("freeze_rule", self.freeze_rule, (*FREEZE_RULES, None))
 
     @property
@@ -147,7 +178,32 @@ class Normaliser:
 
 
 def _table(*entries: Normaliser) -> Mapping[str, Normaliser]:
-    return MappingProxyType({entry.name: entry for entry in entries})
+    """The read-only registry of ``entries``, each given the first (colour, line style)
+    pair, line styles outermost, that fits what it names and no earlier entry of its part
+    has taken."""
+    taken: dict[int, set[tuple[str, str]]] = {part: set() for part in PARTS}
+    styled = {}
+    for entry in entries:
+        styles = (entry.linestyle,) if entry.linestyle else LINESTYLES
+        colours = (entry.colour,) if entry.colour else PALETTE
+        free = [
+            (c, s) for s in styles for c in colours if (c, s) not in taken[entry.part]
+        ]
+        if not free:
+            raise ValueError(
+                f"normaliser {entry.name!r}: colour={entry.colour!r}, "
+                f"linestyle={entry.linestyle!r} leave no (colour, linestyle) pair that "
+                f"part {entry.part} has not taken; expected a free pair"
+            )
+        taken[entry.part].add(free[0])
+        colour_, style = free[0]
+        styled[entry.name] = dataclasses.replace(entry, colour=colour_, linestyle=style)
+    return MappingProxyType(styled)
+
+
+def _patchnorm(mode: str) -> ConvFactory:
+    """A 3x3 :class:`~normlab.layers.PatchNormConv2d` in ``mode``, in place of :data:`CONV3X3`."""
+    return functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode=mode)
 
 
 NORMALISERS: Mapping[str, Normaliser] = _table(
@@ -159,6 +215,7 @@ NORMALISERS: Mapping[str, Normaliser] = _table(
         colour=_BLACK,
         norm_layer=None,
         drop_in=False,
+        conv=(CONV3X3, None),
         description="plain affine layers, no normaliser",
     ),
     Normaliser(
@@ -168,6 +225,7 @@ NORMALISERS: Mapping[str, Normaliser] = _table(
         colour=_BLUE,
         norm_layer=nn.BatchNorm1d,
         drop_in=False,
+        conv=(CONV3X3, nn.BatchNorm2d),
         description="batch statistics per feature",
     ),
     Normaliser(
@@ -176,6 +234,8 @@ NORMALISERS: Mapping[str, Normaliser] = _table(
         label="LayerNorm",
         colour=_GREEN,
         norm_layer=nn.LayerNorm,
+        # LayerNorm over a whole feature map: one group of every channel
+        conv=(CONV3X3, functools.partial(nn.GroupNorm, 1)),
         description="mean and variance over the features",
     ),
     Normaliser(
@@ -184,6 +244,7 @@ NORMALISERS: Mapping[str, Normaliser] = _table(
         label="RMSNorm",
         colour=_SKY,
         norm_layer=nn.RMSNorm,
+        conv=(CONV3X3, RMSNorm2d),
         description="root mean square over the features",
     ),
     Normaliser(
@@ -202,6 +263,8 @@ NORMALISERS: Mapping[str, Normaliser] = _table(
         norm_layer=None,
         linear_layer=NormLikeLinear,
         drop_in=False,
+        # PatchNorm: the correction of chapter 3 applied to every receptive field
+        conv=(_patchnorm("norm_like"), None),
         description="z = W x / |x| + b",
     ),
     Normaliser(
@@ -212,6 +275,7 @@ NORMALISERS: Mapping[str, Normaliser] = _table(
         norm_layer=None,
         linear_layer=AffineLikeLinear,
         drop_in=False,
+        conv=(_patchnorm("affine_like"), None),
         description="z = (W x + b) / sqrt(|x|^2 + 1)",
     ),
     # Part II: one normaliser in every normalisation slot of a Transformer.
@@ -299,6 +363,11 @@ def names(part: int | None = None) -> tuple[str, ...]:
     return PART1 if one_of("part", part, PARTS) == 1 else PART2
 
 
+def conv_names() -> tuple[str, ...]:
+    """The names with a ``conv`` pair, in book order: chapter 8's CNN normalisers."""
+    return tuple(name for name, entry in NORMALISERS.items() if entry.conv is not None)
+
+
 def label(name: str) -> str:
     """The label figures and tables show for ``name``."""
     return get(name).label
@@ -306,7 +375,12 @@ def label(name: str) -> str:
 
 def colour(name: str) -> str:
     """The colour of ``name`` in every figure."""
-    return get(name).colour
+    return str(get(name).colour)
+
+
+def linestyle(name: str) -> str:
+    """The matplotlib line style of ``name`` in every figure."""
+    return str(get(name).linestyle)
 
 
 def norm_layer(name: str, **kwargs: Any) -> NormFactory:

@@ -23,8 +23,9 @@ import torch
 from torch import nn
 
 from .callbacks import Callback, CallbackList, TrainState
+from .functional import sample_gumbel
 from .gates import autonorm_layers
-from .layers.gate import AutoNorm, NormSelector, sample_gumbel
+from .layers.gate import AutoNorm, NormSelector
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._fit_config import FitConfig

@@ -3,7 +3,7 @@
 
 :func:`robustness_run_table` turns run records into one row per run; once each normaliser
 is taken at its learning rate chosen on clean validation accuracy
-(``part2_tasks.at_chosen_lr``), :func:`robustness_summary` gives its accuracies and :func:`paired_rows` the paired tests
+(``normlab.run_tables.at_chosen_lr``), :func:`robustness_summary` gives its accuracies and :func:`paired_rows` the paired tests
 across seeds between one normaliser and the others. :func:`matched_rates` compares the
 normalisers at each learning rate that they share, and :func:`corruption_ranking` orders
 the corruptions by how much accuracy they cost.
@@ -80,7 +80,7 @@ def _check_chosen(chosen: Any, values: Sequence[str] = ("clean", "mCA")) -> None
     if missing:
         raise ValueError(
             f"chosen lacks the columns {missing}; make it with "
-            "part2_tasks.at_chosen_lr(robustness_run_table(records))"
+            "normlab.run_tables.at_chosen_lr(robustness_run_table(records))"
         )
     if chosen["data"].nunique() != 1:
         raise ValueError(
@@ -91,7 +91,7 @@ def _check_chosen(chosen: Any, values: Sequence[str] = ("clean", "mCA")) -> None
     if (rates > 1).any() or chosen.duplicated(["normaliser", "seed"]).any():
         raise ValueError(
             "chosen must hold one learning rate per normaliser and one run per seed, got "
-            f"{rates.to_dict()} rates; choose them with part2_tasks.at_chosen_lr"
+            f"{rates.to_dict()} rates; choose them with normlab.run_tables.at_chosen_lr"
         )
 
 
@@ -189,7 +189,7 @@ def matched_rates(
 
 def corruption_ranking(conditions: pd.DataFrame) -> pd.DataFrame:
     """The corruptions ordered by the accuracy they leave, lowest first: from a
-    ``part2_tasks.corruption_table`` (the runs to average, e.g. each normaliser at its
+    ``normlab.analysis.tasks.corruption_table`` (the runs to average, e.g. each normaliser at its
     chosen rate), per corruption the mean accuracy over severities 1-5, runs and
     normalisers (``accuracy``) and its spread over severities (``worst``, the lowest
     severity's mean, usually severity 5). No clean accuracy is subtracted: a stand-in suite

@@ -1,19 +1,26 @@
-"""Analysis of run records: tables, summaries across seeds, the choices made on validation.
+"""Analysis of run records: what turns a study's records into numbers, above the experiments.
 
-One place for what turns records into numbers: :mod:`~normlab.analysis.runs` (the run
-table, summaries, the learning rate chosen on validation), :mod:`~normlab.analysis.part1`
-(Part I's per-seed scores, kernel coupling, plateaus), :mod:`~normlab.analysis.batch`
-(steps to a target against the batch size), :mod:`~normlab.analysis.gates` (the gate
-studies' tables) and :mod:`~normlab.analysis.mechanism` (chapter 11's mechanism sweep:
-learned minus random per cell, the time to specialise). Statistics are :mod:`normlab.stats`; verdicts
-and their pairing, :mod:`normlab.claims`. The experiments (:mod:`normlab.experiments`)
-declare grids and run functions only: no table is built there.
+:mod:`~normlab.analysis.part1` (Part I's per-seed scores, plateaus),
+:mod:`~normlab.analysis.batch` (steps to a target against the batch size),
+:mod:`~normlab.analysis.gates` (the gate studies' tables), :mod:`~normlab.analysis.tasks`
+(the task studies' tables) and :mod:`~normlab.analysis.mechanism` (chapter 11's mechanism
+sweep: learned minus random per cell, the time to specialise). The run table, summaries
+across seeds and the rate chosen on validation are :mod:`normlab.run_tables`, which the
+runner uses too (its functions are importable from here for the chapters); statistics are
+:mod:`normlab.stats`; verdicts and their pairing, :mod:`normlab.claims`. The experiments
+(:mod:`normlab.experiments`) declare grids and run functions and import nothing from here.
 """
 
 from __future__ import annotations
 
-from . import batch, mechanism, part1, runs
-from .runs import at_chosen_lr, choice_edges, records_table, select_best, summarise
+from ..run_tables import (
+    at_chosen_lr,
+    choice_edges,
+    records_table,
+    select_best,
+    summarise,
+)
+from . import batch, mechanism, part1
 
 __all__ = [
     "at_chosen_lr",
@@ -22,7 +29,6 @@ __all__ = [
     "mechanism",
     "part1",
     "records_table",
-    "runs",
     "select_best",
     "summarise",
 ]

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..run_tables import cross_fit, seed_halves, select_best
 from ..stats import mean_ci, slope_log2
-from .runs import cross_fit, seed_halves, select_best
 
 __all__ = [
     "CELL",
@@ -58,7 +58,7 @@ def steps_scores(results: pd.DataFrame, *, cross_fitted: bool = False) -> pd.Dat
     which every seed reached the target (a rate with a censored or diverged seed is no
     rate to recommend, as :func:`~normlab.analysis.select_best` treats a diverged one);
     ties go to the smaller rate. ``cross_fitted``: each half of the seeds
-    (:func:`~normlab.analysis.runs.seed_halves`) at the rate with the fewest mean steps
+    (:func:`~normlab.run_tables.seed_halves`) at the rate with the fewest mean steps
     over the other half, so that no seed's steps choose the rate they are read at (which
     rates every seed reached stays a fact of the whole cell). A cell where no rate
     qualifies is *censored*: its rows keep the seeds, with ``lr`` and the steps NaN.
@@ -104,7 +104,7 @@ def accuracy_scores(
     chosen per cell (:data:`CELL`) on the validation accuracy (the paper's convention;
     :func:`~normlab.analysis.select_best`'s rule, a rate with a diverged seed never
     chosen while another qualifies). ``cross_fitted`` (the default): each half of the
-    seeds at the rate chosen on the other half (:func:`~normlab.analysis.runs.cross_fit`).
+    seeds at the rate chosen on the other half (:func:`~normlab.run_tables.cross_fit`).
     Columns: the cell's axes, ``lr``, ``at_edge``, ``seed``, ``val_metric``,
     ``test_metric`` and ``test_hits`` where the runs kept them."""
     runs = (

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ..run_tables import at_chosen_lr
 from ..stats import interval
-from .runs import at_chosen_lr
 
 __all__ = [
     "CELL",

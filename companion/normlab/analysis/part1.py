@@ -2,8 +2,7 @@
 
 Per-seed scores at the learning rate chosen on validation data (:func:`seed_scores`), slopes
 of accuracy against log2(batch size) under each budget convention (:func:`batch_slopes`),
-learning-rate sensitivity, the per-epoch histories of saved runs, the update kernel's
-cross-sample coupling on a trained net's real activations (:func:`kernel_coupling`) and
+learning-rate sensitivity, the per-epoch histories of saved runs and
 whether a run's validation accuracy had reached its plateau (:func:`plateau_gap`). Paired
 leads between normalisers are :func:`normlab.claims.paired`; the steps-to-target analysis
 of the batch-size study is :mod:`normlab.analysis.batch`.
@@ -16,18 +15,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
-from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
+from ..run_tables import select_best, summarise
 from ..stats import mean_ci, slopes_log2
-from .runs import select_best, summarise
 
 __all__ = [
     "batch_slopes",
-    "kernel_coupling",
     "load_histories",
     "lr_sensitivity",
     "plateau_gap",
@@ -140,41 +134,6 @@ def plateau_gap(
         raise ValueError("plateau_gap needs a history with at least one epoch")
     tail = values[-max(1, len(values) // 4) :]
     return max(values) - sum(tail) / len(tail)
-
-
-def kernel_coupling(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
-    """Cross-sample coupling of the update kernels of a trained MLP on the batch ``x``.
-
-    For every linear layer that reads hidden activations (all but the first), the tangent
-    kernel over the batch (:func:`normlab.divergence.tangent_kernel`) is built from the
-    real inputs that layer receives. Returned, averaged over those layers:
-
-    - ``gram_offdiag``: the share of the kernel's absolute mass off the diagonal
-      (:func:`~normlab.divergence.offdiagonal_share`), what the other samples contribute to a
-      sample's update;
-    - ``gram_cosine``: the mean of :math:`|K_{ij}| / \\sqrt{K_{ii} K_{jj}}` over pairs
-      ``i != j``, the coupling of one pair whatever the batch size.
-    """
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)][1:]
-    if not linears or x.shape[0] < 2:
-        raise ValueError(
-            "kernel_coupling needs a model with at least two linear layers and a batch of >= 2"
-        )
-    inputs = layer_inputs(model, linears, x)
-    shares, cosines = [], []
-    for layer, inp in zip(linears, inputs):
-        kernel = tangent_kernel(layer, inp).double()
-        shares.append(offdiagonal_share(kernel))
-        scale = kernel.diagonal().clamp_min(torch.finfo(kernel.dtype).tiny).rsqrt()
-        normalised = (kernel * scale[:, None] * scale[None, :]).abs()
-        n = kernel.shape[0]
-        cosines.append(
-            float((normalised.sum() - normalised.diagonal().sum()) / (n * (n - 1)))
-        )
-    return {
-        "gram_offdiag": float(np.mean(shares)),
-        "gram_cosine": float(np.mean(cosines)),
-    }
 
 
 def plateau_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

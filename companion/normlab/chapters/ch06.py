@@ -351,13 +351,13 @@ def coupling_at_init(images: int = 64) -> pd.DataFrame:
 
     from .._runtime import seed_everything
     from ..data import load as load_data
-    from ..divergence import layer_inputs
+    from ..divergence import kernel_coupling, layer_inputs
     from ..models import mlp_for
 
     x = load_data("mnist_5k", "train").x.flatten(1)[:images]
     rows = []
     for init in ("xavier_normal", "default"):
-        for name in part1.NORMALISERS:
+        for name in part1.BOOK_NORMALISERS:
             seed_everything(0)
             model = mlp_for(
                 name,
@@ -371,7 +371,7 @@ def coupling_at_init(images: int = 64) -> pd.DataFrame:
             linears = [m for m in model.modules() if isinstance(m, nn.Linear)][1:]
             hidden = layer_inputs(model, linears, x)
             norm = torch.stack([h.norm(dim=1).mean() for h in hidden]).mean()
-            coupling = analysis_part1.kernel_coupling(model, x)
+            coupling = kernel_coupling(model, x)
             rows.append(
                 {
                     "init": init,

@@ -17,11 +17,10 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .. import claims
+from .. import claims, run_tables
 from .. import results as saved_results
 from ..analysis import batch
 from ..analysis import part1 as analysis_part1
-from ..analysis import runs as analysis_runs
 from ..experiments import part1
 from ..figures import draw_steps, fixed_epochs_figure, label, new_figure, style
 from ..stats import interval, slopes_log2
@@ -165,7 +164,7 @@ def coupling(table: pd.DataFrame, value: str = "gram_offdiag") -> pd.DataFrame:
     main = batch.steps_scores(primary)
     keys = ["normaliser", "batch_size", "lr", "seed"]
     chosen = primary.merge(main[keys], on=keys)
-    grid = analysis_runs.summarise(chosen, ["normaliser", "batch_size"], value=value)
+    grid = run_tables.summarise(chosen, ["normaliser", "batch_size"], value=value)
     return grid.pivot(index="normaliser", columns="batch_size", values="mean")
 
 

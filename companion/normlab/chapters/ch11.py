@@ -14,13 +14,13 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import gates as ag
-from ..analysis.runs import common_seeds, summarise
 from ..claims.tables import paired_table
 from ..data.sources import served_by, title
 from ..experiments import gate_study as gs
 from ..experiments.gate_grids import N3_TASK, T_FREEZE
 from ..names import display_name
 from ..paper import DYT_ALPHA_INIT
+from ..run_tables import common_seeds, summarise
 from .part2 import markdown
 
 __all__ = [
@@ -204,7 +204,7 @@ def gate_diagnostics(runs: pd.DataFrame) -> pd.DataFrame:
     gates' mean entropy first fell below eps_H (``epochs to specialise``, mean over the
     seeds that did; ``specialised``: their share, blank for an arm without gates), the
     final gate entropy and test accuracy; mean over seeds."""
-    best = gs.chosen(gs.with_schedules(runs))
+    best = ag.chosen(ag.with_schedules(runs))
     grouped = best.groupby(["data", "arm"], sort=False)
     table = pd.DataFrame(
         {

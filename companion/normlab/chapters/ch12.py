@@ -13,8 +13,6 @@ import pandas as pd
 
 from .. import claims
 from ..analysis import gates as ag
-from ..analysis.gates import READY_ARM as READY
-from ..analysis.gates import READY_LEAD
 from ..claims.tables import paired_table
 from ..data.sources import served_by, title
 from ..experiments import gate_study as gs
@@ -22,7 +20,8 @@ from ..experiments.gate_grids import T_FREEZE
 from ..experiments.gate_regime import REGIME_EPOCHS, REGIME_SEEDS
 from ..facts import gate_seeds_held
 from ..figures import task_title
-from ..gates import FREEZE_PREFIX
+from ..gates import FREEZE_PREFIX, READY_LEAD
+from ..gates import READY_ARM as READY
 from ..names import display_name
 from ..paper import EPS_H
 from .ch11 import short_regime
@@ -275,8 +274,8 @@ def freeze_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     )
     paper = pd.concat(
         [
-            gs.compose_schedule(runs, t, EPS_H, "high")
-            for t in gs.freeze_epochs(runs["arm"].unique())
+            ag.compose_schedule(runs, t, EPS_H, "high")
+            for t in ag.freeze_epochs(runs["arm"].unique())
         ]
     )
     fires = paper.groupby(["data", "t_freeze"])["fired"].mean().unstack()
@@ -287,8 +286,8 @@ def freeze_plainly(runs: pd.DataFrame, t_freeze: int, profile: str = "cpu") -> A
     """Which task the paper's rule (H >= eps_H at ``t_freeze``) freezes, in words: per
     task, on how many seeds of how many (every learning rate's seed counted once, at the
     plain gate's chosen rate), as Markdown."""
-    at = gs.at_lr_of(runs, "autonorm")
-    paper = gs.compose_schedule(at, t_freeze, EPS_H, "high")
+    at = ag.at_lr_of(runs, "autonorm")
+    paper = ag.compose_schedule(at, t_freeze, EPS_H, "high")
     parts = []
     for task, part in paper.groupby("data", sort=True):
         source = gs.CPU_TASKS.get(task, {}).get("source") if profile == "cpu" else None
@@ -308,13 +307,13 @@ def freeze_effect(runs: pd.DataFrame, t_freeze: int) -> pd.DataFrame:
     the rule (at eps_H = 0.1), paired by seed, every arm at the plain gate's learning rate:
     ``data``, ``rule``, ``fired`` (share of seeds), ``mean``, ``low``, ``high``, ``n``.
     Where the rule fired on no seed the two runs are the same and the difference is 0."""
-    at = gs.at_lr_of(runs, "autonorm")
+    at = ag.at_lr_of(runs, "autonorm")
     plain = at[at["arm"] == "autonorm"]
     rows = []
     for rule in ("high", "low"):
-        arm = gs.compose_schedule(at, t_freeze, EPS_H, rule)
+        arm = ag.compose_schedule(at, t_freeze, EPS_H, rule)
         both = pd.concat([plain, arm], ignore_index=True)
-        diff = paired_table(gs.chosen(both), arm["arm"].iloc[0], "autonorm", by="arm")
+        diff = paired_table(ag.chosen(both), arm["arm"].iloc[0], "autonorm", by="arm")
         fired = arm.groupby("data")["fired"].mean()
         rows.append(diff.merge(fired, on="data").assign(rule=rule))
     effect = pd.concat(rows, ignore_index=True)
@@ -324,8 +323,8 @@ def freeze_effect(runs: pd.DataFrame, t_freeze: int) -> pd.DataFrame:
 def lead_over_frozen_ln(runs: pd.DataFrame, t_freeze: int) -> dict[str, float]:
     """AutoNorm-S (the paper's rule, eps_H = 0.1, ``t_freeze``) minus FrozenLN per task,
     paired by seed: ``lead_<task>`` and its 95 % half-width ``lead_half_<task>``."""
-    paper = gs.compose_schedule(runs, t_freeze, EPS_H, "high")
-    pair = gs.chosen(pd.concat([runs[runs["arm"] == "frozen_ln"], paper]))
+    paper = ag.compose_schedule(runs, t_freeze, EPS_H, "high")
+    pair = ag.chosen(pd.concat([runs[runs["arm"] == "frozen_ln"], paper]))
     lead = paired_table(pair, "autonorm_s", "frozen_ln", by="arm")
     found: dict[str, float] = {}
     for row in lead.itertuples():
@@ -347,7 +346,7 @@ def set_numbers(runs: pd.DataFrame, profile: str = "cpu") -> dict[str, Any]:
     found["ch12_rates"] = markdown(
         "one learning rate" if rates == 1 else f"{rates} learning rates"
     )
-    freezes = gs.freeze_epochs(runs["arm"].unique())
+    freezes = ag.freeze_epochs(runs["arm"].unique())
     found["ch12_freezes"] = markdown(", ".join(str(t) for t in freezes))
     found["ch12_epochs"] = int(runs["epochs"].max())
     return found

@@ -20,7 +20,8 @@ from typing import Any
 import pandas as pd
 from scipy.optimize import brentq
 
-from .. import analysis, claims
+from .. import analysis, claims, gate_tables
+from ..analysis import tasks as task_analysis
 from ..experiments import part2_tasks as tasks
 from ..perplexity import binary_entropy, perplexity_bounds, smoothed_floor
 from .part2 import markdown, resolve, schedule
@@ -157,7 +158,8 @@ def freezing_on_off(language: Any, gates: Any) -> pd.DataFrame:
         ]
         off = gate_runs[gate_runs["data"] == task]
         test = tasks.paired_test(
-            tasks.by_seed(on, "test_metric"), tasks.by_seed(off, "test_metric")
+            task_analysis.by_seed(on, "test_metric"),
+            task_analysis.by_seed(off, "test_metric"),
         )
         mine = decided[decided["data"] == task]
         rows.append(
@@ -178,8 +180,8 @@ def gate_means(gate_runs: pd.DataFrame) -> pd.DataFrame:
     """The learned gates of a saved ``autonorm_gates`` results table, mean over seeds
     per task (indexed by the dataset that served it): the test metric and the gate
     summaries (:data:`normlab.analysis.gates.GATE_SUMMARY`)."""
-    columns = ["test_metric", *tasks.GATE_SUMMARY]
-    return tasks.with_sources(gate_runs).groupby("data")[columns].mean()
+    columns = ["test_metric", *gate_tables.GATE_SUMMARY]
+    return task_analysis.with_sources(gate_runs).groupby("data")[columns].mean()
 
 
 def progress(gate_runs: pd.DataFrame) -> pd.DataFrame:
@@ -187,8 +189,8 @@ def progress(gate_runs: pd.DataFrame) -> pd.DataFrame:
     metric, its chance level, and the epoch, entropy and weight on LayerNorm at the
     first epoch :data:`~normlab.analysis.gates.PROGRESS` of the way from chance
     to the run's best."""
-    columns = ["val_metric", "chance", *tasks.PROGRESS_METRICS]
-    return tasks.with_sources(gate_runs).groupby("data")[columns].mean()
+    columns = ["val_metric", "chance", *gate_tables.PROGRESS_METRICS]
+    return task_analysis.with_sources(gate_runs).groupby("data")[columns].mean()
 
 
 def accuracy_table(language: pd.DataFrame) -> pd.DataFrame:
@@ -254,6 +256,6 @@ def numbers(
     for task, row in means.iterrows():
         found[f"entropy_{task}"] = float(row["entropy_mean"])
     found["p_ln_images"] = float(means["p_ln_final"].drop(list(TASKS)).iloc[0])
-    found["progress_fraction"] = tasks.PROGRESS
+    found["progress_fraction"] = gate_tables.PROGRESS
     found["resolve"] = resolve(list(CLAIMS))[1]
     return found

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from .. import claims
-from ..experiments import part2_tasks as tasks
+from .. import claims, run_tables
+from ..analysis import tasks as task_analysis
 from ..robustness import (
     corruption_ranking,
     matched_rates,
@@ -58,7 +58,7 @@ def plateau(records: Iterable[Mapping[str, Any]], share: float = 1 / 3) -> dict:
         }
         for r in records
     )
-    chosen = set(tasks.at_chosen_lr(table)["run_id"])
+    chosen = set(run_tables.at_chosen_lr(table)["run_id"])
     epochs = len(records[0]["history"])
     late = max(1, round(epochs * share))
     found: dict[str, float] = {"late_epochs": late}
@@ -122,7 +122,7 @@ def finding(saved: Any) -> Any:
     to corruption on the saved set, each at its own rate."""
     outcome = claims.evaluate("N7")
     ((_, effect, _),) = outcome.effects
-    chosen = tasks.at_chosen_lr(robustness_run_table(saved.records()))
+    chosen = run_tables.at_chosen_lr(robustness_run_table(saved.records()))
     loses = "less" if effect.mean > 0 else "more"
     return markdown(
         f"Trained on clean real MNIST digits and tested under ten corruptions, "
@@ -139,7 +139,7 @@ def numbers(saved: Any, test_images: int) -> Mapping[str, Any]:
     which AutoNorm-S loses less, the worst and mildest corruptions, the images the
     corrupted copies and the clean accuracy read (``test_images``), :func:`finding`."""
     records = saved.records()
-    chosen = tasks.at_chosen_lr(robustness_run_table(records))
+    chosen = run_tables.at_chosen_lr(robustness_run_table(records))
     summary = robustness_summary(chosen)
     outcome = claims.evaluate("N7")
     ((_, effect, _),) = outcome.effects
@@ -164,7 +164,9 @@ def numbers(saved: Any, test_images: int) -> Mapping[str, Any]:
     column = "FrozenLN − AutoNorm-S"
     found["matched_rates"] = len(paired)
     found["matched_less"] = int((paired[column] > 0).sum())
-    conditions = tasks.corruption_table(records).merge(chosen[["run_id"]], on="run_id")
+    conditions = task_analysis.corruption_table(records).merge(
+        chosen[["run_id"]], on="run_id"
+    )
     ranking = corruption_ranking(conditions)
     found["worst"] = ranking.index[0].replace("_", " ")
     found["mildest"] = ranking.index[-1].replace("_", " ")

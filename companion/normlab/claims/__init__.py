@@ -13,8 +13,9 @@
   the seeds a pilot spread says it needs;
 - :mod:`~normlab.claims.robust`: the verdict at a close runner-up rate and under each
   declared specification;
-- :mod:`~normlab.claims.report`: :func:`evaluate`, :func:`judge`, the scorecard (also as
-  JSON records) and the chapters' verdict tables.
+- :mod:`~normlab.claims.judging`: :func:`evaluate` and :func:`judge`, a claim's outcome;
+- :mod:`~normlab.claims.records`: the scorecard, also as JSON records;
+- :mod:`~normlab.claims.rendering`: the chapters' verdict tables and Markdown.
 
 To attach a test to a claim, edit its one declaration (``test=Test(...)``) in its part's
 module.
@@ -23,8 +24,18 @@ module.
 from __future__ import annotations
 
 from . import part1, part2, plans  # noqa: F401  (their declarations fill CLAIMS)
+from .judging import (
+    Judged,
+    Outcome,
+    chapter_notebook,
+    evaluate,
+    judge,
+    specification_curve,
+    tested_on,
+)
 from .pairing import at_chosen_lr, chance_level, paired, source_of, test_items
 from .plans import PLANS, Margin, Plan, margin_for, plan, specification
+from .records import scorecard, scorecard_records
 from .registry import (
     CLAIMS,
     Arm,
@@ -38,13 +49,8 @@ from .registry import (
     get,
     ids,
 )
-from .report import (
-    Judged,
-    Outcome,
+from .rendering import (
     chapter_link,
-    chapter_notebook,
-    evaluate,
-    judge,
     kind_counts,
     markdown,
     part_markdown,
@@ -52,10 +58,6 @@ from .report import (
     reading_table,
     reproducibility_markdown,
     reproducibility_table,
-    scorecard,
-    scorecard_records,
-    specification_curve,
-    tested_on,
     verdict_table,
 )
 from .rules import (

@@ -10,7 +10,7 @@ Every empirical rule and every chapter compares arms this way:
    over configurations per seed, and turns the sign so that positive means ``a`` is better
    (also for a lower-is-better metric such as an RMSE);
 3. the :class:`~normlab.claims.registry.Effect` it returns carries each side's mean test
-   metric and the task's chance level, so :func:`normlab.claims.report.judge` can refuse a
+   metric and the task's chance level, so :func:`normlab.claims.judging.judge` can refuse a
    verdict on an arm that did not train, and, for an accuracy, the terms that bound the
    test set's own noise (:func:`item_terms`, :func:`normlab.stats.accuracy_item_variance`).
 
@@ -91,7 +91,7 @@ def at_chosen_lr(
     diverged seed. A table without an ``lr`` column (one rate
     per arm) is returned whole.
     """
-    from ..analysis.runs import at_chosen_lr as chosen
+    from ..run_tables import at_chosen_lr as chosen
 
     if results.empty:
         raise Unmeasurable("the results table is empty")

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from .._hits import decode_hits
-from ..analysis.runs import common_seeds
 from ..experiments.part1 import (
     CORRECTIONS,
     LEAD_RIVALS,
@@ -23,6 +22,7 @@ from ..experiments.part1 import (
     SCALE_INVARIANT,
     verdict_rows,
 )
+from ..run_tables import common_seeds
 from ..stats import paired_differences, paired_item_variance, slope_weights
 from .exact import (
     measure_a1,

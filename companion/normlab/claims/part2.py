@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._hits import decode_hits
-from ..analysis.gates import READY_ARM as READY
+from ..gates import READY_ARM as READY
 from ..normalisers import PART2
 from ..paper import EPS_H
 from ..stats import paired_differences, paired_item_variance
@@ -385,22 +385,20 @@ def _n11(results: pd.DataFrame) -> list[Effect]:
 # The gate studies (chapters 11 and 12). The cpu sets use stand-ins: ``mnist`` (stationary
 # digits) and ``mnist_restyled`` (the same digits, each in its own style: diverse); the GPU
 # profiles add the real vision datasets. AutoNorm-S is the paper's rule (H >= eps_H at
-# T_freeze), composed from the autonorm and freeze_at_<T> runs (gate_study.compose_schedule).
+# T_freeze), composed from the autonorm and freeze_at_<T> runs (ag.compose_schedule).
 
 
 def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
     """Every arm (AutoNorm-S composed in) at the lr chosen on val per (data, arm), at the
     book's default initialisation, readout and selector rate (a set's other configurations,
     where it has any, are not these claims')."""
-    from ..experiments import gate_study
+    from ..analysis import gates as ag
 
     if results.empty or "arm" not in results:
         raise Unmeasurable("no gate-study runs (an 'arm' column) in this table")
-    table = results = gate_study.at_defaults(results)
-    if gate_study.freeze_epochs(results["arm"].unique()) and "autonorm" in set(
-        results["arm"]
-    ):
-        table = gate_study.with_schedules(results, EPS_H)
+    table = results = ag.at_defaults(results)
+    if ag.freeze_epochs(results["arm"].unique()) and "autonorm" in set(results["arm"]):
+        table = ag.with_schedules(results, EPS_H)
     elif READY in set(results["arm"]):
         # AutoNorm-S deciding after warm-up (``gate_regime``) is the claims' AutoNorm-S;
         # the paper's rule fired where the gates' mean entropy at the decision was high
@@ -409,7 +407,7 @@ def _gate_best(results: pd.DataFrame) -> pd.DataFrame:
             arm=table["arm"].mask(ready, "autonorm_s"),
             fired=(table["decision_entropy"] >= EPS_H).where(ready),
         )
-    return gate_study.chosen(table)
+    return ag.chosen(table)
 
 
 def _gate_diff(
@@ -454,11 +452,11 @@ def _regime(results: pd.DataFrame, best: pd.DataFrame, data: str, *arms: str) ->
     """The regime of a gate verdict, for its label (issue 51): the schedule's epochs, for
     AutoNorm-S the epoch of its decision and the share of seeds on which the rule fired,
     and each compared arm's final training loss (mean over seeds at its chosen rate)."""
-    from ..experiments import gate_study
+    from ..analysis import gates as ag
 
     rows = best[best["data"] == data]
     words = [f"{int(rows['epochs'].max())} epochs"] if "epochs" in rows else []
-    freeze = gate_study.freeze_epochs(results["arm"].unique())
+    freeze = ag.freeze_epochs(results["arm"].unique())
     composed = rows[rows["arm"] == "autonorm_s"]
     if "autonorm_s" in arms and "fired" in composed and not composed.empty:
         fired = f"fired on {100 * float(composed['fired'].mean()):.0f} % of seeds"

@@ -80,19 +80,19 @@ def sweep_table(
     rate chosen on validation data (:func:`normlab.claims.tables.paired_table`). ``runs``
     needs ``frozen_ln``, ``autonorm`` and the freeze runs.
     """
-    from ..experiments import gate_study
+    from ..analysis import gates as ag
 
     reference = runs[runs["arm"] == "frozen_ln"]
     cells = []
-    for t in gate_study.freeze_epochs(runs["arm"].unique()):
+    for t in ag.freeze_epochs(runs["arm"].unique()):
         for eps in eps_grid:
             for rule in ("high", "low"):
-                arm = gate_study.compose_schedule(runs, t, eps, rule)
+                arm = ag.compose_schedule(runs, t, eps, rule)
                 name = arm["arm"].iloc[0]
-                both = gate_study.chosen(pd.concat([arm, reference], ignore_index=True))
+                both = ag.chosen(pd.concat([arm, reference], ignore_index=True))
                 lead = paired_table(both, name, "frozen_ln", by="arm")
                 lead = lead.set_index("data")["mean"]
-                fired = gate_study.chosen(arm).groupby("data")["fired"].mean()
+                fired = ag.chosen(arm).groupby("data")["fired"].mean()
                 cells.extend(
                     {
                         "data": task,

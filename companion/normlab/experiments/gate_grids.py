@@ -230,7 +230,7 @@ CPU_ARMS = [
 # every rate, then each arm at the rates its pilot chose (N3_CONFIRM_RATES) alone, up to
 # N3_SEEDS; every other cell keeps the set's three seeds at every rate. A test checks the
 # rates against the saved pilot, and since only seeds that ran every rate take part in a
-# choice (normlab.analysis.runs.select_best), the later seeds cannot move it.
+# choice (normlab.run_tables.select_best), the later seeds cannot move it.
 N3_TASK = "mnist_restyled"
 N3_ARMS = ("frozen_ln", "autonorm", f"{FREEZE_PREFIX}{T_FREEZE['cpu']}")
 N3_PILOT_SEEDS = 5

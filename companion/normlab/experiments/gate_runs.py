@@ -56,11 +56,12 @@ from torch import nn
 
 from .. import data
 from .._runtime import seed_everything
-from ..analysis.gates import READY_LEAD
 from ..callbacks import Callback, TrainState
 from ..data.sources import RESTYLED
 from ..gates import (
     FREEZE_PREFIX,
+    READY_ARM,
+    READY_LEAD,
     SAMPLE_PREFIX,
     AutoNormS,
     GateTelemetry,
@@ -106,7 +107,7 @@ ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "autonorm_exact": ("autonorm", {"gate_grad": "exact"}),
     "dyt": ("dyt", {}),
     "autonorm_fixed": ("autonorm", {"selector": "fixed"}),
-    "autonorm_s_ready": ("autonorm", {"ready_lead": READY_LEAD}),
+    READY_ARM: ("autonorm", {"ready_lead": READY_LEAD}),
 }
 TASKS = {
     "mnist": "stationary",

@@ -20,7 +20,7 @@ The budget conventions (the grid's ``budget`` axis):
 
 The analysis (each cell's rate, the scaling slopes, the critical batch size) is
 :mod:`normlab.analysis.batch`. Every run also measures the update kernel's cross-sample
-coupling on the trained net (:func:`normlab.analysis.part1.kernel_coupling`).
+coupling on the trained net (:func:`normlab.divergence.kernel_coupling`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..analysis.part1 import kernel_coupling
+from ..divergence import kernel_coupling
 from ..training import TargetStop
 from .grid import Grid
 from .part1 import (
+    BOOK_NORMALISERS,
     NORMALISERS,
     OPTIMIZERS,
     VERDICT_INIT,
@@ -56,6 +57,7 @@ __all__ = [
     "CPU_SIZES",
     "CPU_WIDER",
     "CPU_WIDER_EPOCHS",
+    "DEFAULT_CENTRES",
     "GPU_RATES",
     "LADDER",
     "PRIMARY",
@@ -104,7 +106,7 @@ def eval_every(config: Mapping[str, Any]) -> int:
 def train_batch_run(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """One run of the batch-size experiment: an :func:`~normlab.models.mlp_for` MLP trained
     under the ``budget`` convention (module docstring), tested, then measured with
-    :func:`~normlab.analysis.part1.kernel_coupling` on its first ``batch_size`` training
+    :func:`~normlab.divergence.kernel_coupling` on its first ``batch_size`` training
     samples. A ``to_target`` run's record adds ``steps_to_target`` (NaN when censored),
     ``reached`` and ``epochs_to_target``."""
     splits = config_splits(config)
@@ -206,6 +208,9 @@ CPU_ADAM_CENTRES: dict[str, tuple[float, ...]] = {
     "norm_like": (0.003, 0.01, 0.01, 0.01),
     "affine_like": (0.003, 0.01, 0.01, 0.01),
 }
+#: The normaliser whose centres a name without a pilot's takes: the plain net's, so a newly
+#: registered normaliser starts where an uncorrected layer trains.
+DEFAULT_CENTRES = "none"
 #: Per (profile, optimiser): the batch sizes and each normaliser's centre rate at each.
 CENTRES: dict[tuple[str, str], tuple[tuple[int, ...], dict[str, tuple[float, ...]]]] = {
     ("cpu", "sgd"): (CPU_SIZES, CPU_SGD_CENTRES),
@@ -287,11 +292,13 @@ def rates_for(
     *,
     budget: str | None = None,
 ) -> tuple[float, ...]:
-    """The rates a cell of ``profile``'s grid tries: its centre (:data:`CENTRES`) and the
-    rates a half-decade either side of it; with a ``budget``, also the rates beyond the
-    edge that :data:`WIDER` names for the cell under that budget, if it names any."""
+    """The rates a cell of ``profile``'s grid tries: its centre (:data:`CENTRES`; a name
+    no pilot measured takes :data:`DEFAULT_CENTRES`') and the rates a half-decade either
+    side of it; with a ``budget``, also the rates beyond the edge that :data:`WIDER` names
+    for the cell under that budget, if it names any."""
     sizes, table = CENTRES[profile, optimizer]
-    centre = LADDER.index(table[normaliser][sizes.index(batch_size)])
+    centres = table.get(normaliser, table[DEFAULT_CENTRES])
+    centre = LADDER.index(centres[sizes.index(batch_size)])
     wider = WIDER.get((profile, optimizer, budget or ""), {})
     side = wider.get((normaliser, batch_size), 0)
     return LADDER[centre - 1 - max(0, -side) : centre + 2 + max(0, side)]
@@ -324,13 +331,15 @@ def _quick_point(config: Mapping[str, Any]) -> bool:
     return config["lr"] in rates_for("quick", "sgd", name, batch_size)
 
 
-def _ladder_union(profile: str, optimizers: Sequence[str]) -> list[float]:
-    """Every rate some cell of ``profile``'s grid tries."""
+def _ladder_union(
+    profile: str, optimizers: Sequence[str], names: Sequence[str]
+) -> list[float]:
+    """Every rate some cell of ``profile``'s grid over ``names`` tries."""
     return sorted(
         {
             lr
             for o in optimizers
-            for n in NORMALISERS
+            for n in names
             for b in CENTRES[profile, o][0]
             for budget in BATCH_BUDGETS
             for lr in rates_for(profile, o, n, b, budget=budget)
@@ -358,7 +367,7 @@ def _gpu_grid(profile: str, sizes: list[int], epochs: int, seeds: int) -> Grid:
         axes={
             "optimizer": list(GPU_RATES),
             "budget": list(BATCH_BUDGETS),
-            "normaliser": list(NORMALISERS),
+            "normaliser": list(BOOK_NORMALISERS),
             "batch_size": sizes,
             "lr": sorted({lr for rates in GPU_RATES.values() for lr in rates}),
         },
@@ -391,7 +400,7 @@ BATCH_SIZE = register_experiment(
                 axes={
                     "normaliser": list(NORMALISERS),
                     "batch_size": list(QUICK_SIZES),
-                    "lr": _ladder_union("quick", ["sgd"]),
+                    "lr": _ladder_union("quick", ["sgd"], NORMALISERS),
                 },
                 fixed={
                     **digits_settings(profile="quick"),
@@ -418,9 +427,9 @@ BATCH_SIZE = register_experiment(
                     "optimizer": list(OPTIMIZERS),
                     "init": [VERDICT_INIT, "default"],
                     "budget": list(BATCH_BUDGETS),
-                    "normaliser": list(NORMALISERS),
+                    "normaliser": list(BOOK_NORMALISERS),
                     "batch_size": list(CPU_SIZES),
-                    "lr": _ladder_union("cpu", OPTIMIZERS),
+                    "lr": _ladder_union("cpu", OPTIMIZERS, BOOK_NORMALISERS),
                 },
                 fixed={
                     **digits_settings(profile="cpu"),

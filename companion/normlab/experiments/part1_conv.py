@@ -23,7 +23,8 @@ from ..data import DataSplit
 from ..divergence import layer_inputs, offdiagonal_share, tangent_kernel
 from ..functional import PATCHNORM_FLOOR, patch_sq_norm
 from ..layers import PatchNormConv2d
-from ..models.cnn import CNN, CONV_NORMALISERS, cnn_for
+from ..models.cnn import CNN, cnn_for
+from ..normalisers import conv_names
 from .grid import Grid
 from .part1 import cifar_settings, config_splits, digits_settings, own_rates
 from .registry import Experiment, RunContext, register_experiment
@@ -35,6 +36,7 @@ __all__ = [
     "blank_patches",
     "init_gradients",
     "CONV_NAMES",
+    "BOOK_CONV_NAMES",
     "COUPLING_IMAGES",
     "position_coupling",
     "train_cnn",
@@ -42,7 +44,19 @@ __all__ = [
     "CNN_NORMALISERS",
 ]
 
-CONV_NAMES: tuple[str, ...] = tuple(CONV_NORMALISERS)
+#: Every registered name with a ``conv`` pair (:func:`normlab.normalisers.conv_names`): the
+#: quick grid, which a reader runs live, sweeps them all.
+CONV_NAMES: tuple[str, ...] = conv_names()
+#: The names the book's sets compare (cpu, saved with the book; standard and paper): fixed
+#: here, so that registering a normaliser changes none of their grids or run ids.
+BOOK_CONV_NAMES: tuple[str, ...] = (
+    "none",
+    "batchnorm",
+    "layernorm",
+    "rmsnorm",
+    "norm_like",
+    "affine_like",
+)
 COUPLING_IMAGES = 4  # images per measurement: the share varies little between digits
 
 
@@ -210,7 +224,7 @@ _SGD_TANH = {"optimizer": "sgd", "activation": "tanh"}
 # cpu: half-decades around each normaliser's best rate in a one-seed pilot on real MNIST
 # (6 epochs): BatchNorm's and PatchNorm's affine mode lie a half-decade up.
 CPU_CNN_RATES: dict[str, tuple[float, ...]] = {
-    **{name: (0.03, 0.1, 0.3, 1.0) for name in CONV_NAMES},
+    **{name: (0.03, 0.1, 0.3, 1.0) for name in BOOK_CONV_NAMES},
     "batchnorm": (0.1, 0.3, 1.0, 3.0),
     "affine_like": (0.1, 0.3, 1.0, 3.0),
 }
@@ -241,7 +255,7 @@ CNN_NORMALISERS = register_experiment(
             # from the nine-seed set's spread.
             "cpu": Grid(
                 axes={
-                    "normaliser": list(CONV_NAMES),
+                    "normaliser": list(BOOK_CONV_NAMES),
                     "lr": sorted(
                         {lr for rates in CPU_CNN_RATES.values() for lr in rates}
                     ),
@@ -264,7 +278,7 @@ CNN_NORMALISERS = register_experiment(
                 axes={
                     "depth": [2, 4],
                     "channels": [32, 64],
-                    "normaliser": list(CONV_NAMES),
+                    "normaliser": list(BOOK_CONV_NAMES),
                     # half-decades over the paper's range: one GPU in about half an hour
                     "lr": [0.03, 0.3, 3.0],
                 },
@@ -280,7 +294,7 @@ CNN_NORMALISERS = register_experiment(
                 axes={
                     "depth": [2, 3, 4, 6],
                     "channels": [16, 32, 64, 128],
-                    "normaliser": list(CONV_NAMES),
+                    "normaliser": list(BOOK_CONV_NAMES),
                     "lr": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
                 },
                 fixed={

@@ -19,9 +19,9 @@ Friedman's generated regression, real MNIST's 5,000-digit sample and its corrupt
 paper's 12-layer models do not move off chance in a CPU budget. The standard and paper
 profiles run the paper's backbones on the real data.
 
-The tables of their runs (:func:`~normlab.analysis.gates.gate_table`,
-:func:`~normlab.analysis.tasks.corruption_table`, ...) live in :mod:`normlab.analysis` and
-are re-exported here for the chapters.
+A run's gate telemetry is summarised into its record with :mod:`normlab.gate_tables`;
+the tables of the studies' runs (:func:`~normlab.analysis.tasks.corruption_table`, ...) are
+:mod:`normlab.analysis`, above the experiments.
 """
 
 from __future__ import annotations
@@ -32,27 +32,17 @@ import numpy as np
 
 from .._evaluation import item_hits
 from .._hits import encode_hits
-from ..analysis.gates import (  # re-exported: chapter 13's names
-    GATE_SUMMARY,
-    PROGRESS,
-    PROGRESS_METRICS,
-    gate_progress,
-    gate_summary,
-    gate_table,
-    progress_epoch,
-)
-from ..analysis.runs import at_chosen_lr
-from ..analysis.tasks import (  # re-exported: chapters 13-15's names
-    by_seed,
-    corruption_table,
-    regression_references,
-    tagging_baselines,
-    with_sources,
-)
 from ..corruption_suite import (
     accuracy_under_corruption,
     corruption_suite,
     mean_corruption_accuracy,
+)
+from ..gate_tables import (
+    GATE_SUMMARY,
+    PROGRESS_METRICS,
+    gate_progress,
+    gate_summary,
+    gate_table,
 )
 from ..models.blocks import DEFAULT_INIT
 from ..paper import EPS_H, TAU
@@ -68,28 +58,15 @@ __all__ = [
     "AUTONORM_ROBUSTNESS",
     "AUTONORM_TABULAR",
     "GATE_METRICS",
-    "GATE_SUMMARY",
-    "PROGRESS",
-    "PROGRESS_METRICS",
     "QUICK_LANGUAGE",
     "QUICK_ROBUSTNESS",
     "ROBUSTNESS_CPU",
     "QUICK_TABULAR",
     "TABULAR_CPU",
-    "at_chosen_lr",
-    "by_seed",
-    "corruption_table",
-    "gate_summary",
-    "gate_progress",
-    "gate_table",
     "load_records",
     "paired_test",
-    "progress_epoch",
-    "regression_references",
-    "tagging_baselines",
     "train_gates",
     "train_robust",
-    "with_sources",
 ]
 
 # The recipe every profile shares (the paper's, minus MixUp/CutMix on the stand-ins).

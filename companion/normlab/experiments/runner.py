@@ -41,8 +41,8 @@ from .._lock import FileLock
 from .._records import RecordError, dumps, parse
 from .._runtime import check_profile
 from .._runtime import device as default_device
-from ..analysis.runs import records_table, select_best, summarise
 from ..data.types import DataSplit
+from ..run_tables import records_table, select_best, summarise
 from .grid import Run
 from .grid import shard as select_shard
 from .populations import run_record

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis import runs
+from .. import run_tables as runs
 from ..analysis.batch import CELL, scaling_summary, steps_scores
 from ..experiments.part1_batch import PRIMARY
-from ..normalisers import colour
+from ..normalisers import colour, linestyle
 from .column import MIN_FONT_PT, label, new_figure, style
 from .part1 import draw_band, draw_batch_curves
 
@@ -73,6 +73,7 @@ def draw_steps(results: pd.DataFrame, ax: Any) -> None:
             marker="o",
             markersize=3,
             color=shade,
+            linestyle=linestyle(name),
             label=label(name),
         )
         ax.fill_between(
@@ -106,7 +107,7 @@ def draw_steps(results: pd.DataFrame, ax: Any) -> None:
 
 
 def draw_kernel(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
-    """A kernel measurement of :func:`normlab.analysis.part1.kernel_coupling`
+    """A kernel measurement of :func:`normlab.divergence.kernel_coupling`
     (``value``) against the batch size, one line (95 % band across seeds) per normaliser,
     of the primary specification's runs at each cell's chosen rate."""
     rows = _primary(results)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..experiments.gate_study import arm_summary, at_defaults, with_schedules
+from ..analysis.gates import arm_summary, at_defaults, with_schedules
 from .column import COLUMN_INCHES, MIN_FONT_PT, colours, label, new_figure, style
 from .gate_entropy import task_title
 
@@ -66,7 +66,7 @@ def example_images(rows: Mapping[str, Any], count: int = 8) -> Figure:
 
 def draw_arms(runs: pd.DataFrame, ax: Any) -> None:
     """Test accuracy (mean, 95 % CI) per task and arm on one axis, at the book's default
-    configuration (``normlab.experiments.gate_study.at_defaults``); AutoNorm-S composed in."""
+    configuration (``normlab.analysis.gates.at_defaults``); AutoNorm-S composed in."""
     summary = arm_summary(with_schedules(at_defaults(runs)))
     palette = colours(ARM_ORDER)
     tasks = list(dict.fromkeys(summary["data"]))

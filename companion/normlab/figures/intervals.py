@@ -73,7 +73,7 @@ def draw_by_normaliser(
 ) -> None:
     """On ``ax``: ``value`` per normaliser (x) at the learning rate chosen on validation, mean and
     95 % CI across seeds, one marker per dataset. For :func:`normlab.figures.beside`."""
-    from ..experiments.part2_tasks import at_chosen_lr
+    from ..run_tables import at_chosen_lr
 
     chosen = at_chosen_lr(results)
     names = list(dict.fromkeys(results["normaliser"]))

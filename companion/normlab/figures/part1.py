@@ -18,12 +18,12 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis import runs
+from .. import run_tables as runs
 from ..analysis.part1 import batch_slopes, lr_sensitivity
 from ..claims.pairing import at_chosen_lr, paired
 from ..experiments.part1 import CORRECTIONS, LEAD_RIVALS, verdict_rows
 from ..names import data_label
-from ..normalisers import colour
+from ..normalisers import colour, linestyle
 from ..stats import interval
 from .column import label, new_figure, style
 
@@ -46,7 +46,7 @@ def _only(results: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def draw_band(ax: Any, table: pd.DataFrame, x: str, name: str) -> None:
-    """One normaliser's mean line and 95 % CI band, in its registered colour."""
+    """One normaliser's mean line and 95 % CI band, in its registered colour and line style."""
     rows = table.sort_values(x)
     low, high = (
         rows["mean"] - rows["ci95"].fillna(0.0),
@@ -59,6 +59,7 @@ def draw_band(ax: Any, table: pd.DataFrame, x: str, name: str) -> None:
         marker="o",
         markersize=3,
         color=shade,
+        linestyle=linestyle(name),
         label=label(name),
     )
     ax.fill_between(rows[x], low, high, color=shade, alpha=0.15, linewidth=0)
@@ -101,7 +102,7 @@ def draw_batch_curves(results: pd.DataFrame, ax: Any, budget: str) -> None:
 
 
 def draw_coupling(results: pd.DataFrame, ax: Any, value: str = "gram_offdiag") -> None:
-    """A kernel measurement of ``normlab.analysis.part1.kernel_coupling``
+    """A kernel measurement of ``normlab.divergence.kernel_coupling``
     (``value``) against the batch size, one line (95 % band across seeds) per normaliser,
     from the runs of the first budget at the learning rate chosen on val per normaliser and
     batch size."""

@@ -15,9 +15,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis.part1 import lr_sensitivity
-from ..analysis.runs import at_chosen_lr, select_best, summarise
 from ..experiments.part1 import FC_PRIMARY, verdict_rows
 from ..names import data_label
+from ..run_tables import at_chosen_lr, select_best, summarise
 from .curves import metric_vs
 from .heatmaps import normaliser_heatmap
 from .intervals import interval_bars

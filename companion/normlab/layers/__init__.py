@@ -1,8 +1,9 @@
 """Normalisers and corrected layers, each a drop-in for its torch counterpart.
 
 Part I (the affine divergence), :mod:`~normlab.layers.affine`: ``AffineLikeLinear`` and
-``NormLikeLinear`` (for ``nn.Linear``), ``PatchNormConv2d`` (for ``nn.Conv2d``), ``L2Norm``
-and ``Gain``; RMSNorm is torch's own ``nn.RMSNorm``.
+``NormLikeLinear`` (for ``nn.Linear``), ``PatchNormConv2d`` (for ``nn.Conv2d``), ``L2Norm``,
+``RMSNorm2d`` (RMSNorm over a feature map) and ``Gain``; RMSNorm over features is torch's
+own ``nn.RMSNorm``.
 
 Part II (AutoNorm): the candidates ``DyT``, ``AdaNorm`` and ``FiLMNorm``
 (:mod:`~normlab.layers.candidates`) and the gate ``NormSelector`` and ``AutoNorm``
@@ -14,6 +15,7 @@ Every normaliser's name, label and colour live in :mod:`normlab.normalisers`, wh
 
 from __future__ import annotations
 
+from ..functional import TAU_MIN, gumbel_softmax, sample_gumbel
 from ._common import ShapeLike, token_pool
 from .affine import (
     PATCHNORM_MODES,
@@ -22,17 +24,10 @@ from .affine import (
     L2Norm,
     NormLikeLinear,
     PatchNormConv2d,
+    RMSNorm2d,
 )
 from .candidates import AdaNorm, DyT, FiLMNorm
-from .gate import (
-    CANDIDATES,
-    SELECTOR_MODES,
-    TAU_MIN,
-    AutoNorm,
-    NormSelector,
-    gumbel_softmax,
-    sample_gumbel,
-)
+from .gate import CANDIDATES, SELECTOR_MODES, AutoNorm, NormSelector
 
 __all__ = [
     "AffineLikeLinear",
@@ -40,6 +35,7 @@ __all__ = [
     "PatchNormConv2d",
     "PATCHNORM_MODES",
     "L2Norm",
+    "RMSNorm2d",
     "Gain",
     "DyT",
     "AdaNorm",

@@ -39,21 +39,6 @@ def as_shape(normalized_shape: ShapeLike) -> tuple[int, ...]:
     return shape
 
 
-def check_input(
-    x: torch.Tensor, shape: tuple[int, ...], min_extra_dims: int = 0
-) -> None:
-    """Raise a clear error when ``x`` does not end with ``shape``."""
-    if (
-        x.dim() < len(shape) + min_extra_dims
-        or tuple(x.shape[x.dim() - len(shape) :]) != shape
-    ):
-        lead = "(N, *tokens, " if min_extra_dims else "(*, "
-        raise ValueError(
-            f"input of shape {tuple(x.shape)} does not match normalized_shape {shape}; "
-            f"expected {lead}{', '.join(map(str, shape))})"
-        )
-
-
 def token_pool(
     x: torch.Tensor, ndim_normalized: int, token_mask: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -99,11 +84,6 @@ def pooled_mlp(
         nn.ReLU(),
         nn.Linear(hidden, out_features, device=device, dtype=dtype),
     )
-
-
-def at_least_float32(t: torch.Tensor) -> torch.Tensor:
-    """Upcast bf16/fp16 to float32 (float64 stays float64)."""
-    return t.to(torch.promote_types(t.dtype, torch.float32))
 
 
 def per_sample(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

@@ -8,9 +8,10 @@ the map so that the factor cancels:
 - :class:`NormLikeLinear`: ``z = W (x / |x|) + b``, one-sample update exactly ``-2 eta g``;
 - :class:`PatchNormConv2d`: either correction applied to every receptive field of a convolution;
 - :class:`L2Norm`: the parameter-free normaliser ``x / |x|`` behind the norm-like correction;
+- :class:`RMSNorm2d`: RMSNorm over a whole feature map, chapter 8's RMSNorm in a CNN;
 - :class:`Gain`: a learned per-feature scale, to show what a scale after a correction does.
 
-RMSNorm is torch's own :class:`torch.nn.RMSNorm`; nothing is re-implemented here.
+RMSNorm over features is torch's own :class:`torch.nn.RMSNorm`; nothing is re-implemented here.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import functional as NF
-from .._checks import one_of, positive_ints, positive_number
+from .._checks import one_of, positive_int, positive_ints, positive_number
 from ..functional import PATCHNORM_FLOOR, PATCHNORM_MODES
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "NormLikeLinear",
     "PatchNormConv2d",
     "L2Norm",
+    "RMSNorm2d",
     "Gain",
     "PATCHNORM_MODES",
 ]
@@ -228,6 +230,51 @@ class L2Norm(nn.Module):
         return f"dim={dim}, eps={self.eps}"
 
 
+class RMSNorm2d(nn.Module):
+    r"""RMS normalisation of each sample over channels and positions, with a per-channel gain.
+
+    .. math::
+        y_{c,h,w} = \gamma_c\, \frac{x_{c,h,w}}{\sqrt{\frac{1}{CHW}\sum_{c',h',w'} x_{c',h',w'}^2 + \epsilon}}
+
+    The RMS counterpart of ``nn.GroupNorm(1, C)`` (LayerNorm over a whole feature map): the
+    same statistics' support, no mean subtracted, no bias.
+
+    Args:
+        num_channels: :math:`C`.
+        eps: added to the mean square. Default: ``1e-6``.
+
+    Attributes:
+        weight: :math:`\gamma`, the learnable per-channel gain of shape :math:`(C)`,
+            initialised to ones.
+
+    Shape:
+        - Input: :math:`(N, C, H, W)`.
+        - Output: same shape as the input.
+
+    Examples::
+
+        >>> y = RMSNorm2d(3)(torch.randn(2, 3, 5, 5))
+        >>> torch.allclose(y.square().mean(dim=(1, 2, 3)), torch.ones(2), atol=1e-4)
+        True
+    """
+
+    def __init__(self, num_channels: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.num_channels = positive_int("num_channels", num_channels)
+        self.eps = positive_number("eps", eps)
+        self.weight = nn.Parameter(torch.empty(num_channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return NF.rms_norm2d(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_channels}, eps={self.eps}"
+
+
 class Gain(nn.Module):
     r"""A learned per-feature scale, :math:`y = \gamma \odot x` (:math:`\gamma` starts at ``init``).
 
@@ -273,8 +320,9 @@ class Gain(nn.Module):
         nn.init.constant_(self.weight, self.init)
 
     def forward(self, x: Tensor) -> Tensor:
-        _check_features(x, self.num_features)
-        return x * self.weight
+        if not isinstance(x, Tensor):
+            raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
+        return NF.gain(x, self.weight)
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, init={self.init}"

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: F401  (the Examples compare with F.layer_norm)
 from torch import nn
 
 from .. import functional as NF
 from .._checks import positive_number
+from ..functional._common import _check_input as check_input
 from ..paper import DYT_ALPHA_INIT
-from ._common import ShapeLike, as_shape, check_input, pooled_mlp, token_pool
+from ._common import ShapeLike, as_shape, pooled_mlp, token_pool
 
 __all__ = ["DyT", "AdaNorm", "FiLMNorm"]
 
@@ -170,9 +171,7 @@ class AdaNorm(nn.Module):
         self.eps = positive_number("eps", eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(x, self.normalized_shape)
-        y = F.layer_norm(x, self.normalized_shape, eps=self.eps)
-        return self.scale * (1.0 - self.k * y.detach()) * y
+        return NF.ada_norm(x, self.normalized_shape, self.k, self.scale, self.eps)
 
     def extra_repr(self) -> str:
         return (
@@ -251,13 +250,7 @@ class FiLMNorm(nn.Module):
         check_input(x, self.normalized_shape, min_extra_dims=1)
         pooled = token_pool(x, len(self.normalized_shape), token_mask)
         d_gamma, beta = self.condition(pooled).chunk(2, dim=-1)
-        view = (
-            x.shape[0],
-            *([1] * (x.dim() - 1 - len(self.normalized_shape))),
-            *self.normalized_shape,
-        )
-        y = F.layer_norm(x, self.normalized_shape, eps=self.eps)
-        return torch.addcmul(beta.reshape(view), y, 1.0 + d_gamma.reshape(view))
+        return NF.film_norm(x, d_gamma, beta, self.normalized_shape, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, hidden={self.hidden}, eps={self.eps}"

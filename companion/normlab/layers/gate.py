@@ -1,4 +1,5 @@
-"""Part II: AutoNorm's learned gate (Gumbel-Softmax sampling, :class:`NormSelector`, :class:`AutoNorm`).
+"""Part II: AutoNorm's learned gate, :class:`NormSelector` and :class:`AutoNorm`; the
+Gumbel-Softmax sampling and the gate's weights are in :mod:`normlab.functional`.
 
 The gate mixes the candidates :data:`CANDIDATES` = ``("dyt", "ln")`` per sample. Inputs have
 shape ``(N, *tokens, *normalized_shape)``; the selector pools over the token dimensions and
@@ -9,20 +10,18 @@ so that padding does not leak into the pooled vector.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .. import functional as NF
 from .._checks import one_of, positive_number
-from ..paper import TAU
+from ..functional import check_tau
+from ..functional._common import _check_input as check_input
+from ..paper import DYT_ALPHA_INIT, TAU
 from ._common import (
     ShapeLike,
     as_shape,
-    at_least_float32,
-    check_input,
     per_sample,
     pooled_mlp,
     token_pool,
@@ -32,82 +31,12 @@ from .candidates import DyT
 __all__ = [
     "CANDIDATES",
     "SELECTOR_MODES",
-    "TAU_MIN",
-    "sample_gumbel",
-    "gumbel_softmax",
     "NormSelector",
     "AutoNorm",
 ]
 
 CANDIDATES: tuple[str, ...] = ("dyt", "ln")
 SELECTOR_MODES: tuple[str, ...] = ("learned", "random", "fixed")
-TAU_MIN = 1e-3
-"""The smallest Gumbel-Softmax temperature accepted. Below it, float32's softmax of
-``(logits + G) / tau`` is one-hot to rounding for any gap above about 0.1 between the
-candidates, so the selector's gradients are exactly zero for almost every sample."""
-
-
-def check_tau(value: float) -> float:
-    """``value`` as a float if it is a finite temperature ``>= TAU_MIN``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < TAU_MIN
-    ):
-        raise ValueError(
-            f"tau must be a finite number >= {TAU_MIN} (TAU_MIN: below it the selector's "
-            f"gradients vanish in float32), got {value!r}"
-        )
-    return float(value)
-
-
-def sample_gumbel(
-    shape: Sequence[int] | torch.Size,
-    *,
-    device: torch.device | str | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    r"""Standard Gumbel noise :math:`G = -\log E`, :math:`E \sim \mathrm{Exp}(1)`, in float32.
-
-    Sampling :math:`E` directly (rather than :math:`-\log(-\log U)`) needs one logarithm; it
-    is clamped away from zero so that :math:`G` is always finite (at most about 87).
-    """
-    e = torch.empty(tuple(shape), device=device, dtype=torch.float32).exponential_(
-        generator=generator
-    )
-    return -e.clamp_min_(torch.finfo(torch.float32).tiny).log()
-
-
-def gumbel_softmax(
-    logits: torch.Tensor,
-    tau: float,
-    hard: bool = False,
-    generator: torch.Generator | None = None,
-    noise: torch.Tensor | None = None,
-) -> torch.Tensor:
-    r"""Gumbel-Softmax (Jang et al. 2017; Maddison et al. 2017) over the last dimension.
-
-    .. math::
-        w = \mathrm{softmax}\bigl((\ell + G) / \tau\bigr), \qquad G_i \sim \mathrm{Gumbel}(0, 1)
-
-    As :math:`\tau \to 0`, :math:`w` tends to the one-hot vector of
-    :math:`\arg\max(\ell + G)`, which is distributed as :math:`\mathrm{softmax}(\ell)` (the
-    Gumbel-max trick). ``hard=True`` is the straight-through estimator: the forward value is
-    that one-hot vector, the gradient is the soft one. Computed in float32 whatever the
-    dtype of ``logits`` is lower (bf16 or fp16 overflow at small ``tau``); returns float32
-    (float64 for float64 logits). ``noise`` (optional): the Gumbel noise, drawn by the
-    caller (:mod:`normlab.population` draws each member's from its own stream).
-    """
-    tau = check_tau(tau)
-    if noise is None:
-        noise = sample_gumbel(logits.shape, device=logits.device, generator=generator)
-    soft = torch.softmax((at_least_float32(logits) + noise) / tau, dim=-1)
-    if not hard:
-        return soft
-    index = soft.argmax(dim=-1, keepdim=True)
-    one_hot = torch.zeros_like(soft).scatter_(-1, index, 1.0)
-    return one_hot - soft.detach() + soft
 
 
 class NormSelector(nn.Module):
@@ -132,7 +61,7 @@ class NormSelector(nn.Module):
         k: the number of candidates, at least 2. Default: ``2``.
         hidden: width of the MLP. Default: ``max(1, D // 2)``,
             :math:`D = \prod \text{normalized\_shape}`.
-        tau: the Gumbel-Softmax temperature, at least :data:`TAU_MIN`. Default: ``0.5``.
+        tau: the Gumbel-Softmax temperature, at least :data:`~normlab.functional.TAU_MIN`. Default: ``0.5``.
         hard: straight-through one-hot weights instead of soft ones. Default: ``False``.
         device, dtype: where and in which dtype the parameters are made.
 
@@ -210,26 +139,20 @@ class NormSelector(nn.Module):
         self, x: torch.Tensor, token_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         check_input(x, self.normalized_shape, min_extra_dims=1)
-        logits = at_least_float32(
+        logits = NF.at_least_float32(
             self.mlp(token_pool(x, len(self.normalized_shape), token_mask))
         )
-        probs = torch.softmax(logits, dim=-1)
         self.last_logits = logits.detach()
-        self.last_probs = probs.detach()
-        if self.training and not self.frozen:
-            weights = gumbel_softmax(logits, self.tau, self.hard, noise=self.noise)
-            if self.frozen_members is not None:
-                # population members whose gate AutoNorm-S froze: as a frozen gate, below
-                fixed = (
-                    F.one_hot(logits.argmax(dim=-1), self.k).to(logits.dtype)
-                    if self.hard
-                    else probs
-                )
-                weights = torch.where(self.frozen_members, fixed, weights)
-            return weights
-        if self.hard:
-            return F.one_hot(logits.argmax(dim=-1), self.k).to(logits.dtype)
-        return probs
+        self.last_probs = torch.softmax(logits, dim=-1).detach()
+        return NF.norm_selector(
+            logits,
+            self.tau,
+            self.hard,
+            self.training,
+            noise=self.noise,
+            frozen=self.frozen,
+            frozen_members=self.frozen_members,
+        )
 
     def get_extra_state(self) -> dict[str, bool]:
         return {"frozen": self.frozen}
@@ -272,7 +195,8 @@ class AutoNorm(nn.Module):
         hard: straight-through one-hot gate weights. Default: ``False``.
         selector_hidden: width of the selector's MLP. Default: ``max(1, D // 2)``.
         selector: ``"learned"``, ``"random"`` or ``"fixed"``. Default: ``"learned"``.
-        alpha_init: DyT's initial :math:`\alpha`. Default: ``0.5``.
+        alpha_init: DyT's initial :math:`\alpha`. Default: ``0.5``
+            (:data:`normlab.paper.DYT_ALPHA_INIT`).
         eps: LayerNorm's epsilon. Default: ``1e-5``.
         device, dtype: where and in which dtype the parameters are made.
 
@@ -313,7 +237,7 @@ class AutoNorm(nn.Module):
         hard: bool = False,
         selector_hidden: int | None = None,
         selector: str = "learned",
-        alpha_init: float = 0.5,
+        alpha_init: float = DYT_ALPHA_INIT,
         eps: float = 1e-5,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,

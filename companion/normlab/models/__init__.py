@@ -17,7 +17,7 @@ from .blocks import (
     LayerScale,
     apply_norm,
 )
-from .cnn import CNN, CONV_NORMALISERS, CNNConfig, RMSNorm2d, cnn_for
+from .cnn import CNN, CNNConfig, cnn_for
 from .mlp import MLP, MLPConfig, mlp_for
 from .sequence import (
     SEQUENCE_CONFIGS,
@@ -40,8 +40,6 @@ __all__ = [
     "mlp_for",
     "CNN",
     "CNNConfig",
-    "CONV_NORMALISERS",
-    "RMSNorm2d",
     "cnn_for",
     "Attention",
     "Block",

@@ -17,68 +17,18 @@ convolutions (where PatchNorm acts).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-import torch
 from torch import Tensor, nn
 
-from .._checks import one_of, positive_int, positive_ints, positive_number
-from ..functional import power_of_two_scale
-from ..layers import PatchNormConv2d
-from ..normalisers import NormFactory
+from .. import normalisers
+from .._checks import one_of, positive_ints
+from ..normalisers import CONV3X3, ConvFactory, NormFactory
 from .mlp import ACTIVATIONS, INITS, config_or_fields, hidden_blocks, initialise
 
-__all__ = ["CNN", "CNNConfig", "RMSNorm2d", "CONV_NORMALISERS", "cnn_for"]
-
-ConvFactory = Callable[[int, int], nn.Module]
+__all__ = ["CNN", "CNNConfig", "cnn_for"]
 
 POOLED_SIZE = 4  # the head sees a 4x4 map whatever the image size
-
-
-class RMSNorm2d(nn.Module):
-    r"""RMS normalisation of each sample over channels and positions, with a per-channel gain.
-
-    .. math::
-        y_{c,h,w} = \gamma_c\, \frac{x_{c,h,w}}{\sqrt{\frac{1}{CHW}\sum_{c',h',w'} x_{c',h',w'}^2 + \epsilon}}
-
-    The RMS counterpart of ``nn.GroupNorm(1, C)`` (LayerNorm over a whole feature map): the
-    same statistics' support, no mean subtracted, no bias.
-
-    Args:
-        num_channels: :math:`C`.
-        eps: added to the mean square. Default: ``1e-6``.
-
-    Shape:
-        - Input: :math:`(N, C, H, W)`. Output: same shape.
-    """
-
-    def __init__(self, num_channels: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.num_channels = positive_int("num_channels", num_channels)
-        self.eps = positive_number("eps", eps)
-        self.weight = nn.Parameter(torch.empty(num_channels))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        nn.init.ones_(self.weight)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if x.dim() != 4 or x.shape[1] != self.num_channels:
-            raise ValueError(
-                f"input must have shape (N, C={self.num_channels}, H, W), got {tuple(x.shape)}"
-            )
-        # the mean square at a power-of-two scale: finite for any finite input
-        scale = power_of_two_scale(x, (1, 2, 3), 1.0)
-        scaled = x / scale
-        mean_sq = scaled.square().mean(dim=(1, 2, 3), keepdim=True)
-        # x / scale times rsqrt, not x times rsqrt / scale: that factor is subnormal near
-        # the dtype's largest value
-        inv_rms = torch.rsqrt(mean_sq + self.eps / scale.square())
-        return scaled * inv_rms * self.weight.view(1, -1, 1, 1)
-
-    def extra_repr(self) -> str:
-        return f"{self.num_channels}, eps={self.eps}"
 
 
 @dataclass
@@ -95,7 +45,7 @@ class CNNConfig:
     channels: int = 16
     depth: int = 2
     activation: str = "tanh"
-    conv_layer: ConvFactory = functools.partial(nn.Conv2d, kernel_size=3, padding=1)
+    conv_layer: ConvFactory = CONV3X3
     norm_layer: NormFactory | None = None
     init: str = "default"
     stride: int = 1
@@ -160,38 +110,17 @@ class CNN(nn.Module):
         )
 
 
-_CONV = functools.partial(nn.Conv2d, kernel_size=3, padding=1)
-
-# Normalisers of chapter 8 as (conv_layer, norm_layer) pairs. norm_like and affine_like are
-# PatchNorm in its two modes: the corrections of chapter 3 applied to every receptive field.
-CONV_NORMALISERS: dict[str, tuple[ConvFactory, NormFactory | None]] = {
-    "none": (_CONV, None),
-    "batchnorm": (_CONV, nn.BatchNorm2d),
-    "layernorm": (_CONV, functools.partial(nn.GroupNorm, 1)),
-    "rmsnorm": (_CONV, RMSNorm2d),
-    "norm_like": (
-        functools.partial(PatchNormConv2d, kernel_size=3, padding=1, mode="norm_like"),
-        None,
-    ),
-    "affine_like": (
-        functools.partial(
-            PatchNormConv2d, kernel_size=3, padding=1, mode="affine_like"
-        ),
-        None,
-    ),
-}
-
-
 def cnn_for(normaliser: str, **config: object) -> CNN:
-    """Build a :class:`CNN` with one of chapter 8's normalisers by name.
+    """Build a :class:`CNN` with one of chapter 8's normalisers by name: its registered
+    ``conv`` pair (:func:`normlab.normalisers.conv_names`).
 
     ``config`` holds the other :class:`CNNConfig` fields (``in_channels``, ``num_classes``,
     ``channels``, ``depth``, ``activation``, ``init``, ``stride``).
     """
-    one_of("normaliser", normaliser, CONV_NORMALISERS)
+    one_of("normaliser", normaliser, normalisers.conv_names())
     known = {f.name for f in fields(CNNConfig)} - {"conv_layer", "norm_layer"}
     unknown = set(config) - known
     if unknown:
         raise TypeError(f"unknown CNN settings: {', '.join(sorted(unknown))}")
-    conv_layer, norm_layer = CONV_NORMALISERS[normaliser]
+    conv_layer, norm_layer = normalisers.get(normaliser).conv  # type: ignore[misc]
     return CNN(CNNConfig(conv_layer=conv_layer, norm_layer=norm_layer, **config))  # type: ignore[arg-type]

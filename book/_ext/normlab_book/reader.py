@@ -3,7 +3,7 @@
 A chapter's source is MyST: glued numbers (``{glue:text}`ch10_h_slow:.3f```), citations,
 exercises, solutions and admonitions that only the book's build understands; Jupyter,
 JupyterLab and Colab show them as raw text. After ``make book`` has built (and so executed)
-every chapter, ``python -m normlab.reader _build`` writes one reader notebook per chapter of
+every chapter, ``python -m normlab_book.reader _build`` writes one reader notebook per chapter of
 ``_toc.yml`` into ``_build/notebooks/``, and a copy into ``_build/html/notebooks/``, which is
 published with the HTML and which the Colab buttons open:
 
@@ -17,7 +17,8 @@ published with the HTML and which the Colab buttons open:
 - outputs are stripped; of the cells the book removes only the Colab install cell stays,
   first, installing what the chapter needs where ``google.colab`` is loaded.
 
-:func:`setup` is the Sphinx extension (``_config.yml`` loads it): it points each chapter's
+:func:`setup` is the Sphinx extension (``_config.yml`` loads it as a local extension; the
+book's tooling, not the installed package): it points each chapter's
 Colab button at its reader notebook on the branch that publishes the HTML
 (``launch_buttons.pages_branch``).
 """
@@ -39,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._io import write_text_atomic
-from ._records import RecordError, loads
+from normlab._io import write_text_atomic
+from normlab._records import RecordError, loads
 
 __all__ = [
     "NOTEBOOKS",
@@ -1045,9 +1046,9 @@ def setup(app: Any) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m normlab.reader [BUILD] [--root ROOT]``: write the reader notebooks."""
+    """``python -m normlab_book.reader [BUILD] [--root ROOT]``: write the reader notebooks."""
     parser = argparse.ArgumentParser(
-        prog="python -m normlab.reader", description=main.__doc__
+        prog="python -m normlab_book.reader", description=main.__doc__
     )
     parser.add_argument(
         "build",

@@ -1,158 +1,41 @@
-"""The functional forms of the layers in :mod:`normlab.layers`, as ``torch.nn.functional``
-is to ``torch.nn``.
-
-Each layer's ``forward`` checks its input and calls its function here with its parameters,
-so a layer and its function are one implementation: ``AffineLikeLinear(...)(x)`` is
-``affine_like_linear(x, layer.weight, layer.bias)`` bit for bit.
-
-The norms are taken at a power-of-two scale (:func:`power_of_two_scale`), so that they stay
-finite for any finite input, float16 at 60000 and float32 near its largest value included.
-
-The corrections and AutoNorm's mix have hand-written backward passes (one autograd node
-each) that give autograd's gradients of the plain expressions bit for bit in fewer passes;
-they are once differentiable (a second derivative raises). Under a ``torch.func`` transform
-or autocast the plain expressions run instead.
-"""
+"""Part I's functions: the corrections (affine-like, norm-like), L2, PatchNorm's
+convolution, the gain and RMSNorm over a feature map (:mod:`normlab.layers.affine`)."""
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ._checks import one_of, positive_number
+from .._checks import one_of, positive_number
+from ._common import (
+    PATCHNORM_FLOOR,
+    PATCHNORM_MODES,
+    Dims,
+    Pair,
+    _composite,
+    _flat,
+    _inverse_homogeneous,
+    _norm_floor,
+    _row_sum,
+    _scaled_inverse_norm,
+    _spare,
+    _sum_to,
+    _SumOfSquares,
+    _unless_held,
+    power_of_two_scale,
+)
 
 __all__ = [
-    "Dims",
-    "Pair",
-    "PATCHNORM_MODES",
-    "PATCHNORM_FLOOR",
     "affine_like_linear",
     "norm_like_linear",
     "l2_normalize",
-    "patch_norm_conv2d",
     "patch_sq_norm",
-    "dyt",
-    "autonorm_mix",
-    "power_of_two_scale",
+    "patch_norm_conv2d",
+    "gain",
+    "rms_norm2d",
 ]
-
-PATCHNORM_MODES: tuple[str, ...] = ("affine_like", "norm_like")
-# PatchNorm's norm-mode floor: 1, the norm of the constant input behind the bias, so that
-# P / max(|P|, 1) is 1-Lipschitz like affine mode's P / sqrt(|P|^2 + 1) and a blank patch
-# passes back W^T g, a plain convolution's gradient, not W^T g / eps (chapter 8)
-PATCHNORM_FLOOR = 1.0
-
-Dims = int | tuple[int, ...]
-Pair = int | tuple[int, int]
-
-
-def power_of_two_scale(x: Tensor, dim: Dims, floor: float) -> Tensor:
-    """A power of two above each sample's largest magnitude over ``dim`` (and above
-    ``floor``), kept dims, detached; in the top binade of ``x``'s dtype (float16 from 32768,
-    float32 and bfloat16 from 2**127), where the next power of two is not finite, the power
-    of two at or below it.
-
-    Dividing by it before squaring keeps a norm's square finite for any finite input (float32
-    near 1e38, float16 at std 10 over 784 features, or at 60000), the way LAPACK's ``nrm2``
-    scales. A power of two changes no rounding, so a result computed on ``x / scale`` and
-    rescaled equals the unscaled one bit for bit wherever that one neither overflows nor
-    underflows; and a norm does not depend on the scale it is taken at, so the scale needs no
-    gradient. Callers compute on ``x / scale`` throughout (the product with a weight too),
-    never ``x`` times a factor divided by ``scale``: that factor would be subnormal, and so
-    imprecise, for inputs near the dtype's largest value.
-    """
-    # the largest magnitude as max(max x, -min x): the same number as vector_norm(x, inf),
-    # which on the CPU is a slow generic reduction (1.2 ms against 0.07 ms at 256 x 1024)
-    x = x.detach()
-    largest = torch.maximum(x.amax(dim, keepdim=True), x.amin(dim, keepdim=True).neg_())
-    largest = largest.clamp_min_(floor)
-    # largest = mantissa * 2**e with mantissa in [0.5, 1): largest / mantissa is 2**e
-    # exactly, or inf in the top binade, where the power of two at or below is taken (2**e
-    # would make x / scale 0); NaN where largest is not finite
-    mantissa, _ = torch.frexp(largest)
-    return largest.div_(mantissa).clamp_max_(_top_power_of_two(x.dtype))
-
-
-def _top_power_of_two(dtype: torch.dtype) -> float:
-    """The largest finite power of two of ``dtype``: 2**127 in float32 and bfloat16, 2**15
-    in float16, 2**1023 in float64."""
-    return math.ldexp(1.0, math.frexp(torch.finfo(dtype).max)[1] - 1)
-
-
-class _SumOfSquares(torch.autograd.Function):
-    """``x.square().sum(dim, keepdim=True)`` with the gradient autograd gives it (``sum``'s
-    expand, then ``pow``'s ``grad * (2 * x ** 1)``, bit for bit), without the copy that
-    ``x ** 1`` makes, the product in place."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x: Tensor, dim: Dims) -> Tensor:  # type: ignore[override]
-        return x.square().sum(dim, keepdim=True)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:  # type: ignore[override]
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
-        (x,) = ctx.saved_tensors
-        return (2.0 * x).mul_(grad), None
-
-
-def _norm_floor(eps: float, dtype: torch.dtype) -> float:
-    """``eps``, raised to the dtype's smallest normal number where it would underflow."""
-    return max(eps, torch.finfo(dtype).tiny)
-
-
-def _scaled_inverse_norm(x: Tensor, dim: Dims, eps: float) -> tuple[Tensor, Tensor]:
-    """``(x / scale, 1 / max(|x / scale|, eps / scale))`` over ``dim`` (kept), ``scale`` a
-    power of two: their product is ``x / max(|x|, eps)``, finite with a finite gradient for
-    any finite ``x``, zero included. The two factors are returned apart because ``1 / |x|``
-    itself is subnormal, or zero, for ``x`` near the dtype's largest value."""
-    floor = _norm_floor(eps, x.dtype)
-    scale = power_of_two_scale(x, dim, floor)
-    scaled = x / scale
-    sq_norm = _SumOfSquares.apply(scaled, dim)
-    return scaled, torch.rsqrt(sq_norm.clamp_min((floor / scale).square()))
-
-
-def _inverse_homogeneous(sq_norm: Tensor, scale: Tensor) -> Tensor:
-    """``scale / sqrt(|x|^2 + 1)`` from ``sq_norm`` = ``|x / scale|^2`` (``scale >= 1``): the
-    factor for a product taken of ``x / scale``."""
-    return torch.rsqrt(sq_norm + scale.reciprocal().square())
-
-
-def _sum_to(t: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """``t`` summed down to ``shape`` as autograd sums a broadcast operand's gradient
-    (``at::sum_to``: the leading dimensions and those of size 1 in ``shape``, kept, then
-    viewed), so that the sum is the same reduction, bit for bit."""
-    lead = t.dim() - len(shape)
-    dims = list(range(lead)) + [
-        i for i in range(lead, t.dim()) if shape[i - lead] == 1 and t.shape[i] != 1
-    ]
-    if dims:
-        t = t.sum(dims, keepdim=True)
-    return t.view(shape) if lead > 0 else t
-
-
-def _composite(x: Tensor) -> bool:
-    """Whether to run the plain expressions under autograd rather than the hand-written
-    backward passes below: under a ``torch.func`` transform (``jacrev``, ``vmap``), whose
-    rules autograd's formulas have, and under autocast, which casts each operation of the
-    plain expressions (its backward passes included) as its own lists say."""
-    return torch._C._are_functorch_transforms_active() or torch.is_autocast_enabled(
-        x.device.type
-    )
-
-
-def _flat(x: Tensor) -> Tensor:
-    """``x`` as a contiguous ``(samples, features)`` matrix."""
-    return x.reshape(-1, x.shape[-1]).contiguous()
 
 
 def _affine_like_terms(
@@ -217,38 +100,6 @@ class _AffineLikeLinear(torch.autograd.Function):
             g_norm = g_norm.mul_(g_sq.mul_(2.0 * norm))
             gx = gz.mm(weight).add_(g_norm).div_(scale)
         return gx, gw, gb
-
-
-def _spare(tmp: Tensor | None, full: Tensor, *others: Tensor) -> Tensor | None:
-    """``tmp``, a temporary whose values are spent, where the element-wise result of
-    ``full`` (of ``tmp``'s shape) and ``others`` (broadcast to it) can be written into it
-    (``out=``) exactly as into a new tensor: the same shape and dtype (no resize, no cast),
-    and contiguous, as the new one would be since each operand is contiguous or a broadcast
-    scalar (so that a later reduction of it sums in the same order); else None (a new
-    tensor). Shapes are compared by hand: ``torch.broadcast_shapes`` costs 0.3 ms."""
-    if tmp is None or not tmp.is_contiguous() or full.shape != tmp.shape:
-        return None
-    for t in (full, *others):
-        if t.dtype != tmp.dtype or not (t.is_contiguous() or not any(t.stride())):
-            return None
-        if t.dim() > tmp.dim() or any(
-            n not in (1, m) for n, m in zip(reversed(t.shape), reversed(tmp.shape))
-        ):
-            return None
-    return tmp
-
-
-def _unless_held(tmp: Tensor, result: Tensor) -> Tensor | None:
-    """``tmp``, unless ``result`` (a sum of it) is ``tmp`` itself or a view of it, as
-    :func:`_sum_to` returns where there is nothing to sum."""
-    held = result.untyped_storage().data_ptr() == tmp.untyped_storage().data_ptr()
-    return None if held else tmp
-
-
-def _row_sum(t: Tensor) -> Tensor:
-    """``t.sum(-1, keepdim=True)``: at::sum_to's reduction of a row-broadcast operand's
-    gradient (the same kernel, so the same bits)."""
-    return t.sum(-1, keepdim=True)
 
 
 def affine_like_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -565,102 +416,52 @@ def _patch_norm_in_float32(
     return out.to(x.dtype)
 
 
-class _AutoNormMix(torch.autograd.Function):
-    """:func:`autonorm_mix` with one backward node whose gradients are autograd's for the
-    plain expression, operation for operation (so bit for bit), without the copies
-    ``addcmul``'s backward makes (``tanh(alpha x) * 1``, ``LN(x) * 1``) and with the
-    products of the input's gradient taken in place."""
+def gain(x: Tensor, weight: Tensor) -> Tensor:
+    r""":math:`\gamma \odot x`, the scale broadcast over ``x``'s last dimension.
 
-    @staticmethod
-    def forward(ctx, x, x_ln, alpha, scale_dyt, scale_ln, shift, normalized_shape, eps):  # type: ignore[override]
-        y, mean, rstd = torch.native_layer_norm(x, normalized_shape, None, None, eps)
-        t = torch.mul(alpha, x).tanh_()  # tanh in place on the spent product
-        out = torch.addcmul(shift, scale_ln, y).addcmul_(scale_dyt, t)
-        ctx.save_for_backward(x, alpha, scale_dyt, scale_ln, y, mean, rstd, t)
-        ctx.normalized_shape = normalized_shape
-        ctx.shapes = (shift.shape,)
-        return out
+    Args:
+        x: input of shape :math:`(*, \text{num\_features})`.
+        weight: :math:`\gamma`, of shape :math:`(\text{num\_features})`.
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g):  # type: ignore[override]
-        x, alpha, scale_dyt, scale_ln, y, mean, rstd, t = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        (shift_shape,) = ctx.shapes
-        gx_dyt = gx_ln = g_alpha = g_dyt = g_ln = g_shift = None
-        # full-size temporaries whose values are spent are reused (out=): each fresh 2 MB
-        # tensor costs page faults, once the heap is trimmed, on top of its pass
-        tmp = None
-        if need[3]:
-            tmp = torch.mul(g, t)
-            g_dyt = _sum_to(tmp, scale_dyt.shape)
-            tmp = _unless_held(tmp, g_dyt)
-        if need[4]:
-            tmp = torch.mul(g, y, out=_spare(tmp, g, y))
-            g_ln = _sum_to(tmp, scale_ln.shape)
-            tmp = _unless_held(tmp, g_ln)
-        if need[5]:
-            g_shift = _sum_to(g, shift_shape)
-        if need[0] or need[2]:
-            # DyT's branch: addcmul's, tanh's and the product alpha * x's backward passes
-            g_ax = torch.mul(g, scale_dyt, out=_spare(tmp, g, scale_dyt))
-            if _spare(g_ax, g_ax, t) is None:
-                g_ax = torch.ops.aten.tanh_backward(g_ax, t)
-            else:  # in place: the product is spent
-                g_ax = torch.ops.aten.tanh_backward.grad_input(g_ax, t, grad_input=g_ax)
-            tmp = None
-            if need[2]:
-                tmp = torch.mul(g_ax, x)
-                g_alpha = tmp.sum()
-            if need[0]:
-                gx_dyt = g_ax.mul_(alpha)
-        if need[1]:
-            gx_ln = torch.ops.aten.native_layer_norm_backward(
-                torch.mul(g, scale_ln, out=_spare(tmp, g, scale_ln)),
-                x,
-                ctx.normalized_shape,
-                mean,
-                rstd,
-                None,
-                None,
-                [True, False, False],
-            )[0]
-        return gx_dyt, gx_ln, g_alpha, g_dyt, g_ln, g_shift, None, None
+    See :class:`~normlab.layers.Gain`.
 
+    Examples::
 
-def autonorm_mix(
-    x: Tensor,
-    alpha: Tensor,
-    scale_dyt: Tensor,
-    scale_ln: Tensor,
-    shift: Tensor,
-    normalized_shape: tuple[int, ...],
-    eps: float = 1e-5,
-) -> Tensor:
-    r""":math:`s_{\mathrm{DyT}} \odot \tanh(\alpha x) + s_{\mathrm{LN}} \odot
-    \mathrm{LN}(x) + \beta`, LN without affine over ``normalized_shape``: AutoNorm's output
-    once the gate weights and both candidates' affines are folded into per-sample
-    coefficients ``scale_dyt``, ``scale_ln`` and ``shift`` (each broadcast against ``x``).
-    See :class:`~normlab.layers.AutoNorm`."""
-    if _composite(x):
-        y = F.layer_norm(x, normalized_shape, eps=eps)
-        return torch.addcmul(
-            torch.addcmul(shift, scale_ln, y), scale_dyt, torch.tanh(alpha * x)
+        >>> gain(torch.ones(2, 3), torch.tensor([1.0, 2.0, 3.0])).tolist()
+        [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
+    """
+    if x.dim() == 0 or x.shape[-1] != weight.shape[-1]:
+        raise ValueError(
+            f"input must have shape (*, num_features={weight.shape[-1]}), "
+            f"got {tuple(x.shape)}"
         )
-    # x twice: its two gradients reach autograd's sum for x one after the other, DyT's
-    # first, as the plain expression's two nodes send them (floating-point addition is
-    # not associative, and x's gradient may already hold, say, a residual branch's)
-    return _AutoNormMix.apply(
-        x, x, alpha, scale_dyt, scale_ln, shift, tuple(normalized_shape), eps
-    )
+    return x * weight
 
 
-def dyt(
-    x: Tensor, alpha: Tensor, weight: Tensor | None = None, bias: Tensor | None = None
-) -> Tensor:
-    r""":math:`\gamma \odot \tanh(\alpha x) + \beta`, without :math:`\gamma` (``weight``) or
-    :math:`\beta` (``bias``) where they are None. See :class:`~normlab.layers.DyT`."""
-    y = torch.tanh(alpha * x)
-    if weight is None:
-        return y if bias is None else y + bias
-    return y * weight if bias is None else torch.addcmul(bias, weight, y)
+def rms_norm2d(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    r""":math:`\gamma_c\, x / \sqrt{\mathrm{mean}_{c,h,w}(x^2) + \epsilon}` per sample, the
+    mean square taken at a power-of-two scale. See :class:`~normlab.layers.RMSNorm2d`.
+
+    Args:
+        x: input of shape :math:`(N, C, H, W)`.
+        weight: :math:`\gamma`, of shape :math:`(C)`.
+        eps: added to the mean square.
+
+    Examples::
+
+        >>> y = rms_norm2d(torch.randn(2, 3, 4, 4), torch.ones(3))
+        >>> torch.allclose(y.square().mean(dim=(1, 2, 3)), torch.ones(2), atol=1e-4)
+        True
+    """
+    if x.dim() != 4 or x.shape[1] != weight.shape[0]:
+        raise ValueError(
+            f"input must have shape (N, C={weight.shape[0]}, H, W), got {tuple(x.shape)}"
+        )
+    # the mean square at a power-of-two scale: finite for any finite input
+    scale = power_of_two_scale(x, (1, 2, 3), 1.0)
+    scaled = x / scale
+    mean_sq = scaled.square().mean(dim=(1, 2, 3), keepdim=True)
+    # x / scale times rsqrt, not x times rsqrt / scale: that factor is subnormal near
+    # the dtype's largest value
+    inv_rms = torch.rsqrt(mean_sq + eps / scale.square())
+    return scaled * inv_rms * weight.view(1, -1, 1, 1)

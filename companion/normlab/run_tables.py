@@ -5,6 +5,9 @@ metrics as columns); :func:`summarise` gives mean, 95 % CI and ``n`` across seed
 :func:`select_best` chooses a hyperparameter (the learning rate) per group on the
 validation metric alone and reports the test metric there; :func:`at_chosen_lr` keeps the
 runs at that choice, one row per seed, for the paired comparisons of :mod:`normlab.claims`.
+
+Below the experiments (the runner writes each set's table with them) and knowing nothing of
+any study; the studies' own tables are :mod:`normlab.analysis`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..stats import mean_ci
+from .stats import mean_ci
 
 __all__ = [
     "at_chosen_lr",
@@ -270,7 +273,7 @@ def records_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
 def duplicated_runs(results: pd.DataFrame) -> str | None:
     """What repeats in a table of runs, or None: a run is one configuration and seed (the
     columns from after ``profile`` to before ``metric``, as
-    :func:`~normlab.analysis.records_table` writes them), else one ``run_id``. Pooling a
+    :func:`records_table` writes them), else one ``run_id``. Pooling a
     repeated run would count one seed twice, so a statistic refuses such a table
     (:func:`normlab.claims.judge`)."""
     columns = list(results.columns)
