@@ -7,7 +7,8 @@
   :class:`Effect` and the table :data:`CLAIMS`, filled by :func:`declare`;
 - :mod:`~normlab.claims.pairing`: the one paired comparison every rule and chapter uses;
 - :mod:`~normlab.claims.exact`, :mod:`~normlab.claims.part1`, :mod:`~normlab.claims.part2`:
-  the measurements, quantities and declarations of each part;
+  the measurements, quantities and declarations of each part (Part II's quantities in
+  :mod:`~normlab.claims.part2_gates` and :mod:`~normlab.claims.part2_tasks`);
 - :mod:`~normlab.claims.plans`: each empirical claim's plan: estimand, primary
   specification, margin (the smallest effect that matters, tied to the paper's number) and
   the seeds a pilot spread says it needs;
