@@ -541,8 +541,8 @@ def test_batch_size_claims_read_the_papers_quantity_first() -> None:
     table = epochs_table(flat)
     a12 = claims.judge(claims.get("A12"), table)
     assert [j.label for j in a12.judged] == [
-        f"affine_like: {claims.part1.ACCURACY_READING}",
-        f"norm_like: {claims.part1.ACCURACY_READING}",
+        f"affine_like: {claims.part1_batch.ACCURACY_READING}",
+        f"norm_like: {claims.part1_batch.ACCURACY_READING}",
     ]
     assert a12.verdict == SUPPORTED
     assert a12.judged[0].interval.mean == pytest.approx(-0.03, abs=0.002)
@@ -561,8 +561,8 @@ def test_batch_size_claims_read_the_papers_quantity_first() -> None:
     )
     labels = [j.label for j in claims.judge(claims.get("A12"), both).judged]
     assert len(labels) == 4
-    assert all(claims.part1.ACCURACY_READING in x for x in labels[:2])
-    assert all(claims.part1.STEPS_READING in x for x in labels[2:])
+    assert all(claims.part1_batch.ACCURACY_READING in x for x in labels[:2])
+    assert all(claims.part1_batch.STEPS_READING in x for x in labels[2:])
 
 
 def test_cross_fitting_never_reads_a_seed_at_a_choice_it_made() -> None:

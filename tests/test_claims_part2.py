@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from normlab import claims
-from normlab.claims import part2
+from normlab.claims import part2_gates, part2_tasks
 from normlab.stats import Interval
 
 SEEDS = range(4)
@@ -51,8 +51,8 @@ def test_n1_and_n3_read_the_same_cifar10_standin() -> None:
             ("mnist_restyled", "freeze_at_8"): [0.64, 0.65, 0.66, 0.67],
         }
     )
-    n1, stationary = part2._n1_gate(table)
-    n3 = part2._n3_gate(table)
+    n1, stationary = part2_gates._n1_gate(table)
+    n3 = part2_gates._n3_gate(table)
     assert stationary.label.startswith("autonorm - autonorm_random on mnist (")
     assert stationary.samples == pytest.approx([0.1] * 4)
     assert n1.label.startswith("autonorm - autonorm_random on mnist_restyled (")
@@ -63,7 +63,7 @@ def test_n1_and_n3_read_the_same_cifar10_standin() -> None:
     assert n1.samples == pytest.approx([-0.1] * 4)  # learned minus random there
     # the hinge configurations do not enter the claim: a second readout changes nothing
     other = table.assign(readout="mean", test_metric=0.0, val_metric=0.0)
-    again, _ = part2._n1_gate(pd.concat([table, other], ignore_index=True))
+    again, _ = part2_gates._n1_gate(pd.concat([table, other], ignore_index=True))
     assert again.samples == pytest.approx(n1.samples)
 
 
@@ -106,7 +106,7 @@ def test_n7_is_judged_on_the_drop_with_clean_accuracy_beside_it() -> None:
                     "mean_corruption_accuracy": clean - 0.2 + noise * (seed % 2),
                 }
             )
-    (effect,) = part2._n7(pd.DataFrame(rows))
+    (effect,) = part2_tasks._n7(pd.DataFrame(rows))
     assert effect.samples == pytest.approx([0.0] * 4, abs=1e-12)
     assert "clean accuracy 0.815 vs 0.915" in effect.label
     assert effect.arms[0].score == pytest.approx(0.815)
@@ -117,6 +117,6 @@ def test_gate_claims_need_a_deep_enough_standin() -> None:
         {"data": ["ptb_pos", "sst2", "fashion_mnist"], "depth": [1, 1, 1]}
     )
     with pytest.raises(claims.Unmeasurable, match="not testable on this stand-in"):
-        part2._n10(table)
+        part2_gates._n10(table)
     with pytest.raises(claims.Unmeasurable, match="4 or more"):
-        part2._n11(table)
+        part2_gates._n11(table)

@@ -334,9 +334,9 @@ def test_every_empirical_claim_has_one_plan_whose_margin_its_rules_share() -> No
             assert claims.margin_for(claim_id, "").margin == rule.margin, claim_id
     # A13's two rules, LayerNorm's equivalence and the others' non-inferiority, in each
     # reading: the paper's accuracy at fixed epochs (the default), the steps to the target
-    assert claims.plan("A13").margin == claims.part1.ACCURACY_SLOPE_MARGIN
-    steps = claims.margin_for("A13", f"none: {claims.part1.STEPS_READING}")
-    assert steps.margin == claims.part1.SLOPE_MARGIN
+    assert claims.plan("A13").margin == claims.part1_batch.ACCURACY_SLOPE_MARGIN
+    steps = claims.margin_for("A13", f"none: {claims.part1_batch.STEPS_READING}")
+    assert steps.margin == claims.part1_batch.SLOPE_MARGIN
 
 
 def test_a_margin_is_tied_to_the_papers_gap() -> None:

@@ -29,8 +29,8 @@ PACKAGE = ROOT / "companion" / "normlab"
 #: Modules of other work in progress that still import an optional package directly:
 #: (module path, package, why). The lead empties this after merging.
 DIRECT_IMPORTS = (
-    ("widgets.py", "ipywidgets", "widgets.py is being rewritten on another branch"),
-    ("widgets.py", "altair", "widgets.py is being rewritten on another branch"),
+    ("widgets/live.py", "ipywidgets", "the widget is rewritten on another branch"),
+    ("widgets/twin.py", "altair", "the widget is rewritten on another branch"),
 )
 
 

@@ -480,7 +480,7 @@ def test_n3_cells_run_a_pilot_then_its_planned_seeds_at_the_pilots_rates() -> No
     pilot); every other cell keeps the set's seeds at every rate; N3 judged on this set
     (its short-budget regime) reads them."""
     from normlab import claims, results
-    from normlab.claims.part2 import _gate_best
+    from normlab.claims.part2_gates import _gate_best
 
     assert gate_grids.N3_PILOT_SEEDS == claims.plans.PILOT_SEEDS
     configs = experiments.get("gate_bottleneck").grid("cpu").configs()

@@ -357,7 +357,7 @@ def test_the_drop_under_corruption_has_its_image_by_image_variance() -> None:
     """N7's drop, clean minus mean corruption accuracy, FrozenLN's minus AutoNorm-S's: its
     test-set variance from the runs' clean and corrupted hits matches drawing test sets
     (the first m of n clean images also corrupted under C conditions)."""
-    from normlab.claims.part2 import _drop_item_variance
+    from normlab.claims.part2_tasks import _drop_item_variance
 
     rng = np.random.default_rng(5)
     population, n, m, conditions = 100_000, 600, 200, 5

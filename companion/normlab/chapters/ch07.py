@@ -74,7 +74,7 @@ def steps_margin() -> float:
     for one in claims.evaluate("A12").judged:
         if "epochs to the target" in one.label and one.margin is not None:
             return float(one.margin)
-    return float(claims.part1.SLOPE_MARGIN)
+    return float(claims.part1_batch.SLOPE_MARGIN)
 
 
 def fixed_slopes(table: pd.DataFrame) -> pd.DataFrame:

@@ -6,8 +6,12 @@
 - :mod:`~normlab.claims.registry`: :class:`Claim`, :class:`Test`, :class:`Measurement`,
   :class:`Effect` and the table :data:`CLAIMS`, filled by :func:`declare`;
 - :mod:`~normlab.claims.pairing`: the one paired comparison every rule and chapter uses;
-- :mod:`~normlab.claims.exact`, :mod:`~normlab.claims.part1`, :mod:`~normlab.claims.part2`:
-  the measurements, quantities and declarations of each part;
+- :mod:`~normlab.claims.part1`, :mod:`~normlab.claims.part2`: the declarations of each
+  part, whose tests read the exact measurements (:mod:`~normlab.claims.exact`) and the
+  quantities of Part I's comparisons of normalisers and of batch sizes
+  (:mod:`~normlab.claims.part1_comparisons`, :mod:`~normlab.claims.part1_batch`) and of
+  Part II's gate and task studies (:mod:`~normlab.claims.part2_gates`,
+  :mod:`~normlab.claims.part2_tasks`);
 - :mod:`~normlab.claims.plans`: each empirical claim's plan: estimand, primary
   specification, margin (the smallest effect that matters, tied to the paper's number) and
   the seeds a pilot spread says it needs;
