@@ -8,9 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from normlab import experiments
-from normlab.experiments.gate_config import GateConfig
-from normlab.experiments.gate_runs import train_gate
+from normlab.experiments import RunContext
+from normlab.experiments.gate_config import (
+    ARMS,
+    ArmSettings,
+    GateConfig,
+    arm_settings,
+)
+from normlab.experiments.gate_runs import gate_callbacks, train_gate
 from normlab.experiments.grid import run_id
 
 SAVED = Path(__file__).resolve().parents[1] / "companion" / "normlab" / "saved"
@@ -38,11 +45,12 @@ def test_every_gate_experiment_is_found() -> None:
 @pytest.mark.parametrize("profile", ["quick", "cpu"])
 @pytest.mark.parametrize("name", GATE_EXPERIMENTS)
 def test_from_config_round_trips_every_grid_config(name: str, profile: str) -> None:
-    """Every config of the grid: the same dict back, so the same run id."""
+    """Every config of the grid: the same dict back, so the same run id, and an arm."""
     for config in experiments.get(name).grid(profile).configs():
         built = GateConfig.from_config(config)
         assert built.as_config() == config
         assert run_id(name, built.as_config()) == run_id(name, config)
+        assert isinstance(arm_settings(built), ArmSettings)
 
 
 @pytest.mark.parametrize(
@@ -99,3 +107,41 @@ def test_a_config_is_frozen() -> None:
     config = GateConfig.from_config(_quick())
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.lr = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("arm", [*ARMS, "freeze_at_2", "sample_at_2"])
+def test_every_arm_resolves(arm: str) -> None:
+    settings = arm_settings(GateConfig.from_config({**_quick(), "arm": arm}))
+    assert settings.normaliser == (ARMS[arm][0] if arm in ARMS else "autonorm")
+    for key, value in (ARMS[arm][1] if arm in ARMS else {}).items():
+        assert getattr(settings, key) == value
+    assert settings.freeze_at == (2 if arm == "freeze_at_2" else 0)
+    assert settings.stop_at == (2 if arm == "sample_at_2" else 0)
+
+
+def test_the_ready_arm_needs_the_task_chance() -> None:
+    config = GateConfig.from_config({**_quick(), "arm": "autonorm_s_ready"})
+    settings = arm_settings(config)
+    assert settings.ready_after == 1  # warm-up 0.05 of 8 epochs
+    with pytest.raises(ValueError, match="chance"):
+        gate_callbacks(settings)
+    assert len(gate_callbacks(settings, chance=0.1)) == 2  # telemetry and the decision
+
+
+def test_train_gate_takes_the_dataclass_or_its_dict(tmp_path: Path) -> None:
+    """The runner passes its grid's dict; a chapter may pass the GateConfig: one run."""
+    config = {
+        **_quick(),
+        "arm": "autonorm",
+        "dim": 16,
+        "depth": 1,
+        "heads": 2,
+        "epochs": 1,
+    }
+    cpu = torch.device("cpu")
+    from_dict = train_gate(config, RunContext(cpu, tmp_path / "dict"))
+    from_dataclass = train_gate(
+        GateConfig.from_config(config), RunContext(cpu, tmp_path / "dataclass")
+    )
+    same = json.dumps(from_dict["metrics"], sort_keys=True)  # NaN as NaN
+    assert same == json.dumps(from_dataclass["metrics"], sort_keys=True)

@@ -4,6 +4,13 @@ A grid (:mod:`.gate_grids`) writes each run's configuration as a plain dict, whi
 runner hashes into the run's id and stores as the record's ``config``; neither changes.
 :meth:`GateConfig.from_config` builds the run's :class:`GateConfig` from that dict once,
 refusing an unknown or a missing key, and the loop reads its typed fields from then on.
+What the run's *arm* makes of it (the normaliser in every slot, the gate's freeze, its
+samples, its gradient) is :class:`ArmSettings`, resolved by :func:`arm_settings`::
+
+    config = GateConfig.from_config(grid_config)
+    settings = arm_settings(config)  # settings.config is config
+    model = gate_vit(train, settings)
+
 :meth:`GateConfig.as_config` gives the grid's dict back, key for key, so the run id of a
 config built in code is the one its grid would give it.
 """
@@ -11,13 +18,28 @@ config built in code is the one its grid would give it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..gates import FREEZE_PREFIX, READY_ARM, READY_LEAD, SAMPLE_PREFIX
 from .part2 import adamw_recipe
 
-__all__ = ["GateConfig"]
+__all__ = ["ARMS", "GateConfig", "ArmSettings", "arm_settings"]
+
+# arm -> (normaliser, the ArmSettings it sets besides); freeze_at_<T> and sample_at_<T>
+# are read from the arm's name (arm_settings)
+ARMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "frozen_ln": ("frozen_ln", {}),
+    "autonorm_random": ("autonorm_random", {}),
+    "autonorm": ("autonorm", {}),
+    "autonorm_hard": ("autonorm", {"hard": True}),
+    "autonorm_exact": ("autonorm", {"gate_grad": "exact"}),
+    "dyt": ("dyt", {}),
+    "autonorm_fixed": ("autonorm", {"selector": "fixed"}),
+    READY_ARM: ("autonorm", {"ready_lead": READY_LEAD}),
+}
 
 # what an annotation's type name accepts (an int is a float too: JSON writes 1.0 as 1)
 _ACCEPTS: dict[str, tuple[type, ...]] = {
@@ -35,7 +57,7 @@ def _check_fields(obj: Any) -> None:
         value = getattr(obj, f.name)
         kind, _, rest = str(f.type).partition(" | ")
         if kind not in _ACCEPTS:
-            continue  # not a plain value
+            continue  # not a plain value (ArmSettings.config)
         optional = rest == "None"
         if value is None and optional:
             continue
@@ -85,9 +107,9 @@ class GateConfig:
     selector_lr: float
     # the offline dataset serving `data` (normlab.data.sources.CHOICES); absent: its default
     source: str | None = None
-    # what fills the normalisation slots: an arm of gate_runs.ARMS (or freeze_at_<T>,
-    # sample_at_<T>), or a normaliser by name with the gate's settings given directly
-    # (gate_widget), as gate_runs.arm_settings reads them
+    # what fills the normalisation slots: an arm of ARMS (or freeze_at_<T>, sample_at_<T>),
+    # or a normaliser by name with the gate's settings given directly (gate_widget); each
+    # of these is the ArmSettings field of its name, which says what it does
     arm: str | None = None
     normaliser: str | None = None
     hard: bool | None = None
@@ -168,3 +190,100 @@ class GateConfig:
         """The run's :func:`normlab.training.fit` settings for a ``task`` of its data
         (:func:`~normlab.experiments.part2.adamw_recipe`)."""
         return adamw_recipe(self.as_config(), task)
+
+
+@dataclass(frozen=True)
+class ArmSettings:
+    """A run's arm resolved (:func:`arm_settings`): what fills its normalisation slots and
+    what its gates do, every setting given a value."""
+
+    config: GateConfig  # the run's own settings: its backbone, recipe, tau and rates
+    normaliser: str  # in every slot, by its name in normlab.normalisers
+    hard: bool = False  # straight-through (hard) gate samples
+    # freeze every gate at the end of this epoch: AutoNorm-S at eps_h = 0 under the
+    # paper's rule, which always fires (AutoNormS); 0: never
+    freeze_at: int = 0
+    # stop the gates learning at the end of this epoch but keep them sampling
+    # (StopSelector); 0: never
+    stop_at: int = 0
+    # the gates' gradient: the Gumbel-Softmax sample's ("gumbel"), or the exact gradient
+    # of the expected loss ("exact", ExactGateGrad)
+    gate_grad: str = "gumbel"
+    # AutoNorm's selector; "fixed": the candidates mixed 50/50, no gate; None: learned
+    selector: str | None = None
+    # autonorm_s_ready: decide once validation accuracy has left chance by this much
+    # (ReadyAutoNormS); None: no such decision
+    ready_lead: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
+        if not isinstance(self.config, GateConfig):
+            raise TypeError(
+                f"ArmSettings.config must be a GateConfig, got {type(self.config).__name__}"
+            )
+        for key in ("freeze_at", "stop_at"):
+            if getattr(self, key) and self.normaliser != "autonorm":
+                raise ValueError(
+                    f"{key} needs the learned gate (normaliser 'autonorm'), got {self.normaliser!r}"
+                )
+        if self.gate_grad not in ("gumbel", "exact"):
+            raise ValueError(
+                f"gate_grad={self.gate_grad!r}; expected 'gumbel' or 'exact'"
+            )
+
+    @property
+    def ready_after(self) -> int:
+        """The first epoch at which ``autonorm_s_ready`` may decide: the end of warm-up."""
+        return max(1, math.ceil(self.config.warmup * self.config.epochs))
+
+
+# what an arm sets, or a config without one gives directly
+_ARM_FIELDS = tuple(
+    f.name for f in dataclasses.fields(ArmSettings) if f.name != "config"
+)
+
+
+def _arm_sets(arm: str) -> dict[str, Any]:
+    """The :class:`ArmSettings` fields that ``arm`` sets."""
+    for prefix, key in ((FREEZE_PREFIX, "freeze_at"), (SAMPLE_PREFIX, "stop_at")):
+        if arm.startswith(prefix) and arm[len(prefix) :].isdigit():
+            return {"normaliser": "autonorm", key: int(arm[len(prefix) :])}
+    if arm in ARMS:
+        normaliser, overrides = ARMS[arm]
+        return {"normaliser": normaliser, **overrides}
+    raise ValueError(
+        f"arm={arm!r} is not known; expected one of {', '.join(ARMS)}, "
+        f"{FREEZE_PREFIX}<epoch> or {SAMPLE_PREFIX}<epoch>"
+    )
+
+
+def arm_settings(config: GateConfig) -> ArmSettings:
+    """The run's normaliser and gate settings: ``config``'s ``arm`` (if any) applied.
+
+    Without an arm, the config's ``normaliser`` and gate settings (``hard``,
+    ``freeze_at``, ...: the fields of :class:`ArmSettings`) say it; an arm sets the
+    normaliser itself, and a config that also gives a setting its arm sets is refused.
+    The rest default as :class:`ArmSettings` says (soft samples, no freeze).
+    """
+    if not isinstance(config, GateConfig):
+        raise TypeError(
+            f"arm_settings takes a GateConfig, got {type(config).__name__}; "
+            "GateConfig.from_config(config) builds one from a grid's dict"
+        )
+    given = {
+        key: getattr(config, key)
+        for key in _ARM_FIELDS
+        if getattr(config, key) is not None
+    }
+    if config.arm is None:
+        if "normaliser" not in given:
+            raise ValueError("a gate-study config needs an 'arm' or a 'normaliser'")
+        return ArmSettings(config, **given)
+    sets = _arm_sets(config.arm)
+    both = [key for key in given if key in sets]
+    if both:
+        raise ValueError(
+            f"arm={config.arm!r} sets {', '.join(both)}; the config also gives "
+            + ", ".join(f"{key}={given[key]!r}" for key in both)
+        )
+    return ArmSettings(config, **{**given, **sets})
