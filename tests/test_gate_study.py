@@ -80,14 +80,30 @@ def test_selector_lr_rejects_bad_multipliers(bad: object) -> None:
         gs.SelectorLR(bad)  # type: ignore[arg-type]
 
 
+def settings_of(**changes: object) -> gs.ArmSettings:
+    """:func:`arm_settings` of TINY with ``changes``."""
+    return gs.arm_settings(gs.GateConfig.from_config({**TINY, **changes}))
+
+
 def test_arms_resolve_to_settings() -> None:
-    assert gs.arm_settings({"arm": "freeze_at_4"})["freeze_at"] == 4
-    assert gs.arm_settings({"arm": "autonorm_hard"})["hard"] is True
-    assert gs.arm_settings({"arm": "frozen_ln"})["normaliser"] == "frozen_ln"
+    assert settings_of(arm="freeze_at_4").freeze_at == 4
+    assert settings_of(arm="autonorm_hard").hard is True
+    assert settings_of(arm="frozen_ln").normaliser == "frozen_ln"
+    assert settings_of(arm="autonorm_fixed").selector == "fixed"
+    assert settings_of(arm="autonorm_exact").gate_grad == "exact"
+    assert settings_of(normaliser="autonorm", hard=True, freeze_at=2).freeze_at == 2
     with pytest.raises(ValueError, match="arm"):
-        gs.arm_settings({"arm": "freeze_at_x"})
+        settings_of(arm="freeze_at_x")
     with pytest.raises(ValueError, match="freeze_at needs"):
-        gs.arm_settings({"normaliser": "frozen_ln", "freeze_at": 2})
+        settings_of(normaliser="frozen_ln", freeze_at=2)
+    with pytest.raises(ValueError, match="'arm' or a 'normaliser'"):
+        settings_of()
+    with pytest.raises(ValueError, match=r"sets normaliser; the config also gives"):
+        settings_of(arm="autonorm", normaliser="autonorm")
+    with pytest.raises(ValueError, match=r"sets hard; .* hard=False"):
+        settings_of(arm="autonorm_hard", hard=False)
+    with pytest.raises(TypeError, match="takes a GateConfig"):
+        gs.arm_settings({**TINY, "arm": "autonorm"})  # type: ignore[arg-type]
 
 
 def test_every_gate_study_declares_all_profiles() -> None:
@@ -106,8 +122,7 @@ def test_every_gate_study_declares_all_profiles() -> None:
                 "quick" if profile in ("quick", "cpu") else profile
             )
             for config in grid.configs(1):
-                if "arm" in config:
-                    gs.arm_settings(config)
+                gs.arm_settings(gs.GateConfig.from_config(config))
 
 
 def test_cpu_budget_trains_and_decides_after_the_gates_can_learn() -> None:
@@ -180,7 +195,7 @@ def test_compose_needs_both_runs() -> None:
 
 
 def test_freeze_run_keeps_gates_bit_identical(tmp_path: Path) -> None:
-    settings = gs.arm_settings({**TINY, "arm": "freeze_at_1"})
+    settings = settings_of(arm="freeze_at_1")
     train, val = load("digits", "train"), load("digits", "val")
     torch.manual_seed(0)
     model = gs.gate_vit(train, settings)
@@ -203,7 +218,7 @@ def test_freeze_run_keeps_gates_bit_identical(tmp_path: Path) -> None:
     learning = gs.SelectorSnapshots()
     torch.manual_seed(0)
     fit(
-        gs.gate_vit(train, gs.arm_settings({**TINY, "arm": "autonorm"})),
+        gs.gate_vit(train, settings_of(arm="autonorm")),
         train,
         val,
         epochs=2,
@@ -229,7 +244,7 @@ def test_composed_schedule_equals_a_real_autonorm_s_run(tmp_path: Path) -> None:
     entropy = float(runs["decision_entropy"].dropna().iloc[0])
     above = (entropy + math.log(2)) / 2
     for eps_h, rule in ((0.9 * entropy, "high"), (above, "high"), (above, "low")):
-        settings = gs.arm_settings({**TINY, "arm": "autonorm"})
+        settings = settings_of(arm="autonorm")
         torch.manual_seed(0)
         model = gs.gate_vit(train, settings)
         history = fit(
@@ -383,8 +398,8 @@ def test_stop_selector_stops_learning_but_keeps_sampling() -> None:
     from normlab import seed_everything
     from normlab.gates import autonorm_layers
 
-    settings = gs.arm_settings({**TINY, "arm": "sample_at_1"})
-    assert settings["stop_at"] == 1 and settings["freeze_at"] == 0
+    settings = settings_of(arm="sample_at_1")
+    assert settings.stop_at == 1 and settings.freeze_at == 0
     train, val = load("digits", "train"), load("digits", "val")
     seed_everything(0)
     model = gs.gate_vit(train, settings)

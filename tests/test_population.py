@@ -376,19 +376,22 @@ def _gate_config(**changes: object) -> dict:
 def test_a_gate_vit_member_starts_as_its_single_run(arm: dict) -> None:
     """Initial weights, first batch, first loss and gradients (with each member's own
     Gumbel or uniform gate noise, drawn from its seed's stream), and the first AdamW step."""
+    from normlab.experiments.gate_config import GateConfig
     from normlab.experiments.gate_runs import _gate_start
-    from normlab.experiments.part2 import adamw_recipe
     from normlab.population_noise import GateNoise
 
+    def start(seed: int):
+        return _gate_start(GateConfig.from_config(_gate_config(**arm, seed=seed)))
+
     seeds = [2, 0, 5]
-    starts = [_gate_start(_gate_config(**arm, seed=s)) for s in seeds]
-    settings, splits = starts[0][0], starts[0][1]
+    starts = [start(s) for s in seeds]
+    settings, splits = starts[0].settings, starts[0].splits
     recipe = {
         k: v
-        for k, v in adamw_recipe(settings, "classification").items()
+        for k, v in settings.config.recipe("classification").items()
         if k not in ("seed",)
     }
-    models = [s[2] for s in starts]
+    models = [s.model for s in starts]
     seen: dict = {}
 
     def on_step(step, x, losses, grads) -> None:
@@ -404,13 +407,11 @@ def test_a_gate_vit_member_starts_as_its_single_run(arm: dict) -> None:
         device="cpu",
         noise=GateNoise(models[0], seeds),
         on_step=on_step,
-        member_callbacks=[s[4] for s in starts],
+        member_callbacks=[s.callbacks for s in starts],
         **recipe,
     )
     for k, seed in enumerate(seeds):
-        settings, splits, model, _, callbacks = _gate_start(
-            _gate_config(**arm, seed=seed)
-        )
+        settings, splits, model, _, callbacks = start(seed)
         for name, p in model.named_parameters():  # initial weights: bit for bit
             assert torch.equal(models[k].get_parameter(name), p.detach()), name
         first = _First()

@@ -37,8 +37,8 @@ ARMS: dict[str, str] = {
     "dyt_alpha_0.1": "DyT, alpha 0.1",
     "autonorm_s_ready": "AutoNorm-S, decided after warm-up",
 }
-_FREEZE_PREFIX = "freeze_at_"  # normlab.experiments.gate_runs.FREEZE_PREFIX
-_SAMPLE_PREFIX = "sample_at_"  # normlab.experiments.gate_runs.SAMPLE_PREFIX
+_FREEZE_PREFIX = "freeze_at_"  # normlab.gates.FREEZE_PREFIX
+_SAMPLE_PREFIX = "sample_at_"  # normlab.gates.SAMPLE_PREFIX
 #: Values of a named column, by column: what a reader sees for each.
 VALUES: dict[str, dict[str, str]] = {
     "init": {

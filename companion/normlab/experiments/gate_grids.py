@@ -35,9 +35,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..gates import FREEZE_PREFIX, SAMPLE_PREFIX
 from ..models.blocks import DEFAULT_INIT, DEFAULT_READOUT
 from ..paper import TAU
-from .gate_runs import FREEZE_PREFIX, SAMPLE_PREFIX, train_gate, train_gate_population
+from .gate_runs import train_gate, train_gate_population
 from .grid import Grid
 from .registry import Experiment, register_experiment
 

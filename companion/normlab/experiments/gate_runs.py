@@ -37,6 +37,12 @@ the rule then cost no extra training; chapter 12 checks the identity against a r
 AutoNorm-S run. A ``freeze_at_<T>`` run is :class:`normlab.gates.AutoNormS` with
 ``eps_h=0`` under the paper's rule (every entropy is >= 0, so it always fires).
 
+A run's configuration is a :class:`~normlab.experiments.gate_config.GateConfig`, built
+once from its grid's dict; :func:`~normlab.experiments.gate_config.arm_settings` resolves
+its arm (the table above, :data:`~normlab.experiments.gate_config.ARMS`) into the
+:class:`~normlab.experiments.gate_config.ArmSettings` that :func:`gate_vit` and
+:func:`gate_callbacks` read.
+
 The selector's learning rate is a multiple (``selector_lr``) of the backbone's, applied by
 :class:`SelectorLR`. Data come from :func:`normlab.data.for_profile`: ``mnist`` (a
 stationary task: one style of grey digits; scikit-learn's 8x8 digits offline) and
@@ -48,8 +54,8 @@ CIFAR-10 and CIFAR-100.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -59,10 +65,6 @@ from .._runtime import seed_everything
 from ..callbacks import Callback, TrainState
 from ..data.sources import RESTYLED
 from ..gates import (
-    FREEZE_PREFIX,
-    READY_ARM,
-    READY_LEAD,
-    SAMPLE_PREFIX,
     AutoNormS,
     GateTelemetry,
     ReadyAutoNormS,
@@ -73,15 +75,14 @@ from ..layers._common import token_pool
 from ..models import ViTLite
 from ..models.vit import vit_config
 from ..normalisers import norm_layer
-from ..paper import EPS_H, TAU
+from ..paper import EPS_H
 from ..population_noise import GateNoise
-from .part2 import adamw_recipe
+from .gate_config import ArmSettings, GateConfig, arm_settings
 from .populations import PopulationUnsupported
 from .registry import RunContext
 from .runner import train_and_test, train_and_test_population
 
 __all__ = [
-    "ARMS",
     "TASKS",
     "restyle",
     "task_splits",
@@ -90,7 +91,6 @@ __all__ = [
     "SelectorSnapshots",
     "StopSelector",
     "ExactGateGrad",
-    "arm_settings",
     "gate_vit",
     "gate_callbacks",
     "head_input_scale",
@@ -98,17 +98,6 @@ __all__ = [
     "train_gate",
 ]
 
-# arm -> (normaliser, gate settings it overrides)
-ARMS: dict[str, tuple[str, dict[str, Any]]] = {
-    "frozen_ln": ("frozen_ln", {}),
-    "autonorm_random": ("autonorm_random", {}),
-    "autonorm": ("autonorm", {}),
-    "autonorm_hard": ("autonorm", {"hard": True}),
-    "autonorm_exact": ("autonorm", {"gate_grad": "exact"}),
-    "dyt": ("dyt", {}),
-    "autonorm_fixed": ("autonorm", {"selector": "fixed"}),
-    READY_ARM: ("autonorm", {"ready_lead": READY_LEAD}),
-}
 TASKS = {
     "mnist": "stationary",
     "mnist_restyled": "diverse",
@@ -307,121 +296,81 @@ class ExactGateGrad(Callback):
         self._handles = []
 
 
-def arm_settings(config: dict[str, Any]) -> dict[str, Any]:
-    """The run's normaliser and gate settings: the config with its ``arm`` (if any) applied.
-
-    Returns the config plus ``normaliser``, ``hard`` (default False), ``freeze_at`` (0:
-    never), ``tau`` (default 0.5) and ``selector_lr`` (default 1). A config with ``rule``,
-    ``t_freeze`` and ``eps_h`` (and no ``freeze_at``) runs a real AutoNorm-S schedule.
-    """
-    settings = {
-        "hard": False,
-        "freeze_at": 0,
-        "stop_at": 0,
-        "gate_grad": "gumbel",
-        "tau": TAU,
-        "selector_lr": 1.0,
-        **config,
-    }
-    arm = settings.get("arm")
-    if arm is not None:
-        if arm.startswith(FREEZE_PREFIX) and arm[len(FREEZE_PREFIX) :].isdigit():
-            settings.update(
-                normaliser="autonorm", freeze_at=int(arm[len(FREEZE_PREFIX) :])
-            )
-        elif arm.startswith(SAMPLE_PREFIX) and arm[len(SAMPLE_PREFIX) :].isdigit():
-            settings.update(
-                normaliser="autonorm", stop_at=int(arm[len(SAMPLE_PREFIX) :])
-            )
-        elif arm in ARMS:
-            normaliser, overrides = ARMS[arm]
-            settings.update(normaliser=normaliser, **overrides)
-        else:
-            raise ValueError(
-                f"arm={arm!r} is not known; expected one of {', '.join(ARMS)}, "
-                f"{FREEZE_PREFIX}<epoch> or {SAMPLE_PREFIX}<epoch>"
-            )
-    if settings.get("normaliser") is None:
-        raise ValueError("a gate-study config needs an 'arm' or a 'normaliser'")
-    for key in ("freeze_at", "stop_at"):
-        if settings[key] and settings["normaliser"] != "autonorm":
-            raise ValueError(
-                f"{key} needs the learned gate (normaliser 'autonorm'), got {settings['normaliser']!r}"
-            )
-    if settings["gate_grad"] not in ("gumbel", "exact"):
-        raise ValueError(
-            f"gate_grad={settings['gate_grad']!r}; expected 'gumbel' or 'exact'"
-        )
-    return settings
-
-
-def gate_vit(train: data.DataSplit, settings: dict[str, Any]) -> ViTLite:
+def gate_vit(train: data.DataSplit, settings: ArmSettings) -> ViTLite:
     """The study's ViT-Lite for the split's images, with the arm's normaliser in every slot."""
+    config = settings.config
     kwargs: dict[str, Any] = (
-        {"tau": settings["tau"], "hard": settings["hard"]}
-        if settings["normaliser"] == "autonorm"
+        {"tau": config.tau, "hard": settings.hard}
+        if settings.normaliser == "autonorm"
         else {}
     )
-    if settings.get("selector") is not None:
-        kwargs["selector"] = settings["selector"]
-    if settings.get("alpha_init") is not None:  # DyT's alpha, alone or in the mix
-        kwargs["alpha_init"] = settings["alpha_init"]
+    if settings.selector is not None:
+        kwargs["selector"] = settings.selector
+    if config.alpha_init is not None:  # DyT's alpha, alone or in the mix
+        kwargs["alpha_init"] = config.alpha_init
     _, channels, size, _ = train.x.shape
-    config = vit_config(
+    vit = vit_config(
         "paper_vision",
         img_size=size,
         in_chans=channels,
         num_classes=train.num_classes,
-        patch_size=settings["patch_size"],
-        dim=settings["dim"],
-        depth=settings["depth"],
-        heads=settings["heads"],
+        patch_size=config.patch_size,
+        dim=config.dim,
+        depth=config.depth,
+        heads=config.heads,
         dropout=0.0,
         attn_dropout=0.0,
         drop_path=0.0,
         layer_scale_init=None,
-        init=settings["init"],
-        readout=settings["readout"],
+        init=config.init,
+        readout=config.readout,
     )
-    return ViTLite(config, norm_layer(settings["normaliser"], **kwargs))
+    return ViTLite(vit, norm_layer(settings.normaliser, **kwargs))
 
 
-def gate_callbacks(settings: dict[str, Any]) -> list[Callback]:
-    """Telemetry for any AutoNorm; the freeze and the selector's learning rate for a learned gate."""
+def gate_callbacks(
+    settings: ArmSettings, chance: float | None = None
+) -> list[Callback]:
+    """Telemetry for any AutoNorm; the freeze and the selector's learning rate for a
+    learned gate. ``chance`` (the accuracy of a guess, 1 / classes) is what
+    ``autonorm_s_ready`` waits for validation accuracy to leave; other arms need none."""
+    config = settings.config
     callbacks: list[Callback] = []
-    if settings["normaliser"].startswith("autonorm"):
+    if settings.normaliser.startswith("autonorm"):
         callbacks.append(GateTelemetry())
-    if settings["normaliser"] == "autonorm":
-        if settings.get("ready_lead"):
+    if settings.normaliser == "autonorm":
+        if settings.ready_lead:
+            if chance is None:
+                raise ValueError(
+                    f"arm {config.arm!r} decides once validation accuracy has left "
+                    "chance: give gate_callbacks the task's chance (1 / classes)"
+                )
             callbacks.append(
                 ReadyAutoNormS(
-                    settings["chance"],
-                    settings["ready_lead"],
-                    after=settings["ready_after"],
-                    tau=settings["tau"],
+                    chance,
+                    settings.ready_lead,
+                    after=settings.ready_after,
+                    tau=config.tau,
                 )
             )
-        elif settings["freeze_at"]:
+        elif settings.freeze_at:
             callbacks.append(
-                AutoNormS(settings["freeze_at"], 0.0, tau=settings["tau"], rule="high")
+                AutoNormS(settings.freeze_at, 0.0, tau=config.tau, rule="high")
             )
         elif (
-            settings.get("rule") is not None
+            config.rule is not None
         ):  # a real AutoNorm-S run, to check compose_schedule against
             callbacks.append(
                 AutoNormS(
-                    settings["t_freeze"],
-                    settings["eps_h"],
-                    tau=settings["tau"],
-                    rule=settings["rule"],
+                    config.t_freeze, config.eps_h, tau=config.tau, rule=config.rule
                 )
             )
-        if settings["stop_at"]:
-            callbacks.append(StopSelector(settings["stop_at"]))
-        if settings["gate_grad"] == "exact":
+        if settings.stop_at:
+            callbacks.append(StopSelector(settings.stop_at))
+        if settings.gate_grad == "exact":
             callbacks.append(ExactGateGrad())
-        if settings["selector_lr"] != 1.0:
-            callbacks.append(SelectorLR(settings["selector_lr"]))
+        if config.selector_lr != 1.0:
+            callbacks.append(SelectorLR(config.selector_lr))
     return callbacks
 
 
@@ -452,41 +401,53 @@ def epochs_to_specialise(
     return math.nan
 
 
-def _gate_start(
-    config: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, data.DataSplit], ViTLite, float, list[Callback]]:
+class _GateStart(NamedTuple):
+    """A gate run before training."""
+
+    settings: ArmSettings
+    splits: dict[str, data.DataSplit]
+    model: ViTLite  # seeded by the run's seed
+    scale: float  # the head's input std at initialisation (head_input_scale)
+    callbacks: list[Callback]
+
+
+def _gate_start(config: GateConfig) -> _GateStart:
     """A gate run before training: its settings, splits, seeded model, the model's head
     input scale at initialisation, and its callbacks."""
     settings = arm_settings(config)
-    splits = task_splits(
-        settings["data"], settings["data_profile"], settings.get("source")
-    )
+    splits = task_splits(config.data, config.data_profile, config.source)
     train = splits["train"]
-    # a freeze decided on formed features: after warm-up, once val accuracy has left chance
-    settings["chance"] = 1.0 / train.num_classes
-    warmup = settings.get("warmup", 0.0) * settings.get("epochs", 1)
-    settings["ready_after"] = max(1, math.ceil(warmup))
-    seed_everything(settings["seed"])
+    seed_everything(config.seed)
     model = gate_vit(train, settings)
     scale = head_input_scale(model, train)
-    return settings, splits, model, scale, gate_callbacks(settings)
+    # a freeze decided on formed features: after warm-up, once val accuracy has left chance
+    callbacks = gate_callbacks(settings, chance=1.0 / train.num_classes)
+    return _GateStart(settings, splits, model, scale, callbacks)
 
 
-def train_gate(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """One gate-study run: build, train with AdamW (warm-up + cosine), test, record the gates."""
-    settings, splits, model, scale, callbacks = _gate_start(config)
+def _gate_config(config: GateConfig | Mapping[str, Any]) -> GateConfig:
+    """``config`` as a :class:`GateConfig`: the runner passes its grid's dict."""
+    return config if isinstance(config, GateConfig) else GateConfig.from_config(config)
+
+
+def train_gate(
+    config: GateConfig | Mapping[str, Any], ctx: RunContext
+) -> dict[str, Any]:
+    """One gate-study run: build, train with AdamW (warm-up + cosine), test, record the
+    gates. ``config`` is a :class:`GateConfig` or the grid's dict it is built from."""
+    start = _gate_start(_gate_config(config))
     record = train_and_test(
-        model,
-        splits,
+        start.model,
+        start.splits,
         ctx,
-        **adamw_recipe(settings, splits["train"].task),
-        callbacks=callbacks,
+        **start.settings.config.recipe(start.splits["train"].task),
+        callbacks=start.callbacks,
     )
-    return _gate_record(record, callbacks, scale)
+    return _gate_record(record, start.callbacks, start.scale)
 
 
 def train_gate_population(
-    configs: list[dict[str, Any]], ctx: RunContext
+    configs: Sequence[GateConfig | Mapping[str, Any]], ctx: RunContext
 ) -> list[dict[str, Any]]:
     """:func:`train_gate` for configurations that differ only in seed and learning rate,
     trained as one population (:mod:`normlab.population`): each member's gate noise from
@@ -494,18 +455,18 @@ def train_gate_population(
     member. Arms with a selector learning rate of its own (:class:`SelectorLR`) or the
     exact gate gradient (:class:`ExactGateGrad`) are refused with
     :class:`PopulationUnsupported` (the runner then runs them one by one)."""
-    starts = [_gate_start(c) for c in configs]
-    for settings, *_, callbacks in starts:
-        if any(isinstance(c, (SelectorLR, ExactGateGrad)) for c in callbacks):
+    starts = [_gate_start(_gate_config(c)) for c in configs]
+    for start in starts:
+        if any(isinstance(c, (SelectorLR, ExactGateGrad)) for c in start.callbacks):
             raise PopulationUnsupported(
-                f"arm {settings.get('arm')!r}: a population runs gates whose callbacks "
-                "read the run, freeze it (AutoNorm-S) or drop its gradients "
+                f"arm {start.settings.config.arm!r}: a population runs gates whose "
+                "callbacks read the run, freeze it (AutoNorm-S) or drop its gradients "
                 "(StopSelector), not a selector's own rate or the exact gradient"
             )
-    settings, splits = starts[0][0], starts[0][1]
-    recipe = [adamw_recipe(s, splits["train"].task) for s, *_ in starts]
+    splits = starts[0].splits
+    recipe = [s.settings.config.recipe(splits["train"].task) for s in starts]
     shared = {k: v for k, v in recipe[0].items() if k not in ("seed", "lr")}
-    models = [start[2] for start in starts]
+    models = [start.model for start in starts]
     outcomes = train_and_test_population(
         models,
         splits,
@@ -513,11 +474,11 @@ def train_gate_population(
         seeds=[r["seed"] for r in recipe],
         lrs=[r["lr"] for r in recipe],
         noise=GateNoise(models[0], [r["seed"] for r in recipe]),
-        member_callbacks=[start[4] for start in starts],
+        member_callbacks=[start.callbacks for start in starts],
         **shared,
     )
     return [
-        _gate_record(record, start[4], start[3])
+        _gate_record(record, start.callbacks, start.scale)
         for record, start in zip(outcomes, starts)
     ]
 

@@ -1,14 +1,21 @@
 """Part II gate studies: the stabilisation bottleneck (chapter 11), AutoNorm-S at work
 (chapter 12) and the runs behind chapter 10's gate-collapse widget.
 
-This module gathers the names the chapters use from :mod:`.gate_runs` (the arms and one
-run) and :mod:`.gate_grids` (the grids and their budgets). The runs' tables and AutoNorm-S
-composed from saved runs are :mod:`normlab.analysis.gates`, above the experiments; the
+This module gathers the names the chapters use from :mod:`.gate_config` (a run's
+configuration and its arm), :mod:`.gate_runs` (one run) and :mod:`.gate_grids` (the grids
+and their budgets). The runs' tables and AutoNorm-S composed from saved runs are :mod:`normlab.analysis.gates`, above the experiments; the
 figures are in :mod:`normlab.figures.gate_entropy` and :mod:`normlab.figures.gate_study`.
 """
 
 from __future__ import annotations
 
+from ..gates import FREEZE_PREFIX, SAMPLE_PREFIX
+from .gate_config import (  # a run's configuration and its arm
+    ARMS,
+    ArmSettings,
+    GateConfig,
+    arm_settings,
+)
 from .gate_grids import (  # the grids, for the chapters
     AUTONORM_S_SWEEP,
     CPU_TASKS,
@@ -23,15 +30,11 @@ from .gate_grids import (  # the grids, for the chapters
     T_FREEZE,
 )
 from .gate_runs import (  # one run, for the chapters
-    ARMS,
-    FREEZE_PREFIX,
-    SAMPLE_PREFIX,
     TASKS,
     ExactGateGrad,
     SelectorLR,
     SelectorSnapshots,
     StopSelector,
-    arm_settings,
     epochs_to_specialise,
     gate_callbacks,
     gate_vit,
@@ -55,8 +58,12 @@ __all__ = [
     "SEEDS",
     "SETUP",
     "T_FREEZE",
-    # one run (gate_runs)
+    # a run's configuration and its arm (gate_config)
     "ARMS",
+    "ArmSettings",
+    "GateConfig",
+    "arm_settings",
+    # one run (gate_runs)
     "FREEZE_PREFIX",
     "SAMPLE_PREFIX",
     "TASKS",
@@ -64,7 +71,6 @@ __all__ = [
     "SelectorLR",
     "SelectorSnapshots",
     "StopSelector",
-    "arm_settings",
     "gate_callbacks",
     "gate_vit",
     "epochs_to_specialise",
