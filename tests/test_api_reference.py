@@ -134,6 +134,18 @@ def render() -> str:
             if f"{module.__name__}.{n}" in home
         ]
         parts.append(f"\n## `{module.__name__}`\n\n")
+        if (
+            not mine
+            and not any(
+                a.startswith(module.__name__ + ".")
+                for aliases in home.values()
+                for a in aliases
+            )
+        ):  # no public names (a package's index, a module of declarations): its docstring
+            parts.append(
+                f"```{{eval-rst}}\n.. automodule:: {module.__name__}\n   :no-members:\n```\n"
+            )
+            continue
         if not mine:  # a target for references to the module, and where its names are
             elsewhere = sorted(
                 {

@@ -417,8 +417,9 @@ def test_part2s_meaning_of_the_budget_holds_on_the_shipped_sets(root) -> None:
     n3 = claims.verdict_table(["N3"])
     versus_ln = n3[n3["effect"].str.startswith("autonorm_s - frozen_ln")].iloc[0]
     assert versus_ln["verdict"] == "inconclusive"  # past the plateau: unresolved
-    assert "under regime gate_bottleneck: contradicted for autonorm_s - frozen_ln" in (
-        versus_ln["claim verdict"]
+    assert (
+        "under regime gate_bottleneck: contradicted for autonorm_s - frozen_ln"
+        in (versus_ln["claim verdict"])
     )  # the short budget: AutoNorm-S behind FrozenLN
     n1 = claims.verdict_table(["N1"])
     on_mnist = n1[n1["effect"].str.contains(" on mnist \\(")].iloc[0]

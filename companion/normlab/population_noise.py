@@ -2,7 +2,7 @@
 
 :class:`GateNoise` draws, for every member and every AutoNorm gate that samples, the noise a
 single run would draw in its forward pass: Gumbel noise for a learned gate
-(:func:`normlab.layers.sample_gumbel`), a uniform weight for the random selector. Member k's
+(:func:`normlab.functional.sample_gumbel`), a uniform weight for the random selector. Member k's
 stream is a generator seeded with its seed, which is the stream a single run's forward
 passes read (:func:`normlab.training.fit` seeds the global generator with the seed before
 the first step, and nothing else in the loop reads it); draws are made in the order of the

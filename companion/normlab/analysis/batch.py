@@ -56,7 +56,7 @@ def steps_scores(results: pd.DataFrame, *, cross_fitted: bool = False) -> pd.Dat
 
     A cell's rate is the one with the fewest mean steps across seeds among the rates at
     which every seed reached the target (a rate with a censored or diverged seed is no
-    rate to recommend, as :func:`~normlab.analysis.select_best` treats a diverged one);
+    rate to recommend, as :func:`~normlab.run_tables.select_best` treats a diverged one);
     ties go to the smaller rate. ``cross_fitted``: each half of the seeds
     (:func:`~normlab.run_tables.seed_halves`) at the rate with the fewest mean steps
     over the other half, so that no seed's steps choose the rate they are read at (which
@@ -102,7 +102,7 @@ def accuracy_scores(
 ) -> pd.DataFrame:
     """Per seed, the test accuracy at the end of a ``fixed_epochs`` run, at the rate
     chosen per cell (:data:`CELL`) on the validation accuracy (the paper's convention;
-    :func:`~normlab.analysis.select_best`'s rule, a rate with a diverged seed never
+    :func:`~normlab.run_tables.select_best`'s rule, a rate with a diverged seed never
     chosen while another qualifies). ``cross_fitted`` (the default): each half of the
     seeds at the rate chosen on the other half (:func:`~normlab.run_tables.cross_fit`).
     Columns: the cell's axes, ``lr``, ``at_edge``, ``seed``, ``val_metric``,

@@ -9,7 +9,7 @@ selector rate) and gives the mean difference with the t-interval over seeds that
 chapters' paired tables use (:func:`normlab.stats.interval`).
 
 *Time to specialise* is read off the gates recorded per epoch
-(:func:`normlab.analysis.gates.gate_table`): :func:`commitments` gives, per run and gated
+(:func:`normlab.gate_tables.gate_table`): :func:`commitments` gives, per run and gated
 layer, the first epoch whose entropy falls below a threshold (:data:`SPECIALISED_AT`,
 half of ln 2 by default) and the normaliser the gate then favours;
 :func:`specialisation_table` the first epoch whose entropy *averaged over layers* falls
@@ -121,7 +121,7 @@ def chosen_gap_table(
     chance: float | None = None,
 ) -> pd.DataFrame:
     """:func:`gap_table` with each arm at its own learning rate, chosen on validation data
-    per cell without the rate (:func:`normlab.analysis.at_chosen_lr`): one row per
+    per cell without the rate (:func:`normlab.run_tables.at_chosen_lr`): one row per
     cell, with ``lr_a`` and ``lr_b`` (the chosen rates) and ``edge_a``, ``edge_b`` (the
     choice is the grid's smallest or largest rate)."""
     cell = [c for c in _cell(runs) if c != "lr"]

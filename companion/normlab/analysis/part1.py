@@ -35,7 +35,7 @@ def seed_scores(
 ) -> pd.DataFrame:
     """Per seed, the validation and test metrics at the learning rate chosen per ``by`` group.
 
-    The choice is :func:`~normlab.analysis.select_best` (the best mean ``val_metric``
+    The choice is :func:`~normlab.run_tables.select_best` (the best mean ``val_metric``
     across seeds; the test split plays no part). ``lr_from`` (optional) imposes the learning
     rates instead: a table with the ``by`` columns it shares and ``lr``. Columns: ``by``,
     ``lr``, ``at_edge``, ``seed``, ``val_metric`` and ``test_metric``.

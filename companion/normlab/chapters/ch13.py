@@ -179,7 +179,7 @@ def freezing_on_off(language: Any, gates: Any) -> pd.DataFrame:
 def gate_means(gate_runs: pd.DataFrame) -> pd.DataFrame:
     """The learned gates of a saved ``autonorm_gates`` results table, mean over seeds
     per task (indexed by the dataset that served it): the test metric and the gate
-    summaries (:data:`normlab.analysis.gates.GATE_SUMMARY`)."""
+    summaries (:data:`normlab.gate_tables.GATE_SUMMARY`)."""
     columns = ["test_metric", *gate_tables.GATE_SUMMARY]
     return task_analysis.with_sources(gate_runs).groupby("data")[columns].mean()
 
@@ -187,7 +187,7 @@ def gate_means(gate_runs: pd.DataFrame) -> pd.DataFrame:
 def progress(gate_runs: pd.DataFrame) -> pd.DataFrame:
     """The learned gates at matched progress, mean over seeds per task: the validation
     metric, its chance level, and the epoch, entropy and weight on LayerNorm at the
-    first epoch :data:`~normlab.analysis.gates.PROGRESS` of the way from chance
+    first epoch :data:`~normlab.gate_tables.PROGRESS` of the way from chance
     to the run's best."""
     columns = ["val_metric", "chance", *gate_tables.PROGRESS_METRICS]
     return task_analysis.with_sources(gate_runs).groupby("data")[columns].mean()

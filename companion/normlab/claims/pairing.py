@@ -10,7 +10,7 @@ Every empirical rule and every chapter compares arms this way:
    over configurations per seed, and turns the sign so that positive means ``a`` is better
    (also for a lower-is-better metric such as an RMSE);
 3. the :class:`~normlab.claims.registry.Effect` it returns carries each side's mean test
-   metric and the task's chance level, so :func:`normlab.claims.judging.judge` can refuse a
+   metric and the task's chance level, so :func:`normlab.claims.judge` can refuse a
    verdict on an arm that did not train, and, for an accuracy, the terms that bound the
    test set's own noise (:func:`item_terms`, :func:`normlab.stats.accuracy_item_variance`).
 
@@ -86,7 +86,7 @@ def at_chosen_lr(
 
     A configuration is every present axis of :data:`CONFIG` (or of ``config``); the chosen
     ``lr`` has the best mean ``val_metric`` across seeds among the rates where no seed
-    diverged (:func:`normlab.analysis.select_best`), a NaN mean never wins, ``at_edge``
+    diverged (:func:`normlab.run_tables.select_best`), a NaN mean never wins, ``at_edge``
     flags a choice at the grid's edge and ``all_diverged`` one where every rate had a
     diverged seed. A table without an ``lr`` column (one rate
     per arm) is returned whole.

@@ -82,7 +82,7 @@ def _gate_arm(results: pd.DataFrame, task: str) -> Arm:
 def _n10(results: pd.DataFrame) -> list[Effect]:
     """Per language task, minus the image task: the mean gate entropy over training (the
     same epochs), and, where the set records it, the gate entropy at matched training
-    progress (``entropy_at_progress``: :data:`normlab.analysis.gates.PROGRESS`),
+    progress (``entropy_at_progress``: :data:`normlab.gate_tables.PROGRESS`),
     which takes out how fast each task is learned."""
     results, vision = _gates(results)
     measures = [("entropy_mean", "mean gate entropy over training")]

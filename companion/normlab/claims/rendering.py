@@ -373,7 +373,7 @@ _EVIDENCE_COLUMNS = ("paper", "ours", "n", "profile", "data", "note")
 def chapter_link(number: int, book: str | Path | None = None) -> str:
     """A Markdown link ``[N](NN_name.ipynb)`` to chapter ``number``'s notebook in the folder
     ``book``, or the bare number where no folder is named or the chapter is not written
-    there (:func:`~normlab.claims.judging.chapter_notebook`)."""
+    there (:func:`~normlab.claims.chapter_notebook`)."""
     positive_int("number", number)
     path = None if book is None else chapter_notebook(number, book)
     return f"[{number}]({path.name})" if path is not None else str(number)

@@ -8,7 +8,7 @@ judges it under each declared specification of its set
 (:func:`normlab.experiments.part1.specifications`) and keeps those whose effects' verdicts
 differ from the primary one's; :func:`regime_flips` does the same across the other
 experiments its test declares as regimes (``Test.regimes``).
-:func:`normlab.claims.judging.evaluate` attaches both to an
+:func:`normlab.claims.evaluate` attaches both to an
 outcome, so the scorecard shows a verdict at both rates and says "specification-dependent"
 where a declared specification flips it.
 """

@@ -91,7 +91,7 @@ def metric_vs(
 ) -> Figure:
     """``y`` against ``x`` with one line per ``hue`` value and error bars from ``err``.
 
-    ``table`` is a summary (e.g. from :func:`normlab.analysis.select_best`): one row per
+    ``table`` is a summary (e.g. from :func:`normlab.run_tables.select_best`): one row per
     point. ``col`` makes one panel per value. ``logx`` uses a log axis of ``base``.
     """
     panels = sorted(table[col].unique(), key=str) if col else [None]

@@ -7,7 +7,7 @@
 - :func:`entropy_explorer`: live ipywidgets in Jupyter with :func:`entropy_twin` as their
   static twin.
 
-``gates`` is a gate table (:func:`normlab.analysis.gates.gate_table`).
+``gates`` is a gate table (:func:`normlab.gate_tables.gate_table`).
 """
 
 from __future__ import annotations

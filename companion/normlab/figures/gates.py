@@ -32,7 +32,7 @@ def entropy_curves(
 ) -> Figure:
     """Mean gate entropy (over layers) per epoch, one line per ``hue`` value, x = epoch / last epoch.
 
-    ``gates`` is a :func:`normlab.analysis.gates.gate_table`; seeds are the runs of
+    ``gates`` is a :func:`normlab.gate_tables.gate_table`; seeds are the runs of
     each ``hue`` value. ``eps_h`` draws AutoNorm-S's threshold; ln 2 (the maximum) is drawn too.
     """
     lines = across_runs(gates, hue, "epoch", "entropy", sort=True)

@@ -72,7 +72,7 @@ def heatmap(
 def normaliser_heatmap(
     summary: pd.DataFrame, columns: str, *, metric: str, title: str
 ) -> Figure:
-    """A :func:`heatmap` of a summary's ``mean`` (e.g. from :func:`normlab.analysis.summarise`):
+    """A :func:`heatmap` of a summary's ``mean`` (e.g. from :func:`normlab.run_tables.summarise`):
     one row per normaliser, in registry order, one column per value of ``columns``."""
     present = set(summary["normaliser"])
     table = summary.pivot_table(
