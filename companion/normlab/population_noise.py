@@ -17,7 +17,7 @@ gradients and gate probabilities, which is all such a callback reads.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
@@ -29,7 +29,15 @@ from .layers.gate import AutoNorm, NormSelector
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._fit_config import FitConfig
-    from .population import Population
+
+
+class _PopulationView(Protocol):
+    """What the noise and the callbacks read of a :class:`normlab.population.Population`
+    (a protocol, so this module does not import the one that imports it)."""
+
+    template: nn.Module
+    probed: dict[str, torch.Tensor]
+    frozen: dict[str, torch.Tensor]
 
 __all__ = ["GateNoise", "MemberCallbacks"]
 
@@ -69,7 +77,7 @@ class GateNoise:
             active.append((name, kind, module))
         return active
 
-    def __call__(self, population: Population, batch: int) -> dict[str, torch.Tensor]:
+    def __call__(self, population: _PopulationView, batch: int) -> dict[str, torch.Tensor]:
         sites = self._active(population.template)
         draws: dict[str, list[torch.Tensor]] = {name: [] for name, _, _ in sites}
         # member by member, each one's draws in its forward pass's order
@@ -157,7 +165,7 @@ class MemberCallbacks:
 
     def after_backward(
         self,
-        population: Population,
+        population: _PopulationView,
         grads: Mapping[str, torch.Tensor],
         losses: torch.Tensor,
         active: torch.Tensor,
@@ -191,7 +199,7 @@ class MemberCallbacks:
             skip[name][ks] = True
         return skip
 
-    def sync_frozen(self, population: Population, k: int) -> None:
+    def sync_frozen(self, population: _PopulationView, k: int) -> None:
         """Member ``k``'s gates as its callbacks left them (AutoNorm-S froze them on its
         own model): frozen in the population too."""
         model = self.states[k].model.module
