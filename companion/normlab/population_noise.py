@@ -39,6 +39,7 @@ class _PopulationView(Protocol):
     probed: dict[str, torch.Tensor]
     frozen: dict[str, torch.Tensor]
 
+
 __all__ = ["GateNoise", "MemberCallbacks"]
 
 
@@ -77,7 +78,9 @@ class GateNoise:
             active.append((name, kind, module))
         return active
 
-    def __call__(self, population: _PopulationView, batch: int) -> dict[str, torch.Tensor]:
+    def __call__(
+        self, population: _PopulationView, batch: int
+    ) -> dict[str, torch.Tensor]:
         sites = self._active(population.template)
         draws: dict[str, list[torch.Tensor]] = {name: [] for name, _, _ in sites}
         # member by member, each one's draws in its forward pass's order
