@@ -424,3 +424,15 @@ def test_part2s_meaning_of_the_budget_holds_on_the_shipped_sets(root) -> None:
     n1 = claims.verdict_table(["N1"])
     on_mnist = n1[n1["effect"].str.contains(" on mnist \\(")].iloc[0]
     assert on_mnist["verdict"].startswith("supported")  # the learned gate behind
+
+
+def test_the_regime_view_keeps_what_the_regime_table_says() -> None:
+    regime = results.largest("gate_regime")
+    ready = ch12.ready_regime(regime.results, list(regime.records()))
+    view = ch12.ready_view(ready)
+    assert len(view) == len(ready) and len(view.columns) <= 10
+    assert set(view["plateau"]) <= {"past", "short"}
+    assert (view["plateau"] == "past").tolist() == ready["plateau"].tolist()
+    decided = view.loc[ready["arm"] == READY_ARM, "decided at"]
+    assert decided.str.fullmatch(r"\d+(–\d+)?").all()
+    assert (view.loc[ready["arm"] != READY_ARM, "decided at"] == "").all()

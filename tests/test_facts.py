@@ -185,3 +185,15 @@ def test_runs_behind_expands_autonorm_s_into_its_runs() -> None:
     assert ag.runs_behind(["autonorm_s"], ["autonorm_s", "frozen_ln"]) == ["autonorm_s"]
     assert ag.runs_behind(["strongest of a/b"], present) == []
     assert ag.runs_behind(["autonorm_s"], ["autonorm"]) == []  # no freeze to compose
+
+
+def test_a_brief_power_table_names_each_effect_without_its_regime() -> None:
+    full = facts.power_table(["N3"])
+    brief = facts.power_table(["N3"], brief=True)
+    assert "low" not in brief and "high" not in brief
+    assert len(brief) == len(full)
+    for whole, short in zip(full["effect"], brief["effect"], strict=True):
+        assert whole.startswith(short + " (") and "(" not in short
+    assert brief.drop(columns="effect").equals(
+        full.drop(columns=["effect", "low", "high"])
+    )

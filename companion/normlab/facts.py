@@ -52,13 +52,15 @@ def _markdown(text: str) -> Any:
 # -------------------------------------------------------------- chapters 11 and 12
 
 
-def power_table(claim_ids: Iterable[str]) -> pd.DataFrame:
+def power_table(claim_ids: Iterable[str], *, brief: bool = False) -> pd.DataFrame:
     """What the saved sets can resolve, one row per effect of each claim (judged as the
     scorecard judges it): ``id``, ``effect``, ``verdict``, ``estimate`` with its interval
     (``low``, ``high``: seeds and test items), ``margin``, ``mde`` (the smallest effect
     these seeds detect at 80 % power), ``seeds`` (held), ``planned`` (the claim's plan,
     from the pilot spread) and ``to resolve`` (the seeds that would resolve an inconclusive
-    effect at the observed spread; blank when resolved)."""
+    effect at the observed spread; blank when resolved). ``brief``: each effect named
+    without its regime's words (where a table beside it states the regime) and without
+    ``low`` and ``high``, so that it fits a chapter's column."""
     from .claims.judging import evaluate
     from .claims.records import scorecard_records
 
@@ -80,7 +82,11 @@ def power_table(claim_ids: Iterable[str]) -> pd.DataFrame:
         for r in records
         for e in r["effects"]
     ]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if brief:
+        named = table["effect"].str.replace(r" \(.*\)$", "", regex=True)
+        table = table.assign(effect=named).drop(columns=["low", "high"])
+    return table
 
 
 def gate_seeds_held(runs: pd.DataFrame, profile: str = "cpu") -> Any:

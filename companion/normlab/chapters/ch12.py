@@ -137,6 +137,31 @@ def ready_regime(results: pd.DataFrame, records: list[dict[str, Any]]) -> pd.Dat
     return pd.concat(rows, ignore_index=True)
 
 
+def ready_view(regime: pd.DataFrame) -> pd.DataFrame:
+    """:func:`ready_regime` as the chapter shows it, narrow enough for the text column: a
+    row per task and arm with its rate, seeds, final training loss (and its ratio to
+    FrozenLN's), the validation accuracy gained over the last quarter and whether it is past
+    its plateau; AutoNorm-S's decision (the epochs it came at over seeds, the validation
+    accuracy then, the share of seeds on which the rule fired) on its own rows."""
+    decided = regime["decided_first"].astype("Int64").astype(str)
+    last = regime["decided_last"].astype("Int64").astype(str)
+    when = decided.where(decided == last, decided + "–" + last)
+    return pd.DataFrame(
+        {
+            "data": regime["data"],
+            "arm": regime["arm"],
+            "lr": regime["lr"],
+            "seeds": regime["n"],
+            "final loss": regime["train_loss"],
+            "× FrozenLN": regime["loss_ratio"],
+            "late gain": regime["late_gain"],
+            "plateau": regime["plateau"].map({True: "past", False: "short"}),
+            "decided at": when.where(regime["decided_first"].notna(), ""),
+            "fired": regime["fired"],
+        }
+    )
+
+
 def ready_sentence(regime: pd.DataFrame, task: str, name: str) -> str:
     """The regime of one task of ``gate_regime`` in one sentence (``regime``:
     :func:`ready_regime`; ``name``: the task's dataset)."""
