@@ -429,10 +429,13 @@ def test_part2s_meaning_of_the_budget_holds_on_the_shipped_sets(root) -> None:
 def test_the_regime_view_keeps_what_the_regime_table_says() -> None:
     regime = results.largest("gate_regime")
     ready = ch12.ready_regime(regime.results, list(regime.records()))
-    view = ch12.ready_view(ready)
-    assert len(view) == len(ready) and len(view.columns) <= 10
-    assert set(view["plateau"]) <= {"past", "short"}
-    assert (view["plateau"] == "past").tolist() == ready["plateau"].tolist()
-    decided = view.loc[ready["arm"] == READY_ARM, "decided at"]
-    assert decided.str.fullmatch(r"\d+(–\d+)?").all()
-    assert (view.loc[ready["arm"] != READY_ARM, "decided at"] == "").all()
+    for task in ready["data"].unique():
+        mine = ready[ready["data"] == task].reset_index(drop=True)
+        view = ch12.ready_view(ready, task)
+        assert len(view) == len(mine) and len(view.columns) <= 9
+        assert (view["plateau"] == "past").tolist() == mine["plateau"].tolist()
+        decided = view.loc[mine["arm"] == READY_ARM, "decided at"]
+        assert len(decided) == 1 and decided.str.fullmatch(r"\d+(–\d+)?").all()
+        assert (view.loc[mine["arm"] != READY_ARM, "decided at"] == "").all()
+    with pytest.raises(ValueError, match="task='cifar10'"):
+        ch12.ready_view(ready, "cifar10")

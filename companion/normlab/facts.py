@@ -83,6 +83,8 @@ def power_table(claim_ids: Iterable[str], *, brief: bool = False) -> pd.DataFram
         for e in r["effects"]
     ]
     table = pd.DataFrame(rows)
+    for counted in ("planned", "to resolve"):  # seeds: whole numbers, blank where none
+        table[counted] = table[counted].astype("Int64")
     if brief:
         named = table["effect"].str.replace(r" \(.*\)$", "", regex=True)
         table = table.assign(effect=named).drop(columns=["low", "high"])

@@ -137,18 +137,24 @@ def ready_regime(results: pd.DataFrame, records: list[dict[str, Any]]) -> pd.Dat
     return pd.concat(rows, ignore_index=True)
 
 
-def ready_view(regime: pd.DataFrame) -> pd.DataFrame:
-    """:func:`ready_regime` as the chapter shows it, narrow enough for the text column: a
-    row per task and arm with its rate, seeds, final training loss (and its ratio to
+def ready_view(regime: pd.DataFrame, task: str) -> pd.DataFrame:
+    """:func:`ready_regime` on one ``task`` as the chapter shows it, narrow enough for the
+    text column: a row per arm with its rate, seeds, final training loss (and its ratio to
     FrozenLN's), the validation accuracy gained over the last quarter and whether it is past
-    its plateau; AutoNorm-S's decision (the epochs it came at over seeds, the validation
-    accuracy then, the share of seeds on which the rule fired) on its own rows."""
+    its plateau; for AutoNorm-S, the epochs its decision came at over seeds and the share
+    of seeds on which the rule fired.
+
+    Raises:
+        ValueError: ``regime`` has no row of ``task``.
+    """
+    regime = regime[regime["data"] == task]
+    if regime.empty:
+        raise ValueError(f"task={task!r}: the regime table has no row of it")
     decided = regime["decided_first"].astype("Int64").astype(str)
     last = regime["decided_last"].astype("Int64").astype(str)
     when = decided.where(decided == last, decided + "–" + last)
     return pd.DataFrame(
         {
-            "data": regime["data"],
             "arm": regime["arm"],
             "lr": regime["lr"],
             "seeds": regime["n"],
@@ -159,7 +165,7 @@ def ready_view(regime: pd.DataFrame) -> pd.DataFrame:
             "decided at": when.where(regime["decided_first"].notna(), ""),
             "fired": regime["fired"],
         }
-    )
+    ).reset_index(drop=True)
 
 
 def ready_sentence(regime: pd.DataFrame, task: str, name: str) -> str:
