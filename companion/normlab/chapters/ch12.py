@@ -36,6 +36,7 @@ __all__ = [
     "regime_table",
     "regime_sentence",
     "ready_regime",
+    "ready_view",
     "ready_sentence",
     "regime_effects",
     "regime_finding",
