@@ -15,8 +15,9 @@ regime the paper's schedule implies, declared before any run:
 - **the freeze after warm-up**: ``autonorm_s_ready`` (:class:`normlab.gates.ReadyAutoNormS`)
   decides, by the paper's rule at eps_H 0.1, at the first epoch after warm-up whose
   validation accuracy has left chance by ``READY_LEAD`` = 0.3;
-- N1's, N3's and N5's arms (FrozenLN, the learned gate, the Random Selector, AutoNorm-S),
-  a pilot of five seeds at each of the three rates (three on real MNIST), stepped half
+- N1's, N3's and N5's arms (FrozenLN, the learned gate, the Random Selector, AutoNorm-S)
+  and N2's and N13's controls (the gate trained with the exact gradient, the hard gate), a
+  pilot of five seeds at each of the three rates (three on real MNIST), stepped half
   a decade past an edge the pilot chose (:data:`REGIME_WIDER`), the rate chosen on
   validation accuracy, then every arm at its chosen rate to :data:`REGIME_SEEDS` on both
   tasks (real MNIST is N1's and N5's stationary task).
@@ -61,7 +62,14 @@ __all__ = [
     "GATE_REGIME",
 ]
 
-REGIME_ARMS = ("frozen_ln", "autonorm", "autonorm_random", "autonorm_s_ready")
+REGIME_ARMS = (
+    "frozen_ln",
+    "autonorm",
+    "autonorm_random",
+    "autonorm_s_ready",
+    "autonorm_exact",
+    "autonorm_hard",
+)
 # epochs per cpu task: three times the short budget on both, so that every gated arm is
 # past its plateau (at twice, the Random Selector on real MNIST was not)
 REGIME_EPOCHS = {
