@@ -188,3 +188,21 @@ def test_the_regime_confirms_at_the_rates_its_pilot_chose() -> None:
             assert n == gate_regime.REGIME_SEEDS
         else:
             assert n == gate_regime.REGIME_PILOT_SEEDS[data]
+
+
+def test_every_gate_claim_reads_the_regime_past_the_plateau() -> None:
+    """N1, N2, N3, N5, N13 and N14 read ``gate_regime`` with the short budget as their
+    declared sensitivity, on 30 seeds an arm, and each effect's label states its regime:
+    its epochs and the compared arms' final training losses."""
+    from normlab import claims
+
+    epochs = f"{max(gate_regime.REGIME_EPOCHS.values())} epochs"
+    for claim_id in ("N1", "N2", "N3", "N5", "N13", "N14"):
+        test = claims.get(claim_id).test
+        assert test.experiment == "gate_regime", claim_id
+        assert test.regimes == ("gate_bottleneck",), claim_id
+        outcome = claims.evaluate(claim_id)
+        assert outcome.judged, claim_id
+        for judged in outcome.judged:
+            assert epochs in judged.label and "final training loss" in judged.label
+            assert judged.interval.n == gate_regime.REGIME_SEEDS, judged.label

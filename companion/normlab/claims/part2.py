@@ -57,13 +57,15 @@ declare(
     "specialise before the backbone's features mature.",
     chapter=11,
     test=Test(
-        experiment="gate_bottleneck",
+        experiment="gate_regime",
+        regimes=("gate_bottleneck",),
         quantity=_n2_gate,
         rule=Directional(+1),
         says="the gate trained with the exact gradient of its expected (linearised) loss "
         "minus the Gumbel-Softmax gradient, the same sampled gate in the forward pass, test "
         "accuracy paired by seed, each at its lr chosen on val, per task: if the gradient's "
-        "noise is the cause, removing it alone helps",
+        "noise is the cause, removing it alone helps; trained past the plateau, the short "
+        "budget a sensitivity",
     ),
 )
 declare(
@@ -266,11 +268,13 @@ declare(
     sentence="Hard (straight-through) gating converges slower than soft gating.",
     chapter=11,
     test=Test(
-        experiment="gate_bottleneck",
+        experiment="gate_regime",
+        regimes=("gate_bottleneck",),
         quantity=_n13_gate,
         rule=Directional(+1),
-        says="soft minus hard gate: mean validation accuracy over the epochs (area under the learning curve), "
-        "paired by seed",
+        says="soft minus hard gate: mean validation accuracy over the epochs (area under "
+        "the learning curve), paired by seed; trained past the plateau, the short budget a "
+        "sensitivity",
     ),
 )
 declare(
@@ -282,10 +286,12 @@ declare(
     chapter=12,
     datasets=("cifar100", "cifar10", "mnist", "fashion_mnist"),
     test=Test(
-        experiment="gate_bottleneck",
+        experiment="gate_regime",
+        regimes=("gate_bottleneck",),
         quantity=_n14_gate,
         rule=Directional(+1),
-        says="lead of autonorm_s over frozen_ln on the more diverse data minus on the less diverse, paired by "
-        "seed (CIFAR-100 > CIFAR-10 > MNIST on a GPU; restyled > plain digits on the CPU)",
+        says="lead of autonorm_s over frozen_ln on the more diverse data minus on the less "
+        "diverse, paired by seed (CIFAR-100 > CIFAR-10 > MNIST on a GPU; restyled > plain "
+        "digits on the CPU); trained past the plateau, the short budget a sensitivity",
     ),
 )

@@ -269,7 +269,11 @@ def _n2_gate(results: pd.DataFrame) -> list[Effect]:
     tasks = sorted(set(best.loc[best["arm"] == "autonorm_exact", "data"]))
     if not tasks:
         raise Unmeasurable("no runs of autonorm_exact (the exact-gradient control)")
-    return [_gate_diff(best, data, "autonorm_exact", "autonorm") for data in tasks]
+    arms = ("autonorm_exact", "autonorm")
+    return [
+        _with_regime(_gate_diff(best, d, *arms), _regime(results, best, d, *arms))
+        for d in tasks
+    ]
 
 
 def _n3_gate(results: pd.DataFrame) -> list[Effect]:
@@ -299,9 +303,13 @@ def _n13_gate(results: pd.DataFrame) -> list[Effect]:
     tasks = sorted(set(best.loc[best["arm"] == "autonorm_hard", "data"]))
     if not tasks:
         raise Unmeasurable("no runs of autonorm_hard")
+    arms = ("autonorm", "autonorm_hard")
     return [
-        _gate_diff(best, data, "autonorm", "autonorm_hard", "val_curve_mean")
-        for data in tasks
+        _with_regime(
+            _gate_diff(best, d, *arms, "val_curve_mean"),
+            _regime(results, best, d, *arms),
+        )
+        for d in tasks
     ]
 
 
@@ -317,14 +325,18 @@ def _n14_gate(results: pd.DataFrame) -> list[Effect]:
         pairs = [("mnist_restyled", "mnist")]
     else:
         raise Unmeasurable("needs a diverse and a stationary task")
+    arms = ("autonorm_s", "frozen_ln")
     return [
-        Effect(
-            f"lead of autonorm_s over frozen_ln on {a} - on {b}",
-            paired_differences(_gate_lead(best, a), _gate_lead(best, b)),
-            data=(a, b),
-            items=_lead_items(best, a, b, by="arm"),
-            item_var=_leads_item_variance(best, a, b, pairing_item_variance),
-            item_level=_leads_item_variance(best, a, b, item_level_variance),
+        _with_regime(
+            Effect(
+                f"lead of autonorm_s over frozen_ln on {a} - on {b}",
+                paired_differences(_gate_lead(best, a), _gate_lead(best, b)),
+                data=(a, b),
+                items=_lead_items(best, a, b, by="arm"),
+                item_var=_leads_item_variance(best, a, b, pairing_item_variance),
+                item_level=_leads_item_variance(best, a, b, item_level_variance),
+            ),
+            f"{a}: {_regime(results, best, a, *arms)}",
         )
         for a, b in pairs
     ]

@@ -27,8 +27,11 @@ What it costs on one thread (from ``gate_bottleneck``'s records: a gated run abo
 CPU-minutes, the confirmation about 65 more, run one by one. Trained as populations
 (:func:`train_gate_population` decides each member's freeze from its own validation
 accuracy), one epoch on the stand-in took 5.2 s for fifteen members against 2.8 s for one
-single run (one thread): about an eighth per run. ``python -m normlab save gate_regime
---profile cpu --threads 1 --population 16 --population-rates`` runs it;
+single run (one thread): about an eighth per run. The exact-gradient control cannot run
+as a population (its hook reads each run's own selector), so its runs, one by one, are
+most of the set's cost: about 80 s each on the stand-in, 2 minutes on real MNIST.
+``python -m normlab save gate_regime --profile cpu --threads 1 --population 16
+--population-rates`` runs it;
 ``gate_bottleneck``'s short-budget verdicts then stand as its sensitivity.
 """
 
@@ -99,6 +102,10 @@ REGIME_CONFIRM_RATES: dict[tuple[str, str], tuple[float, ...]] = {
     ("mnist", "autonorm"): (3e-3,),
     ("mnist", "autonorm_random"): (1e-2,),
     ("mnist", "autonorm_s_ready"): (3e-3,),
+    ("mnist_restyled", "autonorm_exact"): (3e-3,),
+    ("mnist_restyled", "autonorm_hard"): (3e-3,),
+    ("mnist", "autonorm_exact"): (3e-3,),
+    ("mnist", "autonorm_hard"): (3e-3,),
 }
 
 
