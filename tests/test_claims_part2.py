@@ -79,7 +79,8 @@ def test_n2_reads_the_exact_gradient_control(mean: float, verdict: str) -> None:
     """N2 compares the gate trained with the exact gradient against the Gumbel-Softmax
     one at the same forward noise, so it can be supported or contradicted."""
     n2 = claims.get("N2")
-    assert n2.test.experiment == "gate_bottleneck"
+    assert n2.test.experiment == "gate_regime"  # past the plateau
+    assert n2.test.regimes == ("gate_bottleneck",)  # the short budget, its sensitivity
     assert "exact gradient" in n2.test.says
     assert n2.test.rule.verdict(Interval(mean, 0.1, 5)) == verdict
 

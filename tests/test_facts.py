@@ -60,8 +60,8 @@ def test_plan_cost_prices_the_seeds_a_plan_asks_beyond_the_set() -> None:
     assert a11["runs to plan"] > 0
     met = facts.plan_cost(["A8"])  # nothing to add: no rows, the same columns
     assert met.empty and list(met.columns) == list(cost.reset_index().columns)
-    # N13's set holds fewer seeds than the pilot: the missing pilot seeds run every rate
-    # of every arm it compares, the rest each of them at the rate the pilot chose
+    # N13's plan asks for more seeds than its set holds: a missing pilot seed would run
+    # every rate of every arm it compares, the rest each of them at the rate the pilot chose
     row = cost.loc["N13"]
     assert row["planned seeds"] == evaluate("N13").planned[0] > row["seeds"]
     saved = results.largest(claims.get("N13").test.experiment)
@@ -164,6 +164,7 @@ def test_a_plans_runs_are_the_arms_its_effects_compare(bottleneck) -> None:
         "N14": (table, set(table["arm"])),
     }
     cases["N5 past the plateau"] = (regime, {"frozen_ln", "autonorm_s_ready"})
+    cases["N13 past the plateau"] = (regime, {"autonorm", "autonorm_hard"})
     for case, (read_from, arms) in cases.items():
         claim_id = case.split()[0]
         read = facts._claim_runs(claim_id, evaluate(claim_id), read_from)

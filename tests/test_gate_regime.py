@@ -206,3 +206,27 @@ def test_every_gate_claim_reads_the_regime_past_the_plateau() -> None:
         for judged in outcome.judged:
             assert epochs in judged.label and "final training loss" in judged.label
             assert judged.interval.n == gate_regime.REGIME_SEEDS, judged.label
+
+
+def test_a_controls_words_give_each_tasks_verdict() -> None:
+    """N2's and N13's sentences read the verdicts past the plateau, task by task, with at
+    most three numbers a sentence; an effect on a task not named is refused."""
+    import re
+
+    from normlab import claims
+    from normlab.chapters import ch11
+
+    names = {"mnist_restyled": "the restyled digits", "mnist": "real MNIST"}
+    for claim_id in ("N2", "N13"):
+        outcome = claims.evaluate(claim_id)
+        words = ch11.control_words(outcome, names)
+        sentences = words.split(". ")
+        assert len(sentences) == len(outcome.judged) == 2
+        assert sentences[0].startswith("On the restyled digits, ")
+        for judged in outcome.judged:
+            line = f"{judged.interval.mean:+.3f} ± {judged.interval.half:.3f}"
+            assert f"{line} over {judged.interval.n} seeds: {judged.verdict}" in words
+        for sentence in sentences:
+            assert len(re.findall(r"\d+\.\d+|\b\d+\b", sentence)) <= 3
+        with pytest.raises(ValueError, match="names none of the tasks"):
+            ch11.control_words(outcome, {"mnist": "real MNIST"})

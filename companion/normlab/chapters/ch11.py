@@ -33,6 +33,7 @@ __all__ = [
     "mix_sentence",
     "short_regime",
     "n1_regime_sentence",
+    "control_words",
     "mix_edges",
     "gate_diagnostics",
     "plainly",
@@ -178,6 +179,32 @@ def n1_regime_sentence(regime: pd.DataFrame, seeds: int, name: str) -> str:
         f"N1 reads {seeds} seeds per arm on {name}, {int(learned['epochs'])} epochs; the "
         f"learned gate ends with training loss {learned['train_loss']:.2f}, the Random "
         f"Selector {random['train_loss']:.2f} and FrozenLN {ln['train_loss']:.2f} ({state})."
+    )
+
+
+def control_words(outcome: Any, names: Mapping[str, str]) -> str:
+    """A gate control's verdict per task (N2's exact gradient, N13's hard gate), one
+    sentence each: the estimate, the half-width its verdict read, the seeds and the
+    verdict (``outcome``: :func:`normlab.claims.evaluate`; ``names``: each task's dataset,
+    in the order the sentences take).
+
+    Raises:
+        ValueError: an effect of ``outcome`` names none of the tasks of ``names``.
+    """
+    found = {}
+    for judged in outcome.judged:
+        task = next((t for t in names if f" on {t} (" in judged.label), None)
+        if task is None:
+            raise ValueError(
+                f"outcome: effect {judged.label!r} names none of the tasks {list(names)}"
+            )
+        found[task] = judged
+    return " ".join(
+        f"On {name}, {found[task].interval.mean:+.3f} ± "
+        f"{found[task].interval.half:.3f} over {found[task].interval.n} seeds: "
+        f"{found[task].verdict}."
+        for task, name in names.items()
+        if task in found
     )
 
 
