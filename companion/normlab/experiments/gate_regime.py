@@ -16,8 +16,8 @@ regime the paper's schedule implies, declared before any run:
   decides, by the paper's rule at eps_H 0.1, at the first epoch after warm-up whose
   validation accuracy has left chance by ``READY_LEAD`` = 0.3;
 - N1's, N3's and N5's arms (FrozenLN, the learned gate, the Random Selector, AutoNorm-S)
-  and N2's and N13's controls (the gate trained with the exact gradient, the hard gate), a
-  pilot of five seeds at each of the three rates (three on real MNIST), stepped half
+  and N2's and N13's controls (the gate trained with the exact gradient, the hard gate),
+  and chapter 11's arms without a gate (the fixed 50/50 mix, DyT alone), a pilot of five seeds at each of the three rates (three on real MNIST), stepped half
   a decade past an edge the pilot chose (:data:`REGIME_WIDER`), the rate chosen on
   validation accuracy, then every arm at its chosen rate to :data:`REGIME_SEEDS` on both
   tasks (real MNIST is N1's and N5's stationary task).
@@ -72,6 +72,8 @@ REGIME_ARMS = (
     "autonorm_s_ready",
     "autonorm_exact",
     "autonorm_hard",
+    "autonorm_fixed",
+    "dyt",
 )
 # epochs per cpu task: three times the short budget on both, so that every gated arm is
 # past its plateau (at twice, the Random Selector on real MNIST was not)
