@@ -74,6 +74,17 @@ def test_mix_runs_name_the_smaller_alpha_and_keep_the_studys_arms() -> None:
     assert (runs.loc[runs["arm"] == "dyt_alpha_0.1", "test_metric"] == 0.1).all()
 
 
+def test_mix_runs_read_one_set_that_holds_every_arm() -> None:
+    """``gate_regime`` holds the gates and the arms without one, at the paper's alpha and
+    with no ``alpha_init`` column: each run enters the study once."""
+    gates = _study(0.0, 0.1)
+    whole = gates[gates["arm"] != "dyt_alpha_0.1"]
+    runs = ch11.mix_runs(whole, whole)
+    assert set(runs["arm"]) == set(ch11.MIX_ORDER) - {"dyt_alpha_0.1"}
+    assert len(runs) == len(whole)  # each run once
+    assert not runs.duplicated(["arm", "seed", "lr"]).any()
+
+
 def test_mix_summary_orders_the_arms_on_shared_seeds() -> None:
     study = _study(0.0, 0.1)
     extra = study[study["arm"] == "autonorm"].assign(seed=99)  # one arm's further seed

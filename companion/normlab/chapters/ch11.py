@@ -61,12 +61,17 @@ _GATED = ("frozen_ln", "autonorm", "autonorm_random")
 
 
 def mix_runs(bottleneck: pd.DataFrame, mix: pd.DataFrame) -> pd.DataFrame:
-    """The study's runs: ``gate_bottleneck``'s FrozenLN, learned gate and Random Selector
-    on the tasks ``gate_mix`` ran, beside ``gate_mix``'s DyT and fixed mix; DyT at a
-    smaller alpha is its own arm (``dyt_alpha_0.1``). Both at the book's defaults."""
+    """The study's runs: FrozenLN, the learned gate and the Random Selector of
+    ``bottleneck`` (``gate_bottleneck``'s, or ``gate_regime``'s past the plateau) on the
+    tasks ``mix`` ran, beside the DyT and fixed-mix runs of ``mix`` (``gate_mix``'s, or
+    ``gate_regime``'s own); DyT at a smaller alpha is its own arm (``dyt_alpha_0.1``).
+    Both at the book's defaults."""
     gates = ag.at_defaults(bottleneck)
     gates = gates[gates["arm"].isin(_GATED) & gates["data"].isin(set(mix["data"]))]
-    mix = ag.at_defaults(mix).copy()
+    mix = ag.at_defaults(mix)
+    mix = mix[mix["arm"].isin(set(MIX_ORDER) - set(_GATED))].copy()
+    if "alpha_init" not in mix:  # a set with DyT at the paper's alpha only
+        mix["alpha_init"] = DYT_ALPHA_INIT
     alpha = mix["alpha_init"].fillna(DYT_ALPHA_INIT)
     other = alpha != DYT_ALPHA_INIT
     mix.loc[other, "arm"] = (

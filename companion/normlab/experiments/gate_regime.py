@@ -86,11 +86,14 @@ REGIME_SEEDS = 30
 # on real MNIST
 REGIME_PILOT_SEEDS = {"mnist_restyled": N3_PILOT_SEEDS, "mnist": SEEDS["cpu"]}
 # per (task, arm), the half-decade rates beyond LRS["cpu"] its pilot also tries: the
-# three-rate pilot chose an edge (FrozenLN 1e-3 on the stand-in, the Random Selector 1e-2
-# on real MNIST), so the search steps past it until the choice is interior
+# three-rate pilot chose an edge (FrozenLN 1e-3 on the stand-in; the Random Selector, the
+# fixed mix and DyT alone 1e-2 on real MNIST), so the search steps past it until the
+# choice is interior
 REGIME_WIDER: dict[tuple[str, str], tuple[float, ...]] = {
     ("mnist_restyled", "frozen_ln"): (3e-4,),
     ("mnist", "autonorm_random"): (3e-2,),
+    ("mnist", "autonorm_fixed"): (3e-2,),
+    ("mnist", "dyt"): (3e-2,),
 }
 # per (task, arm), the rate its pilot chose on validation accuracy (five seeds on the
 # CIFAR-10 stand-in, three on real MNIST, the stationary task of N1 and N5), inside its
@@ -108,6 +111,8 @@ REGIME_CONFIRM_RATES: dict[tuple[str, str], tuple[float, ...]] = {
     ("mnist_restyled", "autonorm_hard"): (3e-3,),
     ("mnist", "autonorm_exact"): (3e-3,),
     ("mnist", "autonorm_hard"): (3e-3,),
+    ("mnist_restyled", "autonorm_fixed"): (3e-3,),
+    ("mnist_restyled", "dyt"): (3e-3,),
 }
 
 
