@@ -169,12 +169,16 @@ def ready_view(regime: pd.DataFrame, task: str) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
+_WITHOUT_GATE = ("frozen_ln", "dyt", "autonorm_fixed")
+
+
 def ready_sentence(regime: pd.DataFrame, task: str, name: str) -> str:
     """The regime of one task of ``gate_regime`` in one sentence (``regime``:
     :func:`ready_regime`; ``name``: the task's dataset)."""
     rows = regime[regime["data"] == task].set_index("arm")
     ready = rows.loc[READY]
-    gated = rows.drop(index="frozen_ln")
+    # the arms with a gate: not LayerNorm, DyT alone or their fixed mix (chapter 11's)
+    gated = rows.drop(index=[a for a in _WITHOUT_GATE if a in rows.index])
     short = [a for a, past in gated["plateau"].items() if not past]
     when = f"{int(ready['decided_first'])}" + (
         f" to {int(ready['decided_last'])}"

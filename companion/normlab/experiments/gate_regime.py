@@ -87,13 +87,13 @@ REGIME_SEEDS = 30
 REGIME_PILOT_SEEDS = {"mnist_restyled": N3_PILOT_SEEDS, "mnist": SEEDS["cpu"]}
 # per (task, arm), the half-decade rates beyond LRS["cpu"] its pilot also tries: the
 # three-rate pilot chose an edge (FrozenLN 1e-3 on the stand-in; the Random Selector, the
-# fixed mix and DyT alone 1e-2 on real MNIST), so the search steps past it until the
-# choice is interior
+# fixed mix and DyT alone 1e-2 on real MNIST, DyT again 3e-2), so the search steps past
+# it until the choice is interior
 REGIME_WIDER: dict[tuple[str, str], tuple[float, ...]] = {
     ("mnist_restyled", "frozen_ln"): (3e-4,),
     ("mnist", "autonorm_random"): (3e-2,),
     ("mnist", "autonorm_fixed"): (3e-2,),
-    ("mnist", "dyt"): (3e-2,),
+    ("mnist", "dyt"): (3e-2, 1e-1),
 }
 # per (task, arm), the rate its pilot chose on validation accuracy (five seeds on the
 # CIFAR-10 stand-in, three on real MNIST, the stationary task of N1 and N5), inside its
@@ -113,6 +113,7 @@ REGIME_CONFIRM_RATES: dict[tuple[str, str], tuple[float, ...]] = {
     ("mnist", "autonorm_hard"): (3e-3,),
     ("mnist_restyled", "autonorm_fixed"): (3e-3,),
     ("mnist_restyled", "dyt"): (3e-3,),
+    ("mnist", "autonorm_fixed"): (1e-2,),
 }
 
 
