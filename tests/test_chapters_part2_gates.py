@@ -334,6 +334,21 @@ def test_the_regime_table_reads_each_arm_at_its_chosen_rate() -> None:
         assert words.startswith("On the task,") and "%" in words
 
 
+def test_the_regime_sentence_counts_only_the_arms_with_a_gate() -> None:
+    """DyT alone and the fixed mix have no gate: their plateau does not enter the count."""
+    regime = results.largest("gate_regime")
+    table = ch12.ready_regime(regime.results, regime.records())
+    here = table["data"] == "mnist_restyled"
+    gated = ~table["arm"].isin(["frozen_ln", "dyt", "autonorm_fixed"])
+    marked = table.assign(plateau=table["plateau"].mask(here & gated, True))
+    marked.loc[here & (table["arm"] == "dyt"), "plateau"] = False
+    words = ch12.ready_sentence(marked, "mnist_restyled", "the task")
+    assert "every gated arm is past its plateau" in words
+    marked.loc[here & (table["arm"] == "autonorm"), "plateau"] = False
+    words = ch12.ready_sentence(marked, "mnist_restyled", "the task")
+    assert f"1 of {int((here & gated).sum())} gated arms are short" in words
+
+
 def _effects(short_mean: float) -> pd.DataFrame:
     rows = []
     for regime, mean, half, verdict in (

@@ -114,6 +114,7 @@ REGIME_CONFIRM_RATES: dict[tuple[str, str], tuple[float, ...]] = {
     ("mnist_restyled", "autonorm_fixed"): (3e-3,),
     ("mnist_restyled", "dyt"): (3e-3,),
     ("mnist", "autonorm_fixed"): (1e-2,),
+    ("mnist", "dyt"): (3e-2,),
 }
 
 
