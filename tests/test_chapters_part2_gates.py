@@ -102,7 +102,8 @@ def test_mix_summary_orders_the_arms_on_shared_seeds() -> None:
 @pytest.mark.parametrize(
     ("fixed_cost", "gate_cost", "who"),
     [
-        (0.0, 0.1, "not shown to be the mix's"),
+        (0.0, 0.1, "the gate's, not the mix's"),
+        (0.0, 0.0, "not shown to be the mix's"),
         (0.1, 0.0, "the mix's, not the gate's"),
         (0.03, 0.1, "both, mostly the gate's"),
         (0.1, 0.03, "both, mostly the mix's"),
@@ -435,6 +436,7 @@ def test_part2s_meaning_of_the_budget_holds_on_the_shipped_sets(root) -> None:
     Selector in the paper's direction: each clause is checked against the saved sets."""
     text = " ".join((root / "book" / "part2.md").read_text().split())
     assert "Part of the bottleneck is the training budget's" in text
+    assert "what remains of the bottleneck is the gate's" in text
     bottleneck = results.largest("gate_bottleneck")
     lrs = ag.chosen(ag.at_defaults(bottleneck.results)).groupby("arm")["lr"].first()
     short = ch11.short_regime(list(bottleneck.records()), lrs.to_dict())
@@ -447,6 +449,9 @@ def test_part2s_meaning_of_the_budget_holds_on_the_shipped_sets(root) -> None:
         "under regime gate_bottleneck: contradicted for autonorm_s - frozen_ln"
         in (versus_ln["claim verdict"])
     )  # the short budget: AutoNorm-S behind FrozenLN
+    regime = results.largest("gate_regime").results
+    past = ch11.mix_sentence(ch11.mix_contrasts(ch11.mix_runs(regime, regime)))
+    assert "the cost is the gate's, not the mix's" in past  # what remains is the gate's
     n1 = claims.verdict_table(["N1"])
     on_mnist = n1[n1["effect"].str.contains(" on mnist \\(")].iloc[0]
     assert on_mnist["verdict"].startswith("supported")  # the learned gate behind
@@ -483,3 +488,20 @@ def test_part2s_meaning_of_the_gates_gradient_holds_on_the_shipped_sets(root) ->
         assert "24 epochs" in diverse["effect"]  # past the plateau
     n2 = claims.verdict_table(["N2"]).iloc[0]["claim verdict"]
     assert "rate-dependent" in n2  # not at every close rate
+
+
+def test_chapter_11s_opening_holds_in_both_budgets() -> None:
+    """Chapter 11 opens: on the CIFAR-10 stand-in the learned gate ends under plain
+    LayerNorm, in the short budget and past the plateau alike (each arm at its chosen
+    rate, on the seeds the study's arms share)."""
+    short = ch11.mix_runs(
+        results.largest("gate_bottleneck").results, results.largest("gate_mix").results
+    )
+    regime = results.largest("gate_regime").results
+    for study in (short, ch11.mix_runs(regime, regime)):
+        summary = ch11.mix_summary(study).set_index(["data", "arm"])
+        task = "mnist_restyled"
+        assert (
+            summary.loc[(task, "autonorm"), "mean"]
+            < summary.loc[(task, "frozen_ln"), "mean"]
+        )

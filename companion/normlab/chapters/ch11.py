@@ -137,6 +137,8 @@ def mix_sentence(contrasts: pd.DataFrame, task: str = N3_TASK) -> str:
     elif mix["high"] < 0 and gate["high"] < 0:
         larger = "gate's" if abs(gate["mean"]) > abs(mix["mean"]) else "mix's"
         who = f"both, mostly the {larger}"
+    elif mix["low"] <= 0 <= mix["high"] and gate["high"] < 0:
+        who = "the gate's, not the mix's"
     elif mix["low"] <= 0 <= mix["high"]:
         who = "not shown to be the mix's"
     else:
