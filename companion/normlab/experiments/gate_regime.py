@@ -15,12 +15,12 @@ regime the paper's schedule implies, declared before any run:
 - **the freeze after warm-up**: ``autonorm_s_ready`` (:class:`normlab.gates.ReadyAutoNormS`)
   decides, by the paper's rule at eps_H 0.1, at the first epoch after warm-up whose
   validation accuracy has left chance by ``READY_LEAD`` = 0.3;
-- N1's, N3's and N5's arms (FrozenLN, the learned gate, the Random Selector, AutoNorm-S)
-  and N2's and N13's controls (the gate trained with the exact gradient, the hard gate),
-  and chapter 11's arms without a gate (the fixed 50/50 mix, DyT alone), a pilot of five seeds at each of the three rates (three on real MNIST), stepped half
-  a decade past an edge the pilot chose (:data:`REGIME_WIDER`), the rate chosen on
-  validation accuracy, then every arm at its chosen rate to :data:`REGIME_SEEDS` on both
-  tasks (real MNIST is N1's and N5's stationary task).
+- N1's, N3's and N5's arms (FrozenLN, the learned gate, the Random Selector, AutoNorm-S),
+  N2's and N13's controls (the gate trained with the exact gradient, the hard gate) and
+  chapter 11's arms without a gate (the fixed 50/50 mix, DyT alone): a pilot of five
+  seeds at each of the three rates (three on real MNIST), stepped half a decade past an
+  edge the pilot chose (:data:`REGIME_WIDER`), the rate chosen on validation accuracy,
+  then every arm at its chosen rate to :data:`REGIME_SEEDS` on both tasks (real MNIST is N1's and N5's stationary task).
 
 What it costs on one thread (from ``gate_bottleneck``'s records: a gated run about 13 s per
 8 epochs on the stand-in, 30 s on real MNIST; FrozenLN about half): the pilot about 75
@@ -29,7 +29,7 @@ CPU-minutes, the confirmation about 65 more, run one by one. Trained as populati
 accuracy), one epoch on the stand-in took 5.2 s for fifteen members against 2.8 s for one
 single run (one thread): about an eighth per run. The exact-gradient control cannot run
 as a population (its hook reads each run's own selector), so its runs, one by one, are
-most of the set's cost: about 80 s each on the stand-in, 2 minutes on real MNIST.
+most of the set's cost: a median 17 s each on the stand-in, 29 s on real MNIST.
 ``python -m normlab save gate_regime --profile cpu --threads 1 --population 16
 --population-rates`` runs it;
 ``gate_bottleneck``'s short-budget verdicts then stand as its sensitivity.
