@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "normlab.population_noise",
             "normlab._population_opt",
             "normlab._population_ensemble",
+            "normlab._population_vit",
             "normlab.gates",
             "normlab.corruption_suite",
         ),

@@ -7,7 +7,8 @@ its features with the member's own weights, BatchNorm as one ``batch_norm`` over
 channels (so each member's statistics and running buffers are its own).
 :func:`ensemble_forward` says whether a template has such a form, and gives it;
 :class:`normlab.population.Population` uses it where it exists and ``vmap`` elsewhere (the
-ViT, the CNN, any layer not listed in :data:`_LAYERS`).
+CNN, any layer not listed in :data:`_LAYERS`). The gate studies' ViT-Lite has its own
+stacked form, in :mod:`normlab._population_vit`.
 
 The arithmetic is a member's single run's, summed in another order where the kernels differ
 (batched matmuls), so a member agrees with its single run to float rounding, as under
@@ -16,22 +17,29 @@ The arithmetic is a member's single run's, summed in another order where the ker
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._population_vit import vit_ensemble
 from .functional._common import _inverse_homogeneous, _norm_floor, power_of_two_scale
 from .layers.affine import AffineLikeLinear, L2Norm, NormLikeLinear
 from .models.mlp import MLP
+from .models.vit import ViTLite
 
 __all__ = ["EnsembleForward", "ensemble_forward"]
 
 Tensors = Mapping[str, Tensor]
-#: ``(params, buffers, x)`` -> output: the stacked tensors by their module-state names and a
-#: ``(K, B, ...)`` input.
-EnsembleForward = Callable[[Tensors, Tensors, Tensor], Tensor]
+#: ``(params, buffers, x, noise, frozen, probes)`` -> ``(output, probed)``: the stacked
+#: tensors by their module-state names, a ``(K, B, ...)`` input, each member's gate noise
+#: and AutoNorm-S freeze by module name (``(K, ...)``), and the gates whose probabilities
+#: to return, stacked (:meth:`normlab.population.Population.forward`).
+EnsembleForward = Callable[
+    [Tensors, Tensors, Tensor, Tensors, Tensors, Sequence[str]],
+    tuple[Tensor, dict[str, Tensor]],
+]
 #: One layer over the member dimension: ``(module, its parameters, its buffers, x)``, the
 #: dicts keyed by the module's own names (``weight``, ``running_mean``, ...).
 _Layer = Callable[[nn.Module, Tensors, Tensors, Tensor], Tensor]
@@ -155,7 +163,10 @@ def _supported(m: nn.Module) -> bool:
 def ensemble_forward(template: nn.Module) -> EnsembleForward | None:
     """The forward pass of a population of ``template`` over the member dimension, or None
     where it has none (then ``vmap`` runs it): an :class:`~normlab.models.MLP` whose layers
-    all have a stacked form in :data:`_LAYERS`."""
+    all have a stacked form in :data:`_LAYERS`, or a ViT-Lite of the gate studies
+    (:mod:`normlab._population_vit`)."""
+    if type(template) is ViTLite:
+        return vit_ensemble(template)
     if type(template) is not MLP or template._forward_hooks:
         return None
     layers = [(f"hidden.{i}.", m) for i, m in enumerate(template.hidden)]
@@ -172,12 +183,23 @@ def ensemble_forward(template: nn.Module) -> EnsembleForward | None:
         for prefix, m in layers
     ]
 
-    def forward(params: Tensors, buffers: Tensors, x: Tensor) -> Tensor:
+    def forward(
+        params: Tensors,
+        buffers: Tensors,
+        x: Tensor,
+        noise: Tensors,
+        frozen: Tensors,
+        probes: Sequence[str],
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        if noise or probes:
+            raise ValueError(
+                f"an MLP has no gate: noise {list(noise)}, probes {probes}"
+            )
         x = x.flatten(2)  # MLP.forward's flatten, after the member dimension
         for m, layer, param_names, buffer_names in steps:
             own_p = {n: params[full] for n, full in param_names}
             own_b = {n: buffers[full] for n, full in buffer_names}
             x = layer(m, own_p, own_b, x)
-        return x
+        return x, {}
 
     return forward

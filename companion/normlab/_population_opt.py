@@ -32,11 +32,6 @@ def _pick(
     return new if keep is None else torch.where(keep, new, old)
 
 
-def _per_member(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """A ``(K,)`` tensor shaped to broadcast against a stacked ``(K, ...)`` parameter."""
-    return v.reshape(v.shape[0], *([1] * (like.dim() - 1))).to(like.dtype)
-
-
 @dataclass
 class StackedOptimizer:
     """One optimiser over stacked parameters, torch's defaults where ``kwargs`` say nothing.
@@ -78,33 +73,64 @@ class StackedOptimizer:
     ) -> None:
         """One step; ``skip`` (optional) maps a parameter's name to the ``(K,)`` members
         whose single run would have no gradient for it (a frozen gate): as there, they
-        get no update, no decay and no moment update."""
+        get no update, no decay and no moment update.
+
+        The parameters with one weight decay are updated as one flat ``(K, P)`` tensor
+        (a few dozen small tensors cost a few dozen times the operations): per element
+        the arithmetic is the single-tensor rule's, so the numbers are the same."""
         self.steps += 1
+        k = lr.shape[0]
+        groups: dict[float, list[str]] = {}
         for name, p in params.items():
-            grad = grads.get(name)
-            if grad is None:  # frozen in every member: no momentum or decay, as in fit
+            if grads.get(name) is None:  # frozen in every member: as in fit, no step
                 continue
-            decay = self.weight_decay if p.dim() >= 3 else 0.0
-            rate = _per_member(lr, p)
-            alive = active if not skip or name not in skip else active & ~skip[name]
+            groups.setdefault(self.weight_decay if p.dim() >= 3 else 0.0, []).append(
+                name
+            )
+        for decay, names in groups.items():
+            sizes = [params[n][0].numel() for n in names]
+            flat = torch.cat([params[n].reshape(k, -1) for n in names], 1)
+            grad = torch.cat([grads[n].reshape(k, -1) for n in names], 1)  # type: ignore[union-attr]
+            alive = [
+                active if not skip or n not in skip else active & ~skip[n]
+                for n in names
+            ]
             # every member stepping (the usual case): no masking, the same numbers
-            keep = None if bool(alive.all()) else _per_member(alive, p).bool()
-            p.copy_(_pick(keep, self._update(name, p, grad, rate, decay, keep), p))
+            keep = None
+            if not all(bool(a.all()) for a in alive):
+                keep = torch.cat(
+                    [a.view(k, 1).expand(k, size) for a, size in zip(alive, sizes)], 1
+                )
+            counted = torch.stack(alive, 1).double()  # (K, parameters): who steps
+            rate = lr.reshape(k, 1).to(flat.dtype)
+            new = _pick(
+                keep,
+                self._update(
+                    "|".join(names), flat, grad, rate, decay, keep, counted, sizes
+                ),
+                flat,
+            )
+            for name, part in zip(names, new.split(sizes, 1)):
+                params[name].copy_(part.view_as(params[name]))
 
     def _update(
         self,
-        name: str,
+        key: str,
         p: torch.Tensor,
         grad: torch.Tensor,
         rate: torch.Tensor,
         decay: float,
         keep: torch.Tensor | None,
+        counted: torch.Tensor,
+        sizes: list[int],
     ) -> torch.Tensor:
-        """The parameter after one step (state updated only where ``keep``; None: all)."""
-        state = self.state.setdefault(name, {})
+        """The flat ``(K, P)`` parameters ``p`` after one step (state updated only where
+        ``keep``; None: all); ``counted`` says, per member and parameter, whether its
+        step counts (Adam's bias correction), ``sizes`` each parameter's length."""
+        state = self.state.setdefault(key, {})
         if self.name == "sgd":
             return self._sgd(state, p, grad, rate, decay, keep)
-        return self._adam(state, p, grad, rate, decay, keep)
+        return self._adam(state, p, grad, rate, decay, keep, counted, sizes)
 
     def _sgd(self, state, p, grad, rate, decay, keep) -> torch.Tensor:  # type: ignore[no-untyped-def]
         momentum = float(self.kwargs.get("momentum", 0.0))
@@ -122,21 +148,20 @@ class StackedOptimizer:
             grad = grad.add(buf, alpha=momentum) if self.kwargs.get("nesterov") else buf
         return p - rate * grad
 
-    def _adam(self, state, p, grad, rate, decay, keep) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    def _adam(self, state, p, grad, rate, decay, keep, counted, sizes) -> torch.Tensor:  # type: ignore[no-untyped-def]
         beta1, beta2 = self.kwargs.get("betas", (0.9, 0.999))
         eps = float(self.kwargs.get("eps", 1e-8))
         if "exp_avg" not in state:
             state["exp_avg"] = torch.zeros_like(p)
             state["exp_avg_sq"] = torch.zeros_like(p)
-            state["step"] = torch.zeros(p.shape[0], dtype=torch.float64)
+            state["step"] = torch.zeros(counted.shape, dtype=torch.float64)
         if self.name == "adamw":
             p = p * (1 - rate * decay)
         elif decay:
             grad = grad.add(p, alpha=decay)
-        # each member counts its own steps: a stopped member's bias correction stands still
-        step = state["step"] + (
-            1.0 if keep is None else keep.reshape(-1).cpu().double()
-        )
+        # each member counts its own steps, per parameter: a stopped member's (or a
+        # frozen gate's) bias correction stands still
+        step = state["step"] + counted.cpu()
         exp_avg = _pick(keep, state["exp_avg"].lerp(grad, 1 - beta1), state["exp_avg"])
         exp_avg_sq = _pick(
             keep,
@@ -145,10 +170,13 @@ class StackedOptimizer:
         )
         state.update(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
         t = step.clamp_min(1)
-        correction1 = (1 - beta1**t).to(p.device, p.dtype)
-        correction2 = (1 - beta2**t).sqrt().to(p.device, p.dtype)
-        step_size = rate / _per_member(correction1, p)
-        denom = exp_avg_sq.sqrt() / _per_member(correction2, p) + eps
+        lengths = torch.tensor(sizes, device=p.device)
+        correction1 = (1 - beta1**t).to(p.device, p.dtype).repeat_interleave(lengths, 1)
+        correction2 = (
+            (1 - beta2**t).sqrt().to(p.device, p.dtype).repeat_interleave(lengths, 1)
+        )
+        step_size = rate / correction1
+        denom = exp_avg_sq.sqrt() / correction2 + eps
         return p - step_size * exp_avg / denom
 
     def state_dict(self) -> dict[str, Any]:

@@ -113,11 +113,14 @@ class Population:
         each member's draw for it, ``(K, ...)`` (set as the module's ``noise`` for the
         call); ``probes`` names modules whose ``last_probs`` is kept, stacked, in
         :attr:`probed` (what :class:`normlab.gates.GateTelemetry` reads)."""
-        if self.ensemble is not None and not noise and not probes:
-            self.probed = {}
+        masks = {n: m for n, m in self.frozen.items() if bool(m.any())}
+        if self.ensemble is not None:
             if shared_input:
                 x = x.expand(self.size, *x.shape)
-            return self.ensemble(self.params, self.buffers, x)
+            out, self.probed = self.ensemble(
+                self.params, self.buffers, x, noise or {}, masks, probes
+            )
+            return out
         template = self.template
 
         def one(p: dict, b: dict, xb: torch.Tensor, drawn: dict, masks: dict) -> tuple:
@@ -135,7 +138,6 @@ class Population:
             seen = {n: template.get_submodule(n).last_probs for n in probes}
             return out, {n: v for n, v in seen.items() if v is not None}
 
-        masks = {n: m for n, m in self.frozen.items() if bool(m.any())}
         dims = (0, 0, None if shared_input else 0, 0, 0)
         out, probed = torch.vmap(one, in_dims=dims, randomness="error")(
             self.params, self.buffers, x, noise or {}, masks

@@ -75,7 +75,8 @@ class _AutoNormMix(torch.autograd.Function):
             tmp = None
             if need[2]:
                 tmp = torch.mul(g_ax, x)
-                g_alpha = tmp.sum()
+                # a scalar's sum as autograd takes it; a population's alpha per member
+                g_alpha = tmp.sum() if alpha.dim() == 0 else _sum_to(tmp, alpha.shape)
             if need[0]:
                 gx_dyt = g_ax.mul_(alpha)
         if need[1]:
@@ -105,7 +106,8 @@ def autonorm_mix(
     \mathrm{LN}(x) + \beta`, LN without affine over ``normalized_shape``: AutoNorm's output
     once the gate weights and both candidates' affines are folded into per-sample
     coefficients ``scale_dyt``, ``scale_ln`` and ``shift`` (each broadcast against ``x``).
-    See :class:`~normlab.layers.AutoNorm`."""
+    ``alpha`` is a scalar, or broadcast too (a population's, one per member). See
+    :class:`~normlab.layers.AutoNorm`."""
     if _composite(x):
         y = F.layer_norm(x, normalized_shape, eps=eps)
         return torch.addcmul(
