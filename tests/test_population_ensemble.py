@@ -3,8 +3,9 @@
 For every Part I normaliser, K stacked MLPs run over the member dimension must compute what
 the K modules compute one by one: the same outputs, the same gradients for every parameter
 and the same BatchNorm running buffers, in float64 to 1e-12 (the arithmetic is the same,
-summed in another order). A model with any layer lacking a stacked form (the ViT, the CNN,
-an L2Norm over a whole image) has none, so vmap runs it.
+summed in another order). A model with any layer lacking a stacked form (the CNN, a ViT
+with dropout, an L2Norm over a whole image) has none, so vmap runs it; the gate studies'
+ViT-Lite has its own (tests/test_population_vit.py).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def test_models_without_a_stacked_form_are_left_to_vmap() -> None:
     from normlab.models.vit import ViTConfig, ViTLite
 
     vit = ViTLite(ViTConfig(dim=16, depth=1, heads=2, img_size=8, in_chans=1))
+    assert vit.pos_drop.p > 0  # the default config's dropout: no stacked form
     assert ensemble_forward(vit) is None
     assert ensemble_forward(cnn_for("batchnorm", in_channels=1, num_classes=3)) is None
     image_norm = mlp_for("none", in_features=FEATURES, num_classes=CLASSES)

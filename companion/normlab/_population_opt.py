@@ -139,12 +139,17 @@ class StackedOptimizer:
             grad = grad.add(p, alpha=decay)
         if momentum:
             if "momentum_buffer" not in state:
-                buf = grad.clone()
-            else:
-                buf = state["momentum_buffer"] * momentum + grad * (1 - dampening)
-            state["momentum_buffer"] = _pick(
-                keep, buf, state.get("momentum_buffer", buf)
+                state["momentum_buffer"] = torch.zeros_like(p)
+                state["started"] = torch.zeros_like(p, dtype=torch.bool)
+            # torch starts a buffer at a parameter's first gradient, as the gradient
+            # itself: per member, since a frozen gate's member may get its first later
+            buf = torch.where(
+                state["started"],
+                state["momentum_buffer"] * momentum + grad * (1 - dampening),
+                grad,
             )
+            state["momentum_buffer"] = _pick(keep, buf, state["momentum_buffer"])
+            state["started"] = state["started"] | (True if keep is None else keep)
             grad = grad.add(buf, alpha=momentum) if self.kwargs.get("nesterov") else buf
         return p - rate * grad
 

@@ -14,9 +14,11 @@ Design, in short:
   as :func:`normlab.training.fit` seeds its own, so its batches are its single run's; a step
   gathers a ``(K, B, ...)`` batch.
 - **Without vmap where it can**: a model whose layers all have a stacked form
-  (:mod:`normlab._population_ensemble`: the Part I MLPs) runs them on the stacked tensors
-  directly (its forward pass about twice as fast as under ``vmap``, whose per-operation cost
-  dominates on these tiny models); any other model runs under ``vmap``.
+  (:mod:`normlab._population_ensemble`: the Part I MLPs; :mod:`normlab._population_vit`:
+  the gate studies' ViT-Lite, its gates' noise, freezes and probabilities included) runs
+  them on the stacked tensors directly (its step two to three times as fast as under
+  ``vmap``, whose per-operation cost dominates on these tiny models); any other model runs
+  under ``vmap``.
 - **Randomness inside the model** (AutoNorm's Gumbel noise): drawn per member, outside
   ``vmap``, from each member's own stream, and passed in (:mod:`normlab.population_noise`).
 - **Per-member optimiser** (:mod:`normlab._population_opt`): SGD, Adam or AdamW with each
