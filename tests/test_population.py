@@ -462,6 +462,58 @@ def test_sixteen_gate_members_end_as_sixteen_single_runs_do() -> None:
     ]
 
 
+def test_a_killed_gate_population_resumes_to_the_same_numbers(
+    tmp_path, monkeypatch
+) -> None:
+    """The stacked ViT, each member's gate noise stream and its telemetry callbacks
+    resume from the epoch's checkpoint to exactly the numbers of an uninterrupted run."""
+    from normlab.experiments.gate_config import GateConfig
+    from normlab.experiments.gate_runs import _gate_start
+    from normlab.population_noise import GateNoise
+
+    seeds = [0, 1, 2]
+
+    def fit(**extra):
+        starts = [
+            _gate_start(
+                GateConfig.from_config(_gate_config(arm="autonorm", epochs=3, seed=s))
+            )
+            for s in seeds
+        ]
+        models, splits = [s.model for s in starts], starts[0].splits
+        recipe = starts[0].settings.config.recipe("classification")
+        recipe = {k: v for k, v in recipe.items() if k != "seed"}
+        return fit_population(
+            models,
+            splits["train"],
+            splits["val"],
+            seeds=seeds,
+            device="cpu",
+            noise=GateNoise(models[0], seeds),
+            member_callbacks=[s.callbacks for s in starts],
+            **recipe,
+            **extra,
+        )
+
+    whole, want = fit()
+    assert whole.ensemble is not None  # the stacked ViT, not vmap
+    real_epoch = population._epoch
+
+    def killed(run, epoch):
+        if epoch == 3:
+            raise KeyboardInterrupt
+        real_epoch(run, epoch)
+
+    monkeypatch.setattr(population, "_epoch", killed)
+    with pytest.raises(KeyboardInterrupt):
+        fit(checkpoint_dir=tmp_path)
+    monkeypatch.setattr(population, "_epoch", real_epoch)
+    resumed, got = fit(checkpoint_dir=tmp_path)
+    assert [h.without_timing() for h in got] == [h.without_timing() for h in want]
+    for name, p in whole.params.items():
+        assert torch.equal(resumed.params[name], p), name
+
+
 # ------------------------------------------------------------------------ the CNN
 
 
@@ -653,3 +705,31 @@ def test_a_ready_autonorm_s_member_decides_as_its_single_run() -> None:
         assert mine["metrics"]["decided_at"] == theirs["metrics"]["decided_at"]
         assert mine.get("frozen") == theirs.get("frozen")
     assert len({o["metrics"]["decided_at"] for o in singles}) == 2  # mixed epochs
+
+
+def test_a_member_is_rerun_with_the_engine_that_made_it(tmp_path) -> None:
+    """``verify`` trains a record's population again as it was made: under vmap where the
+    record names no engine (made before the gate ViT had a stacked form)."""
+    import dataclasses
+
+    used = []
+
+    def run_population(configs, ctx):
+        used.append(ctx.population_engine)
+        return [{"member": c["seed"]} for c in configs]
+
+    experiment = dataclasses.replace(get("gate_regime"), run_population=run_population)
+    ctx = RunContext(device=torch.device("cpu"), checkpoint_dir=tmp_path)
+    made = {"size": 2, "member": 1, "members": [[4, 1e-3], [7, 1e-3]]}
+    record = {"config": {"arm": "autonorm", "seed": 7, "lr": 1e-3}, "population": made}
+    assert rerun_member(experiment, record, ctx) == {"member": 7}
+    made["engine"] = "stacked"
+    rerun_member(experiment, record, ctx)
+    assert used == ["vmap", "stacked"]
+
+
+def test_the_engine_is_stacked_or_vmap() -> None:
+    models = [torch.nn.Linear(3, 2) for _ in range(2)]
+    assert stack_models(models, torch.device("cpu"), engine="vmap").ensemble is None
+    with pytest.raises(ValueError, match="engine must be one of"):
+        stack_models(models, torch.device("cpu"), engine="jit")

@@ -73,9 +73,11 @@ from .training import (
     is_diverged,
 )
 
-__all__ = ["Population", "fit_population", "member_model", "stack_models"]
+__all__ = ["ENGINES", "Population", "fit_population", "member_model", "stack_models"]
 
 POPULATION_CHECKPOINT = "population.pt"
+#: How a population's forward pass runs (:func:`stack_models`); a record names its own.
+ENGINES: tuple[str, ...] = ("stacked", "vmap")
 #: Draws the per-member randomness of one training forward pass: ``(population, batch size)
 #: -> {module name: (K, ...) tensor}``, each member's from its own stream
 #: (:class:`normlab.population_noise.GateNoise`).
@@ -148,10 +150,18 @@ class Population:
         return out
 
 
-def stack_models(models: Sequence[nn.Module], device: torch.device) -> Population:
+def stack_models(
+    models: Sequence[nn.Module], device: torch.device, *, engine: str = "stacked"
+) -> Population:
     """The :class:`Population` of ``models`` (all of one architecture), on ``device``.
 
-    Frozen parameters (``requires_grad`` False) are stacked too and never updated."""
+    ``engine`` (:data:`ENGINES`): ``"stacked"`` runs the forward pass over the member
+    dimension where the model has a stacked form, ``vmap`` elsewhere; ``"vmap"`` always
+    under ``vmap``, as populations ran before the gate ViT had a stacked form (what
+    ``verify`` re-runs a record made so with). Frozen parameters (``requires_grad``
+    False) are stacked too and never updated."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if not models:
         raise ValueError("a population needs at least one model")
     signature = model_signature(models[0])
@@ -173,7 +183,7 @@ def stack_models(models: Sequence[nn.Module], device: torch.device) -> Populatio
         dict(params),
         dict(buffers),
         frozen=frozen,
-        ensemble=ensemble_forward(template),
+        ensemble=ensemble_forward(template) if engine == "stacked" else None,
     )
 
 
@@ -438,6 +448,7 @@ def _prepare(
     seeds: Sequence[int],
     lrs: Sequence[float] | None,
     noise: NoiseHook | None,
+    engine: str,
 ) -> _PopRun:
     """Check the settings and splits, stack the models, seed each member's data order,
     and resume from a checkpoint where there is one."""
@@ -473,7 +484,7 @@ def _prepare(
         cfg=cfg,
         train=train,
         val=val,
-        pop=stack_models(models, device),
+        pop=stack_models(models, device, engine=engine),
         seeds=list(seeds),
         lrs=rates.to(device),
         generators=[torch.Generator().manual_seed(int(s)) for s in seeds],
@@ -503,6 +514,7 @@ def fit_population(
     noise: NoiseHook | None = None,
     on_step: StepHook | None = None,
     member_callbacks: Sequence[Sequence[Callback]] | None = None,
+    engine: str = "stacked",
     **settings: Any,
 ) -> tuple[Population, list[History]]:
     """Train ``models`` (one per seed, each built as its single run builds it) as one
@@ -519,6 +531,7 @@ def fit_population(
     callbacks that read what :class:`normlab.gates.GateTelemetry` reads: each sees its
     member's own model (``models[k]``, holding that member's gradients and gate
     probabilities at each step; its weights are not the trained ones) and history.
+    ``engine`` is how the forward pass runs (:func:`stack_models`).
 
     Examples::
 
@@ -532,7 +545,7 @@ def fit_population(
     if lrs is not None and config is None:
         settings.setdefault("lr", float(list(lrs)[0]))  # the config's lr; lrs rules
     cfg = _resolve_config(config, settings)
-    run = _prepare(models, train, val, cfg, list(seeds), lrs, noise)
+    run = _prepare(models, train, val, cfg, list(seeds), lrs, noise, engine)
     run.on_step = on_step
     if member_callbacks is not None:
         run.members = MemberCallbacks(

@@ -4,9 +4,11 @@ trained as one batched model (:mod:`normlab.population`), one record per run.
 :func:`groups` cuts a grid's runs into populations of at most ``size``: the runs of one
 configuration, in seed order (with ``rates``, the configuration's learning rates too). Each
 member's record is the record its single run would write, in the same schema and under the
-same run id, with one more key, ``population``: the population's size, the member's index
-and every member's ``[seed, lr]``, so that :func:`normlab.verification.verify` can train the
-same population again and compare the member exactly.
+same run id, with one more key, ``population``: the population's size, the member's index,
+every member's ``[seed, lr]`` and the engine its forward pass ran with
+(:data:`normlab.population.ENGINES`; none in records made before the gate ViT had a
+stacked form, which ran under ``vmap``), so that :func:`normlab.verification.verify` can
+train the same population again the same way and compare the member exactly.
 
 A population runs under the locks of all its unfinished runs (``checkpoints/<run_id>.lock``);
 when another process holds any of them, none is taken and those runs are left to the
@@ -17,6 +19,7 @@ resumes where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import time
@@ -113,11 +116,14 @@ def member_configs(record: Mapping[str, Any]) -> list[dict[str, Any]]:
 def rerun_member(
     experiment: Experiment, record: Mapping[str, Any], ctx: RunContext
 ) -> dict[str, Any]:
-    """Train the population that made ``record`` again; return its member's record part."""
+    """Train the population that made ``record`` again, with the engine that made it (a
+    record without one was made under ``vmap``); return its member's record part."""
     if experiment.run_population is None:
         raise ValueError(f"{experiment.name} cannot train populations")
     configs = member_configs(record)
-    return experiment.run_population(configs, ctx)[int(record["population"]["member"])]
+    made = record["population"]
+    ctx = dataclasses.replace(ctx, population_engine=made.get("engine", "vmap"))
+    return experiment.run_population(configs, ctx)[int(made["member"])]
 
 
 def _population_id(items: Sequence[Run]) -> str:
@@ -137,10 +143,8 @@ def _train(
     assert experiment.run_population is not None
     checkpoint_dir = folder / "checkpoints" / _population_id(items)
     started = time.perf_counter()
-    outcomes = experiment.run_population(
-        [dict(r.config) for r in items],
-        RunContext(device=device, checkpoint_dir=checkpoint_dir),
-    )
+    ctx = RunContext(device=device, checkpoint_dir=checkpoint_dir)
+    outcomes = experiment.run_population([dict(r.config) for r in items], ctx)
     seconds = (time.perf_counter() - started) / len(items)  # each member's share
     members = [[r.config["seed"], r.config.get("lr")] for r in items]
     provenance = made_by(device)
@@ -149,7 +153,12 @@ def _train(
         record = run_record(
             experiment, item, profile, outcome, seconds, device, provenance
         )
-        record["population"] = {"size": len(items), "member": k, "members": members}
+        record["population"] = {
+            "size": len(items),
+            "member": k,
+            "members": members,
+            "engine": ctx.population_engine,
+        }
         path = folder / "runs" / f"{item.run_id}.json"
         write_text_atomic(path, dumps(record, indent=1))
         written[item.run_id] = parse(dumps(record), str(path))

@@ -25,11 +25,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where and how one run executes: device, its checkpoint folder, progress bars."""
+    """Where and how one run executes: device, its checkpoint folder, progress bars, and
+    how a population's forward pass runs (:data:`normlab.population.ENGINES`)."""
 
     device: torch.device
     checkpoint_dir: Path
     progress: bool = False
+    population_engine: str = "stacked"
 
 
 RunFn = Callable[[dict[str, Any], RunContext], dict[str, Any]]

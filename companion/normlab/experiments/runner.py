@@ -190,6 +190,7 @@ def train_and_test_population(
         lrs=lrs,
         noise=noise,
         member_callbacks=member_callbacks,
+        engine=ctx.population_engine,
         **{"on_divergence": "stop", **fit_kwargs},
     )
     records = []
