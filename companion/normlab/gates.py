@@ -208,6 +208,10 @@ class GateAverages:
         self.steps = int(state["steps"])
 
 
+#: An AutoNorm layer as the telemetry reads it: its name, itself, its gate's parameters.
+_Gate = tuple[str, AutoNorm, list[nn.Parameter]]
+
+
 class GateTelemetry(Callback):
     r"""Record what every AutoNorm gate does, per layer and epoch.
 
@@ -234,18 +238,25 @@ class GateTelemetry(Callback):
         self._moments: dict[str, dict[str, Any]] = {}
         self._averages = GateAverages()
         self._with_grad: set[str] = set()
+        self._listed: tuple[nn.Module | None, list[_Gate]] = (None, [])
+
+    def _gates(self, model: nn.Module) -> list[_Gate]:
+        """The model's AutoNorm layers with their gates' parameters, listed once per model
+        (a population calls this for each member at every step)."""
+        if self._listed[0] is not model:
+            self._listed = (
+                model,
+                [(n, m, selector_parameters(m)) for n, m in autonorm_layers(model)],
+            )
+        return self._listed[1]
 
     def on_epoch_start(self, state: TrainState) -> None:
         self._averages.reset()
         self._with_grad = set()
 
     def on_after_backward(self, state: TrainState) -> None:
-        for name, layer in autonorm_layers(state.model):
-            grads = [
-                p.grad.detach().flatten()
-                for p in selector_parameters(layer)
-                if p.grad is not None
-            ]
+        for name, _, params in self._gates(state.model):
+            grads = [p.grad.detach().flatten() for p in params if p.grad is not None]
             if not grads:
                 continue
             g = torch.cat(grads).double()
@@ -258,7 +269,7 @@ class GateTelemetry(Callback):
             self._with_grad.add(name)
 
     def on_step_end(self, state: TrainState) -> None:
-        self._averages.add(autonorm_layers(state.model))
+        self._averages.add((name, layer) for name, layer, _ in self._gates(state.model))
 
     def gradient_stats(self, name: str) -> tuple[float, float]:
         """``(grad_var, snr)`` of one layer's selector gradient so far (NaN before any gradient)."""
@@ -274,7 +285,7 @@ class GateTelemetry(Callback):
 
     def on_epoch_end(self, state: TrainState) -> None:
         means = self._averages.means()
-        for name, _ in autonorm_layers(state.model):
+        for name, _, _ in self._gates(state.model):
             if name not in means:
                 continue
             grad_var, snr = (

@@ -20,10 +20,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy import stats
-from scipy.optimize import brentq
+
+
+class _LazyScipyStats:
+    """``scipy.stats``, imported at its first use: it takes most of a second to import,
+    which every start of the command line (``python -m normlab``) would pay."""
+
+    def __getattr__(self, name: str) -> Any:
+        from scipy import stats as module
+
+        return getattr(module, name)
+
+
+_stats = _LazyScipyStats()
+
+
+def _brentq(*args: Any, **kwargs: Any) -> float:
+    from scipy.optimize import brentq
+
+    return brentq(*args, **kwargs)
+
 
 __all__ = [
     "paired_item_variance",
@@ -74,7 +93,7 @@ def mean_ci(
     if n < 2:
         return mean, float("nan"), n
     half = float(
-        stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n)
+        _stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n)
     )
     return mean, half, n
 
@@ -89,7 +108,7 @@ def welch_df(sd: float, n: int, item_var: float = 0.0) -> float:
 
 
 def _t(q: float, df: float) -> float:
-    return float(stats.norm.ppf(q) if math.isinf(df) else stats.t.ppf(q, df))
+    return float(_stats.norm.ppf(q) if math.isinf(df) else _stats.t.ppf(q, df))
 
 
 @dataclass(frozen=True)
@@ -166,7 +185,7 @@ class Interval:
             return 1.0 if self.mean == null else 0.0
         z = abs(self.mean - null) / self.se
         df = self.df
-        tail = stats.norm.sf(z) if math.isinf(df) else stats.t.sf(z, df)
+        tail = _stats.norm.sf(z) if math.isinf(df) else _stats.t.sf(z, df)
         return float(min(1.0, 2 * tail))
 
     def p_above(self, bound: float) -> float:
@@ -188,7 +207,7 @@ class Interval:
     def _sf(self, bound: float) -> float:
         z = (self.mean - bound) / self.se
         df = self.df
-        return float(stats.norm.sf(z) if math.isinf(df) else stats.t.sf(z, df))
+        return float(_stats.norm.sf(z) if math.isinf(df) else _stats.t.sf(z, df))
 
     def __str__(self) -> str:
         return f"{self.mean:.4g} ± {self.half:.2g} (n={self.n})"
@@ -285,7 +304,7 @@ def difference_test(
         return PairedTest(ci, t, 1.0 if ci.mean == 0 else 0.0, t)
     t = ci.mean / (sd / math.sqrt(len(d)))
     return PairedTest(
-        ci, float(t), float(2 * stats.t.sf(abs(t), len(d) - 1)), ci.mean / sd
+        ci, float(t), float(2 * _stats.t.sf(abs(t), len(d) - 1)), ci.mean / sd
     )
 
 
@@ -337,8 +356,8 @@ def tost(
     if se == 0:
         p = 0.0 if abs(x.mean()) < margin else 1.0
     else:
-        p_low = stats.t.sf((x.mean() + margin) / se, len(x) - 1)
-        p_high = stats.t.cdf((x.mean() - margin) / se, len(x) - 1)
+        p_low = _stats.t.sf((x.mean() + margin) / se, len(x) - 1)
+        p_high = _stats.t.cdf((x.mean() - margin) / se, len(x) - 1)
         p = float(max(p_low, p_high))
     return p, p < alpha
 
@@ -447,7 +466,7 @@ def items_needed(
     """The test-set size at which the test set's noise alone has a minimum detectable
     effect of ``share`` of ``margin`` (``item_var`` measured on ``n_test`` items, and
     shrinking as ``1/n``), leaving the rest to the seeds."""
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    z = _stats.norm.ppf(1 - alpha / 2) + _stats.norm.ppf(power)
     return max(n_test, math.ceil(n_test * item_var * (z / (share * margin)) ** 2))
 
 
@@ -464,13 +483,13 @@ def _spread(
     deviation, and the true standard error of the mean."""
     df = n - 1
     q = (np.arange(_POINTS) + 0.5) / _POINTS
-    s = sd * np.sqrt(stats.chi2.ppf(q, df) / df)
+    s = sd * np.sqrt(_stats.chi2.ppf(q, df) / df)
     a = s**2 / n
     with np.errstate(divide="ignore", invalid="ignore"):
         nu = np.where(a > 0, df * (1 + item_var / np.where(a > 0, a, 1.0)) ** 2, np.inf)
     if item_var == 0:
         nu = np.full_like(a, float(df))
-    half = stats.t.ppf(1 - alpha / 2, nu) * np.sqrt(a + item_var)
+    half = _stats.t.ppf(1 - alpha / 2, nu) * np.sqrt(a + item_var)
     return half, math.sqrt(sd**2 / n + item_var)
 
 
@@ -493,7 +512,7 @@ def power_directional(
     half, se = _spread(sd, n, item_var, alpha)
     if se == 0:
         return 1.0 if delta > 0 else 0.0
-    return float(np.mean(stats.norm.cdf((delta - half) / se)))
+    return float(np.mean(_stats.norm.cdf((delta - half) / se)))
 
 
 def power_equivalence(
@@ -514,7 +533,7 @@ def power_equivalence(
     half, se = _spread(sd, n, item_var, alpha)
     if se == 0:
         return 1.0 if abs(delta) < margin else 0.0
-    inside = stats.norm.cdf((margin - half - delta) / se) - stats.norm.cdf(
+    inside = _stats.norm.cdf((margin - half - delta) / se) - _stats.norm.cdf(
         (half - margin - delta) / se
     )
     return float(np.mean(np.clip(inside, 0.0, 1.0)))
@@ -543,7 +562,7 @@ def mde(
     high = 4 * se
     while short(high) < 0:
         high *= 2
-    return float(brentq(short, 0.0, high, xtol=se * 1e-6))
+    return float(_brentq(short, 0.0, high, xtol=se * 1e-6))
 
 
 def _smallest(enough: Callable[[int], bool], cap: int) -> int | None:

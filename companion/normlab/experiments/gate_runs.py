@@ -411,11 +411,15 @@ class _GateStart(NamedTuple):
     callbacks: list[Callback]
 
 
-def _gate_start(config: GateConfig) -> _GateStart:
-    """A gate run before training: its settings, splits, seeded model, the model's head
-    input scale at initialisation, and its callbacks."""
+def _gate_start(
+    config: GateConfig, splits: dict[str, data.DataSplit] | None = None
+) -> _GateStart:
+    """A gate run before training: its settings, splits (``splits``, where another run of
+    its task has loaded them), seeded model, the model's head input scale at
+    initialisation, and its callbacks."""
     settings = arm_settings(config)
-    splits = task_splits(config.data, config.data_profile, config.source)
+    if splits is None:
+        splits = task_splits(config.data, config.data_profile, config.source)
     train = splits["train"]
     seed_everything(config.seed)
     model = gate_vit(train, settings)
@@ -455,7 +459,8 @@ def train_gate_population(
     member. Arms with a selector learning rate of its own (:class:`SelectorLR`) or the
     exact gate gradient (:class:`ExactGateGrad`) are refused with
     :class:`PopulationUnsupported` (the runner then runs them one by one)."""
-    starts = [_gate_start(_gate_config(c)) for c in configs]
+    first = _gate_start(_gate_config(configs[0]))  # the members share one task's data
+    starts = [first, *(_gate_start(_gate_config(c), first.splits) for c in configs[1:])]
     for start in starts:
         if any(isinstance(c, (SelectorLR, ExactGateGrad)) for c in start.callbacks):
             raise PopulationUnsupported(
