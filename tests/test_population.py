@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -222,6 +223,20 @@ def test_a_diverged_member_stops_and_the_others_go_on() -> None:
             assert math.isclose(mine[key], value, rel_tol=1e-5), key
 
 
+def _kill_at_epoch(epoch: int, monkeypatch) -> Callable:
+    """Make a population stop (KeyboardInterrupt) as epoch ``epoch`` starts, as a killed
+    process does after the previous epoch's checkpoint; return the real epoch to restore."""
+    real_epoch = population._epoch
+
+    def killed(run, at):
+        if at == epoch:
+            raise KeyboardInterrupt
+        real_epoch(run, at)
+
+    monkeypatch.setattr(population, "_epoch", killed)
+    return real_epoch
+
+
 def test_a_killed_population_resumes_to_the_same_numbers(tmp_path, monkeypatch) -> None:
     config = _config(normaliser="batchnorm", optimizer="adam")
     splits = config_splits(config)
@@ -234,14 +249,7 @@ def test_a_killed_population_resumes_to_the_same_numbers(tmp_path, monkeypatch) 
         return [seeded_mlp({**config, "seed": s}, splits["train"]) for s in seeds]
 
     whole, want = fit_population(models(), splits["train"], splits["val"], **settings)
-    real_epoch = population._epoch
-
-    def killed(run, epoch):
-        if epoch == 3:
-            raise KeyboardInterrupt
-        real_epoch(run, epoch)
-
-    monkeypatch.setattr(population, "_epoch", killed)
+    real_epoch = _kill_at_epoch(3, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         fit_population(
             models(),
@@ -497,14 +505,7 @@ def test_a_killed_gate_population_resumes_to_the_same_numbers(
 
     whole, want = fit()
     assert whole.ensemble is not None  # the stacked ViT, not vmap
-    real_epoch = population._epoch
-
-    def killed(run, epoch):
-        if epoch == 3:
-            raise KeyboardInterrupt
-        real_epoch(run, epoch)
-
-    monkeypatch.setattr(population, "_epoch", killed)
+    real_epoch = _kill_at_epoch(3, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         fit(checkpoint_dir=tmp_path)
     monkeypatch.setattr(population, "_epoch", real_epoch)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._population_vit import vit_ensemble
+from ._population_vit import EnsembleForward, vit_ensemble
 from .functional._common import _inverse_homogeneous, _norm_floor, power_of_two_scale
 from .layers.affine import AffineLikeLinear, L2Norm, NormLikeLinear
 from .models.mlp import MLP
@@ -32,14 +32,6 @@ from .models.vit import ViTLite
 __all__ = ["EnsembleForward", "ensemble_forward"]
 
 Tensors = Mapping[str, Tensor]
-#: ``(params, buffers, x, noise, frozen, probes)`` -> ``(output, probed)``: the stacked
-#: tensors by their module-state names, a ``(K, B, ...)`` input, each member's gate noise
-#: and AutoNorm-S freeze by module name (``(K, ...)``), and the gates whose probabilities
-#: to return, stacked (:meth:`normlab.population.Population.forward`).
-EnsembleForward = Callable[
-    [Tensors, Tensors, Tensor, Tensors, Tensors, Sequence[str]],
-    tuple[Tensor, dict[str, Tensor]],
-]
 #: One layer over the member dimension: ``(module, its parameters, its buffers, x)``, the
 #: dicts keyed by the module's own names (``weight``, ``running_mean``, ...).
 _Layer = Callable[[nn.Module, Tensors, Tensors, Tensor], Tensor]

@@ -32,12 +32,16 @@ from .layers.gate import AutoNorm
 from .models.blocks import Attention, Block, DropPath, FeedForward, LayerScale
 from .models.vit import ViTLite
 
-__all__ = ["vit_ensemble"]
+__all__ = ["EnsembleForward", "vit_ensemble"]
 
 Tensors = Mapping[str, Tensor]
-#: ``(params, buffers, x, noise, frozen, probes)`` -> ``(output, probed)``, as
-#: :data:`normlab._population_ensemble.EnsembleForward` describes.
-Forward = Callable[
+#: A population's forward pass over the member dimension (here and in
+#: :mod:`normlab._population_ensemble`): ``(params, buffers, x, noise, frozen, probes)`` ->
+#: ``(output, probed)``: the stacked tensors by their module-state names, a ``(K, B, ...)``
+#: input, each member's gate noise and AutoNorm-S freeze by module name (``(K, ...)``),
+#: and the gates whose probabilities to return, stacked
+#: (:meth:`normlab.population.Population.forward`).
+EnsembleForward = Callable[
     [Tensors, Tensors, Tensor, Tensors, Tensors, Sequence[str]],
     tuple[Tensor, dict[str, Tensor]],
 ]
@@ -254,7 +258,7 @@ def _affine_norm(m: nn.Module) -> bool:
     )
 
 
-def vit_ensemble(vit: nn.Module) -> Forward | None:
+def vit_ensemble(vit: nn.Module) -> EnsembleForward | None:
     """The forward pass of a population of ``vit`` over the member dimension, or None
     where :func:`_supported` says it has none (``vmap`` then runs it)."""
     if not _supported(vit):
