@@ -729,8 +729,22 @@ def test_a_member_is_rerun_with_the_engine_that_made_it(tmp_path) -> None:
     assert used == ["vmap", "stacked"]
 
 
-def test_the_engine_is_stacked_or_vmap() -> None:
-    models = [torch.nn.Linear(3, 2) for _ in range(2)]
-    assert stack_models(models, torch.device("cpu"), engine="vmap").ensemble is None
+def test_the_vmap_engine_runs_the_vit_under_vmap_and_leaves_the_mlp_stacked() -> None:
+    """The ``vmap`` engine runs the gate ViT under vmap, as populations ran before it had a
+    stacked form; the Part I MLP keeps its own, which those populations already used."""
+    from normlab.experiments.gate_config import GateConfig
+    from normlab.experiments.gate_runs import _gate_start
+
+    vits = [
+        _gate_start(GateConfig.from_config(_gate_config(arm="autonorm", seed=s))).model
+        for s in range(2)
+    ]
+    cpu = torch.device("cpu")
+    assert stack_models(vits, cpu).ensemble is not None
+    assert stack_models(vits, cpu, engine="vmap").ensemble is None
+    config = _config(normaliser="batchnorm", optimizer="sgd")
+    train = config_splits(config)["train"]
+    mlps = [seeded_mlp({**config, "seed": s}, train) for s in range(2)]
+    assert stack_models(mlps, cpu, engine="vmap").ensemble is not None
     with pytest.raises(ValueError, match="engine must be one of"):
-        stack_models(models, torch.device("cpu"), engine="jit")
+        stack_models(mlps, cpu, engine="jit")

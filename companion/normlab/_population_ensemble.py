@@ -152,13 +152,15 @@ def _supported(m: nn.Module) -> bool:
     return True
 
 
-def ensemble_forward(template: nn.Module) -> EnsembleForward | None:
+def ensemble_forward(
+    template: nn.Module, *, vit: bool = True
+) -> EnsembleForward | None:
     """The forward pass of a population of ``template`` over the member dimension, or None
     where it has none (then ``vmap`` runs it): an :class:`~normlab.models.MLP` whose layers
-    all have a stacked form in :data:`_LAYERS`, or a ViT-Lite of the gate studies
-    (:mod:`normlab._population_vit`)."""
+    all have a stacked form in :data:`_LAYERS`, or (unless ``vit`` is False) a ViT-Lite of
+    the gate studies (:mod:`normlab._population_vit`)."""
     if type(template) is ViTLite:
-        return vit_ensemble(template)
+        return vit_ensemble(template) if vit else None
     if type(template) is not MLP or template._forward_hooks:
         return None
     layers = [(f"hidden.{i}.", m) for i, m in enumerate(template.hidden)]

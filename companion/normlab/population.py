@@ -156,10 +156,11 @@ def stack_models(
     """The :class:`Population` of ``models`` (all of one architecture), on ``device``.
 
     ``engine`` (:data:`ENGINES`): ``"stacked"`` runs the forward pass over the member
-    dimension where the model has a stacked form, ``vmap`` elsewhere; ``"vmap"`` always
-    under ``vmap``, as populations ran before the gate ViT had a stacked form (what
-    ``verify`` re-runs a record made so with). Frozen parameters (``requires_grad``
-    False) are stacked too and never updated."""
+    dimension where the model has a stacked form (the Part I MLP, the gate ViT), ``vmap``
+    elsewhere; ``"vmap"`` runs the ViT under ``vmap`` too, as populations ran before it
+    had a stacked form (what ``verify`` re-runs a record made so with; the MLP's stacked
+    form is older than the records). Frozen parameters (``requires_grad`` False) are
+    stacked too and never updated."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if not models:
@@ -183,7 +184,7 @@ def stack_models(
         dict(params),
         dict(buffers),
         frozen=frozen,
-        ensemble=ensemble_forward(template) if engine == "stacked" else None,
+        ensemble=ensemble_forward(template, vit=engine == "stacked"),
     )
 
 

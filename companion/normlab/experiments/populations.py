@@ -7,7 +7,7 @@ member's record is the record its single run would write, in the same schema and
 same run id, with one more key, ``population``: the population's size, the member's index,
 every member's ``[seed, lr]`` and the engine its forward pass ran with
 (:data:`normlab.population.ENGINES`; none in records made before the gate ViT had a
-stacked form, which ran under ``vmap``), so that :func:`normlab.verification.verify` can
+stacked form, whose ViT ran under ``vmap``), so that :func:`normlab.verification.verify` can
 train the same population again the same way and compare the member exactly.
 
 A population runs under the locks of all its unfinished runs (``checkpoints/<run_id>.lock``);
@@ -117,7 +117,8 @@ def rerun_member(
     experiment: Experiment, record: Mapping[str, Any], ctx: RunContext
 ) -> dict[str, Any]:
     """Train the population that made ``record`` again, with the engine that made it (a
-    record without one was made under ``vmap``); return its member's record part."""
+    record without one was made with its ViT under ``vmap``); return its member's record
+    part."""
     if experiment.run_population is None:
         raise ValueError(f"{experiment.name} cannot train populations")
     configs = member_configs(record)
